@@ -1,0 +1,188 @@
+//! Encoding a batch from records. Used by producers; the broker never re-encodes.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::record::MIN_RECORD_LEN;
+use super::{HEADER_LEN, HeaderFields, MAX_BATCH_BYTES, NO_PRODUCER_ID, NO_SEQUENCE};
+
+/// Why a record cannot be added to a batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error("batch would grow to {would_be} bytes, over its limit of {limit}")]
+    TooLarge { would_be: usize, limit: usize },
+    #[error("a header name of {0} bytes is longer than 65535")]
+    HeaderNameTooLong(usize),
+    #[error("a record may carry at most 65535 headers, got {0}")]
+    TooManyHeaders(usize),
+    #[error("timestamp {timestamp} is too far from the batch's first timestamp {first}")]
+    TimestampRange { timestamp: i64, first: i64 },
+    #[error("the batch is empty")]
+    Empty,
+    #[error("producer sequence {base_sequence} + {count} records overflows")]
+    SequenceOverflow { base_sequence: i32, count: u32 },
+}
+
+/// Builds one batch record by record.
+///
+/// ```
+/// use floe_wire::{BatchBuilder, RecordBatch};
+///
+/// let mut builder = BatchBuilder::new(1 << 20);
+/// builder.push(1_700_000_000_000, Some(b"user-1"), b"hello", &[("trace", b"abc")]).unwrap();
+/// builder.push(1_700_000_000_005, None, b"world", &[]).unwrap();
+/// let batch = RecordBatch::decode(builder.finish().unwrap()).unwrap();
+/// assert_eq!(batch.header().record_count, 2);
+/// assert_eq!(batch.records().nth(1).unwrap().value, b"world");
+/// ```
+#[derive(Debug)]
+pub struct BatchBuilder {
+    buf: BytesMut,
+    limit: usize,
+    record_count: u32,
+    first_timestamp: i64,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: u16,
+    base_sequence: i32,
+}
+
+impl BatchBuilder {
+    /// A builder whose batch may grow to `max_batch_bytes` (capped by the format's limit).
+    pub fn new(max_batch_bytes: usize) -> BatchBuilder {
+        let limit = max_batch_bytes.min(MAX_BATCH_BYTES as usize);
+        let mut buf = BytesMut::with_capacity(limit.min(64 * 1024));
+        buf.put_bytes(0, HEADER_LEN);
+        BatchBuilder {
+            buf,
+            limit,
+            record_count: 0,
+            first_timestamp: 0,
+            max_timestamp: i64::MIN,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: 0,
+            base_sequence: NO_SEQUENCE,
+        }
+    }
+
+    /// Marks the batch as sent by an idempotent producer; `base_sequence` numbers its first
+    /// record.
+    pub fn producer(&mut self, producer_id: i64, producer_epoch: u16, base_sequence: i32) {
+        self.producer_id = producer_id;
+        self.producer_epoch = producer_epoch;
+        self.base_sequence = base_sequence;
+    }
+
+    /// Bytes the batch would have if finished now.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether no record has been pushed.
+    pub fn is_empty(&self) -> bool {
+        self.record_count == 0
+    }
+
+    /// Records pushed so far.
+    pub fn record_count(&self) -> u32 {
+        self.record_count
+    }
+
+    /// Size a record takes in a batch.
+    pub fn record_len(key: Option<&[u8]>, value: &[u8], headers: &[(&str, &[u8])]) -> usize {
+        MIN_RECORD_LEN
+            + key.map_or(0, <[u8]>::len)
+            + value.len()
+            + headers
+                .iter()
+                .map(|(n, v)| 2 + n.len() + 4 + v.len())
+                .sum::<usize>()
+    }
+
+    /// Appends a record with an absolute timestamp in milliseconds. On error the batch is
+    /// unchanged.
+    pub fn push(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: &[u8],
+        headers: &[(&str, &[u8])],
+    ) -> Result<(), BuildError> {
+        let record_len = Self::record_len(key, value, headers);
+        let would_be = self.buf.len() + record_len;
+        if would_be > self.limit {
+            return Err(BuildError::TooLarge {
+                would_be,
+                limit: self.limit,
+            });
+        }
+        if headers.len() > u16::MAX as usize {
+            return Err(BuildError::TooManyHeaders(headers.len()));
+        }
+        if let Some((name, _)) = headers.iter().find(|(n, _)| n.len() > u16::MAX as usize) {
+            return Err(BuildError::HeaderNameTooLong(name.len()));
+        }
+        let first = if self.record_count == 0 {
+            timestamp
+        } else {
+            self.first_timestamp
+        };
+        let delta = timestamp
+            .checked_sub(first)
+            .ok_or(BuildError::TimestampRange { timestamp, first })?;
+        self.first_timestamp = first;
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        // The length prefix excludes itself; all lengths fit in u32 because the batch limit
+        // does.
+        self.buf.put_u32_le((record_len - 4) as u32);
+        self.buf.put_u32_le(self.record_count);
+        self.buf.put_i64_le(delta);
+        match key {
+            Some(k) => {
+                self.buf.put_i32_le(k.len() as i32);
+                self.buf.put_slice(k);
+            }
+            None => self.buf.put_i32_le(-1),
+        }
+        self.buf.put_u32_le(value.len() as u32);
+        self.buf.put_slice(value);
+        self.buf.put_u16_le(headers.len() as u16);
+        for (name, value) in headers {
+            self.buf.put_u16_le(name.len() as u16);
+            self.buf.put_slice(name.as_bytes());
+            self.buf.put_u32_le(value.len() as u32);
+            self.buf.put_slice(value);
+        }
+        self.record_count += 1;
+        Ok(())
+    }
+
+    /// Writes the header and checksum and returns the encoded batch, with base offset and
+    /// leader epoch zero until a leader stamps them.
+    pub fn finish(self) -> Result<Bytes, BuildError> {
+        if self.record_count == 0 {
+            return Err(BuildError::Empty);
+        }
+        if self.producer_id != NO_PRODUCER_ID
+            && i64::from(self.base_sequence) + i64::from(self.record_count) - 1
+                > i64::from(i32::MAX)
+        {
+            return Err(BuildError::SequenceOverflow {
+                base_sequence: self.base_sequence,
+                count: self.record_count,
+            });
+        }
+        let mut buf = self.buf;
+        let fields = HeaderFields {
+            batch_length: buf.len() as u32,
+            attributes: 0,
+            record_count: self.record_count,
+            producer_epoch: self.producer_epoch,
+            first_timestamp: self.first_timestamp,
+            max_timestamp: self.max_timestamp,
+            producer_id: self.producer_id,
+            base_sequence: self.base_sequence,
+        };
+        fields.write(&mut buf);
+        Ok(buf.freeze())
+    }
+}
