@@ -1,0 +1,45 @@
+//! How a log is shaped: segment size and age, index density, batch limit, group commit.
+
+use std::time::Duration;
+
+use crate::GroupCommitPolicy;
+
+/// Settings of one partition's log.
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    /// A segment is sealed once the next batch would take it past this size.
+    pub segment_bytes_max: u64,
+    /// A non-empty segment is sealed once it has been active this long (see
+    /// [`crate::Log::maintain`]), so tiering and read replicas never lag more than this.
+    pub segment_age_max: Duration,
+    /// Bytes of batches between two entries of a segment's sparse index.
+    pub index_interval_bytes: u32,
+    /// Largest batch the log accepts.
+    pub batch_bytes_max: u32,
+    /// When the syncer starts an `fdatasync`.
+    pub group_commit: GroupCommitPolicy,
+    /// Idempotent producers remembered; the least recently written is forgotten beyond it.
+    pub producers_max: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes_max: 64 * 1024 * 1024,
+            segment_age_max: Duration::from_secs(600),
+            index_interval_bytes: 4096,
+            batch_bytes_max: 8 * 1024 * 1024,
+            group_commit: GroupCommitPolicy::default(),
+            producers_max: 100_000,
+        }
+    }
+}
+
+/// What retention may delete: sealed segments beyond these bounds, oldest first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// Keep at most this many bytes of segments (the active one included in the count).
+    pub bytes_max: Option<u64>,
+    /// Delete sealed segments whose newest record is older than this (milliseconds).
+    pub age_max_ms: Option<u64>,
+}

@@ -1,0 +1,84 @@
+//! The log's errors, grouped by what the caller can do about them.
+
+use std::io;
+use std::path::PathBuf;
+
+use floe_wire::{BatchError, Offset};
+
+/// Why a log operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The batch is malformed; the producer must not resend it as is.
+    #[error("invalid batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+    #[error("batch of {size} bytes exceeds the log's limit of {max}")]
+    BatchTooLarge { size: usize, max: u32 },
+    /// The offset is not in the log; the caller may retry from `log_start` or `log_end`.
+    #[error("offset {requested} is outside the log [{log_start}, {log_end})")]
+    OffsetOutOfRange {
+        requested: Offset,
+        log_start: Offset,
+        log_end: Offset,
+    },
+    /// Truncation must land on a batch boundary.
+    #[error("offset {offset} is inside the batch starting at {batch_base}")]
+    NotBatchBoundary { offset: Offset, batch_base: Offset },
+    /// A replicated batch does not continue the log.
+    #[error("replicated batch starts at {found}, the log ends at {expected}")]
+    NonContiguous { expected: Offset, found: Offset },
+    /// A write from a leader epoch older than one this log has already seen.
+    #[error("leader epoch {epoch} is older than the log's latest epoch {latest}")]
+    StaleEpoch { epoch: u32, latest: u32 },
+    /// The producer was replaced by a newer epoch of the same producer id.
+    #[error("producer {producer_id} epoch {epoch} is fenced by epoch {current}")]
+    ProducerFenced {
+        producer_id: i64,
+        epoch: u16,
+        current: u16,
+    },
+    /// A sequence gap: the producer must resend from `expected`.
+    #[error("producer {producer_id}: sequence {found}, expected {expected}")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        expected: i32,
+        found: i32,
+    },
+    /// Stored data failed validation: the file and byte position say where.
+    #[error("corrupt data in {} at byte {position}: {reason}", file.display())]
+    Corrupt {
+        file: PathBuf,
+        position: u64,
+        reason: String,
+    },
+    /// An earlier write or sync failed; the log refuses writes until it is reopened.
+    #[error("log refuses writes after an earlier I/O failure ({cause}); reopen it to recover")]
+    Failed { cause: io::ErrorKind },
+    /// The log was closed.
+    #[error("log is closed")]
+    Closed,
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl LogError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> LogError {
+        let path = path.into();
+        move |source| LogError::Io { op, path, source }
+    }
+
+    /// Whether the log must be reopened before it accepts writes again.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            LogError::Failed { .. } | LogError::Io { .. } | LogError::Corrupt { .. }
+        )
+    }
+}

@@ -1,0 +1,726 @@
+//! The partition log: append with group commit, reads, truncation, retention.
+//!
+//! # Driving contract
+//!
+//! - [`Log::append`] (leader) validates a batch, stamps its base offset and leader epoch into
+//!   the header and writes it to the page cache; it returns the assigned offsets at once.
+//!   The batch is durable only once [`Log::wait_synced`] (or
+//!   [`Log::wait_synced_blocking`]) for its `next_offset` returns: acknowledge a producer
+//!   with ack mode `leader` only then.
+//! - [`Log::append_replicated`] (follower) appends a batch already stamped by its leader; it
+//!   must continue the log exactly.
+//! - A background syncer thread runs `fdatasync` as the [`GroupCommitPolicy`] decides; every
+//!   append written while a sync runs is covered by the next one.
+//! - After any failed write or sync the log refuses every further write with
+//!   [`LogError::Failed`] and waiters get the same error; it must be reopened, which recovers
+//!   from what is durable. A failed `fdatasync` is never retried.
+//! - [`Log::maintain`] should be called periodically: it seals the active segment once it is
+//!   older than the configured age.
+
+mod open;
+mod retention;
+mod syncer;
+mod truncation;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use bytes::Bytes;
+use floe_wire::Offset;
+use floe_wire::batch::{self, BatchHeader};
+use tokio::sync::watch;
+
+use crate::epoch_history::{EPOCH_FILE, EPOCH_MAGIC, EpochHistory};
+use crate::group_commit::Pending;
+use crate::producer_state::{PRODUCERS_EXT, PRODUCERS_MAGIC, ProducerCheck, ProducerState};
+use crate::segment::{self, IndexEntry, LOG_EXT, Segment};
+use crate::state_file;
+use crate::storage::{Storage, StorageFile};
+use crate::{GroupCommitPolicy, LogConfig, LogError};
+
+pub(crate) const HIGH_WATERMARK_FILE: &str = "high-watermark";
+pub(crate) const HIGH_WATERMARK_MAGIC: [u8; 4] = *b"FLHW";
+
+/// Where an appended batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: Offset,
+    pub last_offset: Offset,
+    /// The batch was a retry of one already in the log; nothing was written and the offsets
+    /// are the original ones. It is durable once `wait_synced(last_offset + 1)` returns.
+    pub duplicate: bool,
+}
+
+impl Appended {
+    /// The offset after the batch: wait for the log to be synced up to here.
+    pub fn next_offset(&self) -> Offset {
+        Offset::new(self.last_offset.get() + 1)
+    }
+}
+
+/// Whole batches read from the log.
+#[derive(Debug, Clone)]
+pub struct ReadBatches {
+    /// Concatenated batches exactly as stored; the first may start before the offset asked
+    /// for (the reader skips its earlier records). Empty when nothing is available yet.
+    pub bytes: Bytes,
+    /// Where the next read should start.
+    pub next_offset: Offset,
+}
+
+/// Progress of durability, as published to waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncStatus {
+    /// Every offset below this is durable.
+    pub synced: Offset,
+    /// A write or sync failed; nothing more will become durable until reopened.
+    pub failed: bool,
+    /// The log was closed.
+    pub closed: bool,
+    /// Count of truncations so far: a waiter whose offset was truncated away must not be
+    /// satisfied by later data at the same offsets.
+    pub truncations: u64,
+}
+
+/// Counters of the syncer.
+#[derive(Debug, Default)]
+pub struct LogStats {
+    pub syncs: AtomicU64,
+    pub synced_bytes: AtomicU64,
+    pub sync_nanos: AtomicU64,
+}
+
+/// A sealed segment, for readers such as tiering: immutable once sealed.
+#[derive(Debug, Clone)]
+pub struct SealedSegment {
+    pub base_offset: Offset,
+    pub next_offset: Offset,
+    pub size_bytes: u64,
+    pub max_timestamp: i64,
+    pub path: PathBuf,
+    /// The sparse index: offset → position, with the running max timestamp.
+    pub index: Vec<IndexEntry>,
+    file: Arc<dyn StorageFile>,
+}
+
+impl SealedSegment {
+    /// Reads bytes of the segment file at `position`.
+    pub fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
+        crate::storage::read_exact_at(self.file.as_ref(), buf, position)
+    }
+}
+
+/// One partition's durable log. See the module documentation for the driving contract.
+#[derive(Debug)]
+pub struct Log {
+    shared: Arc<Shared>,
+    syncer: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub storage: Arc<dyn Storage>,
+    pub config: LogConfig,
+    pub writer: Mutex<Writer>,
+    /// Ordered by base offset; the last one is active. Never empty.
+    pub segments: RwLock<Vec<Arc<Segment>>>,
+    pub sync: Mutex<SyncState>,
+    /// Wakes the syncer.
+    pub work: Condvar,
+    /// Wakes blocking waiters.
+    pub synced_cv: Condvar,
+    pub synced_tx: watch::Sender<SyncStatus>,
+    pub end_tx: watch::Sender<Offset>,
+    /// Set once by the first failed write or sync.
+    pub failure: OnceLock<io::ErrorKind>,
+    pub stats: LogStats,
+}
+
+#[derive(Debug)]
+pub(crate) struct Writer {
+    pub active: Arc<Segment>,
+    pub active_since: Instant,
+    pub producers: ProducerState,
+    pub epochs: EpochHistory,
+    pub high_watermark: Offset,
+    pub closed: bool,
+    scratch: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SyncState {
+    /// End of the log in the page cache.
+    pub written: Offset,
+    pub pending: Pending,
+    pub synced: Offset,
+    pub file: Arc<dyn StorageFile>,
+    pub shutdown: bool,
+    pub truncations: u64,
+}
+
+impl Shared {
+    pub fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn sync_state(&self) -> MutexGuard<'_, SyncState> {
+        self.sync.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
+        self.segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn check_writable(&self, w: &Writer) -> Result<(), LogError> {
+        if let Some(cause) = self.failure.get() {
+            return Err(LogError::Failed { cause: *cause });
+        }
+        if w.closed {
+            return Err(LogError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Records the first failure: from now on the log refuses writes and waiters fail.
+    pub fn fail(&self, error: &LogError) {
+        let kind = match error {
+            LogError::Io { source, .. } => source.kind(),
+            _ => io::ErrorKind::Other,
+        };
+        if self.failure.set(kind).is_ok() {
+            tracing::error!(dir = %self.dir.display(), %error, "log write failed; refusing writes until reopened");
+        }
+        let s = self.sync_state();
+        self.publish(&s);
+    }
+
+    /// Publishes the sync state to async and blocking waiters. Called with the sync lock held.
+    pub fn publish(&self, s: &SyncState) {
+        let status = SyncStatus {
+            synced: s.synced,
+            failed: self.failure.get().is_some(),
+            closed: s.shutdown,
+            truncations: s.truncations,
+        };
+        self.synced_tx.send_replace(status);
+        self.synced_cv.notify_all();
+    }
+
+    fn producer_snapshot_name(base: Offset) -> String {
+        segment::file_name(base, PRODUCERS_EXT)
+    }
+
+    pub fn write_epochs(&self, epochs: &EpochHistory) -> Result<(), LogError> {
+        let bytes = state_file::frame(EPOCH_MAGIC, &epochs.encode());
+        state_file::write_atomically(self.storage.as_ref(), &self.dir, EPOCH_FILE, &bytes)
+    }
+
+    pub fn write_producer_snapshot(
+        &self,
+        producers: &ProducerState,
+        at: Offset,
+    ) -> Result<(), LogError> {
+        let bytes = state_file::frame(PRODUCERS_MAGIC, &producers.encode(at));
+        state_file::write_atomically(
+            self.storage.as_ref(),
+            &self.dir,
+            &Self::producer_snapshot_name(at),
+            &bytes,
+        )
+    }
+
+    /// Seals the active segment and starts a new one at the log end.
+    ///
+    /// Order matters for recovery, which trusts every segment but the last: the old segment
+    /// is synced and its index written before the new file exists, and the new file's name is
+    /// durable (directory sync) before anything is appended to it.
+    pub fn roll(&self, w: &mut Writer) -> Result<(), LogError> {
+        let old = w.active.clone();
+        let next = old.state().next_offset;
+        old.file
+            .sync_data()
+            .map_err(LogError::io("fdatasync", &old.path))?;
+        old.state_mut().sealed = true;
+        old.write_index(self.storage.as_ref(), &self.dir)?;
+        self.write_producer_snapshot(&w.producers, next)?;
+        let path = self.dir.join(segment::file_name(next, LOG_EXT));
+        let file = self
+            .storage
+            .open(&path, true)
+            .map_err(LogError::io("create", &path))?;
+        self.storage
+            .sync_dir(&self.dir)
+            .map_err(LogError::io("fsync directory", &self.dir))?;
+        let mut state = Segment::empty_state();
+        state.next_offset = next;
+        let segment = Arc::new(Segment::new(next, path, file.clone(), state));
+        self.segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(segment.clone());
+        w.active = segment;
+        w.active_since = Instant::now();
+        let mut s = self.sync_state();
+        // Everything written so far was in the old segment, which is now synced.
+        s.synced = s.synced.max(next);
+        s.pending = Pending::default();
+        s.file = file;
+        self.publish(&s);
+        tracing::debug!(dir = %self.dir.display(), base = %next, "sealed a segment");
+        Ok(())
+    }
+
+    /// Writes a stamped batch at the end of the active segment and publishes it.
+    fn write_batch(
+        &self,
+        w: &mut Writer,
+        bytes: &[u8],
+        header: &BatchHeader,
+    ) -> Result<(), LogError> {
+        let segment = w.active.clone();
+        let position = segment.state().size;
+        segment
+            .file
+            .write_all_at(bytes, position)
+            .map_err(LogError::io("write", &segment.path))?;
+        {
+            let mut st = segment.state_mut();
+            let rel = header.base_offset.distance_from(segment.base) as u32;
+            st.index.on_append(
+                rel,
+                position as u32,
+                header.batch_length,
+                header.max_timestamp,
+                self.config.index_interval_bytes,
+            );
+            st.size += u64::from(header.batch_length);
+            st.next_offset = header.next_offset();
+            st.max_timestamp = st.max_timestamp.max(header.max_timestamp);
+        }
+        w.producers.record(header, self.config.producers_max);
+        {
+            let mut s = self.sync_state();
+            s.written = header.next_offset();
+            s.pending.bytes += u64::from(header.batch_length);
+            s.pending.oldest.get_or_insert_with(Instant::now);
+        }
+        self.work.notify_one();
+        self.end_tx.send_replace(header.next_offset());
+        Ok(())
+    }
+}
+
+/// Who stamped the batch being appended.
+enum Stamp {
+    /// The leader assigns offsets and stamps its epoch.
+    Leader { epoch: u32 },
+    /// A follower stores the leader's stamp as is.
+    Replica,
+}
+
+impl Log {
+    /// Opens (and recovers) the log in `dir`, creating it if needed.
+    pub fn open(storage: Arc<dyn Storage>, dir: &Path, config: LogConfig) -> Result<Log, LogError> {
+        open::open(storage, dir, config)
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Result<Log, LogError> {
+        let for_thread = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("floe-log-sync".into())
+            .spawn(move || syncer::run(&for_thread))
+            .map_err(LogError::io("spawn syncer for", &shared.dir))?;
+        Ok(Log {
+            shared,
+            syncer: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// The directory holding this log.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Appends a batch as the leader of `leader_epoch`: validates it, assigns and stamps its
+    /// offsets, writes it. Not yet durable: see [`Log::wait_synced`].
+    pub fn append(&self, batch: &[u8], leader_epoch: u32) -> Result<Appended, LogError> {
+        self.append_stamped(
+            batch,
+            Stamp::Leader {
+                epoch: leader_epoch,
+            },
+        )
+    }
+
+    /// Appends a batch stamped by the leader (replication). It must start at the log end.
+    pub fn append_replicated(&self, batch: &[u8]) -> Result<Appended, LogError> {
+        self.append_stamped(batch, Stamp::Replica)
+    }
+
+    fn append_stamped(&self, bytes: &[u8], stamp: Stamp) -> Result<Appended, LogError> {
+        let max = self.shared.config.batch_bytes_max;
+        if bytes.len() > max as usize {
+            return Err(LogError::BatchTooLarge {
+                size: bytes.len(),
+                max,
+            });
+        }
+        // Validation (checksum included) happens before taking the lock.
+        let mut header = batch::validate(bytes)?;
+        if bytes.len() != header.batch_length as usize {
+            return Err(floe_wire::BatchError::LengthMismatch {
+                declared: header.batch_length,
+                available: bytes.len(),
+            }
+            .into());
+        }
+        let shared = &self.shared;
+        let mut w = shared.writer();
+        shared.check_writable(&w)?;
+        let end = w.active.state().next_offset;
+        let epoch = match stamp {
+            Stamp::Leader { epoch } => epoch,
+            Stamp::Replica => header.leader_epoch,
+        };
+        if let Some(latest) = w.epochs.latest().filter(|l| epoch < l.epoch) {
+            return Err(LogError::StaleEpoch {
+                epoch,
+                latest: latest.epoch,
+            });
+        }
+        match stamp {
+            Stamp::Leader { .. } => {
+                if let ProducerCheck::Duplicate {
+                    base_offset,
+                    last_offset,
+                } = w.producers.check(&header)?
+                {
+                    return Ok(Appended {
+                        base_offset,
+                        last_offset,
+                        duplicate: true,
+                    });
+                }
+            }
+            Stamp::Replica if header.base_offset != end => {
+                return Err(LogError::NonContiguous {
+                    expected: end,
+                    found: header.base_offset,
+                });
+            }
+            Stamp::Replica => {}
+        }
+        if end.checked_add(u64::from(header.record_count)).is_none() {
+            return Err(LogError::OffsetOutOfRange {
+                requested: end,
+                log_start: self.log_start(),
+                log_end: end,
+            });
+        }
+        let result = self.write_stamped(&mut w, bytes, &mut header, end, epoch);
+        if let Err(e) = &result {
+            shared.fail(e);
+        }
+        result
+    }
+
+    fn write_stamped(
+        &self,
+        w: &mut Writer,
+        bytes: &[u8],
+        header: &mut BatchHeader,
+        end: Offset,
+        epoch: u32,
+    ) -> Result<Appended, LogError> {
+        let shared = &self.shared;
+        if w.epochs.assign(epoch, end) {
+            shared.write_epochs(&w.epochs)?;
+        }
+        let (size, aged) = {
+            let st = w.active.state();
+            (
+                st.size,
+                w.active_since.elapsed() >= shared.config.segment_age_max,
+            )
+        };
+        let full = size + bytes.len() as u64 > shared.config.segment_bytes_max;
+        if size > 0 && (full || aged) {
+            shared.roll(w)?;
+        }
+        header.base_offset = end;
+        header.leader_epoch = epoch;
+        let mut scratch = std::mem::take(&mut w.scratch);
+        scratch.clear();
+        scratch.extend_from_slice(bytes);
+        batch::stamp(&mut scratch, end, epoch)?;
+        let written = shared.write_batch(w, &scratch, header);
+        w.scratch = scratch;
+        written?;
+        Ok(Appended {
+            base_offset: end,
+            last_offset: header.last_offset(),
+            duplicate: false,
+        })
+    }
+
+    /// Waits until every offset below `offset` is durable.
+    pub async fn wait_synced(&self, offset: Offset) -> Result<(), LogError> {
+        let mut rx = self.shared.synced_tx.subscribe();
+        let start = *rx.borrow();
+        let status = rx
+            .wait_for(|s| {
+                s.synced >= offset || s.failed || s.closed || s.truncations != start.truncations
+            })
+            .await
+            .map_err(|_| LogError::Closed)?;
+        self.sync_outcome(*status, offset, start.truncations)
+    }
+
+    /// Blocks until every offset below `offset` is durable.
+    pub fn wait_synced_blocking(&self, offset: Offset) -> Result<(), LogError> {
+        let mut s = self.shared.sync_state();
+        let truncations = s.truncations;
+        loop {
+            let status = *self.shared.synced_tx.borrow();
+            if status.synced >= offset
+                || status.failed
+                || status.closed
+                || status.truncations != truncations
+            {
+                return self.sync_outcome(status, offset, truncations);
+            }
+            s = self
+                .shared
+                .synced_cv
+                .wait(s)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn sync_outcome(
+        &self,
+        status: SyncStatus,
+        offset: Offset,
+        truncations: u64,
+    ) -> Result<(), LogError> {
+        if status.synced >= offset && status.truncations == truncations {
+            return Ok(());
+        }
+        if let Some(cause) = self.shared.failure.get() {
+            return Err(LogError::Failed { cause: *cause });
+        }
+        if status.truncations != truncations {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                log_start: self.log_start(),
+                log_end: self.log_end(),
+            });
+        }
+        Err(LogError::Closed)
+    }
+
+    /// A receiver of durability progress (for callers that multiplex many logs).
+    pub fn sync_status(&self) -> watch::Receiver<SyncStatus> {
+        self.shared.synced_tx.subscribe()
+    }
+
+    /// A receiver of the log end, for readers waiting on the tail.
+    pub fn end_watch(&self) -> watch::Receiver<Offset> {
+        self.shared.end_tx.subscribe()
+    }
+
+    /// First offset in the log.
+    pub fn log_start(&self) -> Offset {
+        let segments = self
+            .shared
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        segments.first().map_or(Offset::ZERO, |s| s.base)
+    }
+
+    /// The offset the next appended record will get.
+    pub fn log_end(&self) -> Offset {
+        *self.shared.end_tx.borrow()
+    }
+
+    /// Every offset below this is durable.
+    pub fn synced_end(&self) -> Offset {
+        self.shared.synced_tx.borrow().synced
+    }
+
+    /// Reads whole batches from `from`, up to `max_bytes` (at least one batch when one is
+    /// available), none reaching `until` (e.g. the synced end or the high watermark).
+    pub fn read(
+        &self,
+        from: Offset,
+        max_bytes: usize,
+        until: Offset,
+    ) -> Result<ReadBatches, LogError> {
+        let segments = self.shared.segments();
+        let start = segments.first().map_or(Offset::ZERO, |s| s.base);
+        let end = self.log_end();
+        if from < start || from > end {
+            return Err(LogError::OffsetOutOfRange {
+                requested: from,
+                log_start: start,
+                log_end: end,
+            });
+        }
+        let first = segments
+            .partition_point(|s| s.base <= from)
+            .saturating_sub(1);
+        for segment in &segments[first..] {
+            if let Some(read) = segment.read(from.max(segment.base), max_bytes, until)? {
+                return Ok(ReadBatches {
+                    bytes: read.bytes,
+                    next_offset: read.next_offset,
+                });
+            }
+            if from < segment.state().next_offset {
+                break; // the data is there but beyond `until`
+            }
+        }
+        Ok(ReadBatches {
+            bytes: Bytes::new(),
+            next_offset: from,
+        })
+    }
+
+    /// The base offset of the first batch holding a record with timestamp ≥ `timestamp`, or
+    /// `None` when every record is older.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<Offset>, LogError> {
+        for segment in self.shared.segments() {
+            if let Some(offset) = segment.offset_for_timestamp(timestamp)? {
+                return Ok(Some(offset));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The sealed segments, oldest first.
+    pub fn sealed_segments(&self) -> Vec<SealedSegment> {
+        let segments = self.shared.segments();
+        segments
+            .iter()
+            .filter_map(|s| {
+                let st = s.state();
+                st.sealed.then(|| SealedSegment {
+                    base_offset: s.base,
+                    next_offset: st.next_offset,
+                    size_bytes: st.size,
+                    max_timestamp: st.max_timestamp,
+                    path: s.path.clone(),
+                    index: st.index.entries.clone(),
+                    file: s.file.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The leader-epoch history.
+    pub fn epoch_history(&self) -> EpochHistory {
+        self.shared.writer().epochs.clone()
+    }
+
+    /// The last high watermark stored with [`Log::store_high_watermark`].
+    pub fn high_watermark(&self) -> Offset {
+        self.shared.writer().high_watermark
+    }
+
+    /// Stores the high watermark durably (atomic state file).
+    pub fn store_high_watermark(&self, offset: Offset) -> Result<(), LogError> {
+        let mut w = self.shared.writer();
+        let offset = offset.min(w.active.state().next_offset);
+        let bytes = state_file::frame(HIGH_WATERMARK_MAGIC, &offset.get().to_le_bytes());
+        state_file::write_atomically(
+            self.shared.storage.as_ref(),
+            &self.shared.dir,
+            HIGH_WATERMARK_FILE,
+            &bytes,
+        )?;
+        w.high_watermark = offset;
+        Ok(())
+    }
+
+    /// Seals the active segment if it is older than the configured age and not empty.
+    /// Returns whether it did.
+    pub fn maintain(&self, now: Instant) -> Result<bool, LogError> {
+        let shared = &self.shared;
+        let mut w = shared.writer();
+        shared.check_writable(&w)?;
+        let aged = now.saturating_duration_since(w.active_since) >= shared.config.segment_age_max;
+        if !aged || w.active.state().size == 0 {
+            return Ok(false);
+        }
+        let result = shared.roll(&mut w);
+        if let Err(e) = &result {
+            shared.fail(e);
+        }
+        result.map(|()| true)
+    }
+
+    /// Seals the active segment now, if it holds anything.
+    pub fn roll(&self) -> Result<(), LogError> {
+        let shared = &self.shared;
+        let mut w = shared.writer();
+        shared.check_writable(&w)?;
+        if w.active.state().size == 0 {
+            return Ok(());
+        }
+        let result = shared.roll(&mut w);
+        if let Err(e) = &result {
+            shared.fail(e);
+        }
+        result
+    }
+
+    /// The syncer's counters.
+    pub fn stats(&self) -> &LogStats {
+        &self.shared.stats
+    }
+
+    /// The group-commit policy in force.
+    pub fn group_commit(&self) -> GroupCommitPolicy {
+        self.shared.config.group_commit
+    }
+
+    /// Syncs everything written, stops the syncer and refuses further writes.
+    pub fn close(&self) -> Result<(), LogError> {
+        self.shared.writer().closed = true;
+        {
+            let mut s = self.shared.sync_state();
+            s.shutdown = true;
+        }
+        self.shared.work.notify_all();
+        let handle = self.syncer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+        let s = self.shared.sync_state();
+        self.shared.publish(&s);
+        match self.shared.failure.get() {
+            Some(cause) => Err(LogError::Failed { cause: *cause }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// Counts an offset for the stats; kept here so every caller adds the same way.
+pub(crate) fn add_stat(counter: &AtomicU64, value: u64) {
+    counter.fetch_add(value, Ordering::Relaxed);
+}

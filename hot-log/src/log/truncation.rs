@@ -1,0 +1,150 @@
+//! Truncation: removing the records at and after an offset (replication reconciles a
+//! follower this way; only records above the high watermark are ever truncated).
+
+use std::path::Path;
+use std::time::Instant;
+
+use floe_wire::Offset;
+
+use crate::LogError;
+use crate::group_commit::Pending;
+use crate::segment::{self, INDEX_EXT, Segment};
+use crate::state_file;
+use crate::storage::Storage;
+
+use super::{HIGH_WATERMARK_FILE, HIGH_WATERMARK_MAGIC, Log, Shared, Writer, open};
+
+/// Removes a file; a file that is already gone is fine.
+pub(super) fn remove_if_exists(storage: &dyn Storage, path: &Path) -> Result<(), LogError> {
+    match storage.remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(LogError::io("remove", path)(e)),
+        _ => Ok(()),
+    }
+}
+
+impl Log {
+    /// Removes every record at or after `to`, which must be the first offset of a batch (or
+    /// the log end). Durable when it returns. Waiters for truncated offsets fail.
+    pub fn truncate(&self, to: Offset) -> Result<(), LogError> {
+        let shared = &self.shared;
+        let mut w = shared.writer();
+        shared.check_writable(&w)?;
+        let result = truncate_locked(shared, &mut w, to);
+        if let Err(e) = &result
+            && e.is_fatal()
+        {
+            shared.fail(e);
+        }
+        result
+    }
+}
+
+fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), LogError> {
+    let segments = shared.segments();
+    let start = segments.first().map_or(Offset::ZERO, |s| s.base);
+    let end = w.active.state().next_offset;
+    if to >= end {
+        return Ok(());
+    }
+    if to < start {
+        return Err(LogError::OffsetOutOfRange {
+            requested: to,
+            log_start: start,
+            log_end: end,
+        });
+    }
+    let keep_at = segments.partition_point(|s| s.base <= to).saturating_sub(1);
+    let keep = segments[keep_at].clone();
+    let position = match keep.position_of(to)? {
+        Some((position, header)) if header.base_offset == to => position,
+        Some((_, header)) => {
+            return Err(LogError::NotBatchBoundary {
+                offset: to,
+                batch_base: header.base_offset,
+            });
+        }
+        None => {
+            return Err(LogError::OffsetOutOfRange {
+                requested: to,
+                log_start: start,
+                log_end: end,
+            });
+        }
+    };
+    let storage = shared.storage.as_ref();
+    let dir = &shared.dir;
+    // Newest first, so a crash part-way leaves a contiguous log.
+    for removed in segments[keep_at + 1..].iter().rev() {
+        shared
+            .segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        remove_if_exists(storage, &removed.path)?;
+        remove_if_exists(
+            storage,
+            &dir.join(segment::file_name(removed.base, INDEX_EXT)),
+        )?;
+    }
+    storage
+        .sync_dir(dir)
+        .map_err(LogError::io("fsync directory", dir))?;
+    keep.file
+        .set_len(position)
+        .map_err(LogError::io("truncate", &keep.path))?;
+    keep.file
+        .sync_data()
+        .map_err(LogError::io("fdatasync", &keep.path))?;
+    remove_if_exists(storage, &dir.join(segment::file_name(keep.base, INDEX_EXT)))?;
+    let (state, stop) = Segment::scan_state(
+        keep.file.as_ref(),
+        &keep.path,
+        keep.base,
+        position,
+        shared.config.index_interval_bytes,
+    )?;
+    if let Some(stop) = stop {
+        return Err(LogError::Corrupt {
+            file: keep.path.clone(),
+            position: stop.position,
+            reason: stop.reason,
+        });
+    }
+    *keep.state_mut() = state;
+    let listing = open::list(storage, dir)?;
+    for &at in listing.snapshots.iter().filter(|&&at| at > to) {
+        remove_if_exists(
+            storage,
+            &dir.join(segment::file_name(at, crate::producer_state::PRODUCERS_EXT)),
+        )?;
+    }
+    storage
+        .sync_dir(dir)
+        .map_err(LogError::io("fsync directory", dir))?;
+
+    w.active = keep.clone();
+    w.active_since = Instant::now();
+    if w.epochs.truncate_from(to) {
+        shared.write_epochs(&w.epochs)?;
+    }
+    let remaining = shared.segments();
+    let listing = open::list(storage, dir)?;
+    w.producers = open::recover_producers(storage, dir, &listing, &remaining, &shared.config)?;
+    if w.high_watermark > to {
+        w.high_watermark = to;
+        let bytes = state_file::frame(HIGH_WATERMARK_MAGIC, &to.get().to_le_bytes());
+        state_file::write_atomically(storage, dir, HIGH_WATERMARK_FILE, &bytes)?;
+    }
+    {
+        let mut s = shared.sync_state();
+        s.written = to;
+        s.synced = s.synced.min(to);
+        s.pending = Pending::default();
+        s.file = keep.file.clone();
+        s.truncations += 1;
+        shared.publish(&s);
+    }
+    shared.end_tx.send_replace(to);
+    tracing::info!(dir = %dir.display(), %to, "truncated log");
+    Ok(())
+}

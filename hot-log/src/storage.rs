@@ -1,0 +1,66 @@
+//! The narrow interface between the log and durable storage.
+//!
+//! Everything the log does to a disk goes through [`Storage`] and [`StorageFile`]: a handful
+//! of positional reads and writes, `fdatasync`, and directory operations whose durability
+//! needs a directory sync. [`FsStorage`] is the real file system; [`CrashStorage`] keeps the
+//! written and the durable image apart so tests can see exactly what a crash leaves.
+
+mod crash;
+mod fs;
+
+pub use crash::{CrashImage, CrashStorage, SyncPoint};
+pub use fs::FsStorage;
+
+use std::fmt::Debug;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A directory tree of files. Creating, renaming and removing a file is durable only after
+/// [`Storage::sync_dir`] on its directory returns.
+pub trait Storage: Send + Sync + Debug + 'static {
+    /// Creates a directory and its parents (durable once the parents are synced).
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Names of the files directly in `dir`, in no particular order.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Opens a file for reading and writing; with `create`, makes it if missing.
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Atomically replaces `to` with `from` (same directory).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the directory's entries durable (`fsync` on the directory).
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// One open file, used from many threads with positional I/O.
+#[allow(clippy::len_without_is_empty)] // a file's length is what the log needs
+pub trait StorageFile: Send + Sync + Debug {
+    /// Reads up to `buf.len()` bytes at `position`; returns how many (0 at the end).
+    fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `position`.
+    fn write_all_at(&self, buf: &[u8], position: u64) -> io::Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Truncates or extends the file.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes written data and the length durable (`fdatasync`). Never retried after a failure:
+    /// the caller must treat the file's unsynced contents as lost.
+    fn sync_data(&self) -> io::Result<()>;
+}
+
+/// Reads exactly `buf.len()` bytes at `position`, or fails with `UnexpectedEof`.
+pub fn read_exact_at(file: &dyn StorageFile, buf: &mut [u8], position: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], position + done as u64)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("short read at {}", position + done as u64),
+            ));
+        }
+        done += n;
+    }
+    Ok(())
+}

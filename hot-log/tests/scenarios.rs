@@ -1,0 +1,610 @@
+//! Named scenarios for the hot log: each reads as the situation it checks.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use floe_hot_log::{CrashStorage, FsStorage, Log, LogConfig, LogError, RetentionPolicy, Storage};
+use floe_wire::Offset;
+
+#[test]
+fn appended_batches_read_back_with_stamped_offsets() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(Arc::new(FsStorage), tmp.path(), small_config()).expect("open");
+    let a = log.append(&batch("a", 3, 100), 1).expect("append a");
+    let b = log.append(&batch("b", 2, 200), 1).expect("append b");
+    assert_eq!((a.base_offset.get(), a.last_offset.get()), (0, 2));
+    assert_eq!((b.base_offset.get(), b.last_offset.get()), (3, 4));
+    log.wait_synced_blocking(b.next_offset()).expect("synced");
+    let all = read_all(&log, Offset::ZERO);
+    let values: Vec<_> = all
+        .iter()
+        .map(|(o, v)| (*o, String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    assert_eq!(
+        values,
+        vec![
+            (0, "a-0".into()),
+            (1, "a-1".into()),
+            (2, "a-2".into()),
+            (3, "b-0".into()),
+            (4, "b-1".into())
+        ]
+    );
+    // A read starting inside a batch returns the whole batch; the reader skips earlier records.
+    let mid = log.read(Offset::new(1), 1, log.log_end()).expect("read");
+    assert_eq!(records(&mid.bytes)[0].0, 0);
+    assert_eq!(mid.next_offset, Offset::new(3));
+}
+
+#[test]
+fn reads_never_pass_the_given_limit() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    log.append(&batch("a", 2, 0), 1).expect("append");
+    log.append(&batch("b", 2, 0), 1).expect("append");
+    let read = log
+        .read(Offset::ZERO, 1 << 20, Offset::new(2))
+        .expect("read");
+    assert_eq!(records(&read.bytes).len(), 2);
+    assert_eq!(read.next_offset, Offset::new(2));
+    let nothing = log
+        .read(Offset::new(2), 1 << 20, Offset::new(2))
+        .expect("read");
+    assert!(nothing.bytes.is_empty());
+}
+
+#[test]
+fn segments_roll_by_size_and_reads_cross_them() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..40 {
+        log.append(&batch(&format!("r{i}"), 4, i64::from(i)), 1)
+            .expect("append");
+    }
+    let sealed = log.sealed_segments();
+    assert!(
+        sealed.len() >= 3,
+        "expected several sealed segments, got {}",
+        sealed.len()
+    );
+    for pair in sealed.windows(2) {
+        assert_eq!(pair[0].next_offset, pair[1].base_offset);
+        assert!(pair[0].size_bytes <= 1024);
+    }
+    assert_eq!(read_all(&log, Offset::ZERO).len(), 160);
+}
+
+#[test]
+fn segments_roll_by_age_on_maintain() {
+    let storage = CrashStorage::new();
+    let config = LogConfig {
+        segment_age_max: Duration::from_secs(600),
+        ..small_config()
+    };
+    let log = open_crash(&storage, config);
+    log.append(&batch("a", 1, 0), 1).expect("append");
+    assert!(!log.maintain(Instant::now()).expect("maintain"));
+    assert!(
+        log.maintain(Instant::now() + Duration::from_secs(601))
+            .expect("maintain")
+    );
+    assert_eq!(log.sealed_segments().len(), 1);
+    // An empty active segment is never sealed.
+    assert!(
+        !log.maintain(Instant::now() + Duration::from_secs(1200))
+            .expect("maintain")
+    );
+}
+
+#[test]
+fn torn_tail_is_truncated_on_recovery() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    let a = log.append(&batch("a", 3, 0), 1).expect("append");
+    log.wait_synced_blocking(a.next_offset()).expect("sync");
+    drop(log);
+    let path = segment_path(&dir(), 0, "log");
+    let mut bytes = storage.contents(&path).expect("contents");
+    let whole = bytes.len();
+    bytes.extend_from_slice(&batch("torn", 5, 0)[..70]);
+    storage.replace_contents(&path, bytes).expect("tear");
+    let log = open_crash(&storage, small_config());
+    assert_eq!(log.log_end(), Offset::new(3));
+    assert_eq!(storage.contents(&path).expect("contents").len(), whole);
+    let next = log
+        .append(&batch("b", 1, 0), 1)
+        .expect("append after recovery");
+    assert_eq!(next.base_offset, Offset::new(3));
+}
+
+#[test]
+fn corrupt_byte_in_a_sealed_segment_refuses_open_naming_file_and_position() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..20 {
+        log.append(&batch(&format!("r{i}"), 4, 0), 1)
+            .expect("append");
+    }
+    let sealed = log.sealed_segments();
+    drop(log);
+    let first = &sealed[0];
+    let mut bytes = storage.contents(&first.path).expect("contents");
+    let position = 300; // inside the records of some batch
+    bytes[position] ^= 0xff;
+    storage
+        .replace_contents(&first.path, bytes)
+        .expect("corrupt");
+    // With its index intact the segment opens (open time does not depend on the data size),
+    // and reading the damaged batch reports it as corrupt with its position, never serves it.
+    let log = open_crash(&storage, small_config());
+    let err = read_everything(&log).expect_err("corrupt batch served");
+    let LogError::Corrupt {
+        file, position: at, ..
+    } = err
+    else {
+        panic!("expected Corrupt, got {err:?}")
+    };
+    assert_eq!(file, first.path);
+    assert!(
+        at <= position as u64 && position as u64 - at < 1024,
+        "position {at}"
+    );
+    drop(log);
+    // Without the index the data is scanned: the open is refused, naming file and position.
+    storage
+        .remove_file(&segment_path(&dir(), first.base_offset.get(), "index"))
+        .expect("remove index");
+    let err = Log::open(Arc::new(storage.clone()), &dir(), small_config())
+        .expect_err("opened corrupt log");
+    let LogError::Corrupt {
+        file,
+        position: at,
+        reason,
+    } = err
+    else {
+        panic!("expected Corrupt, got {err:?}")
+    };
+    assert_eq!(file, first.path);
+    assert!(at <= position as u64, "reported {at}");
+    assert!(reason.contains("checksum"), "reason: {reason}");
+}
+
+fn read_everything(log: &Log) -> Result<usize, LogError> {
+    let mut at = log.log_start();
+    let mut n = 0;
+    while at < log.log_end() {
+        let read = log.read(at, 1 << 20, log.log_end())?;
+        n += read.bytes.len();
+        at = read.next_offset;
+    }
+    Ok(n)
+}
+
+#[test]
+fn missing_or_corrupt_index_is_rebuilt_from_the_data() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..30 {
+        log.append(&batch(&format!("r{i}"), 3, i64::from(i) * 10), 1)
+            .expect("append");
+    }
+    let sealed = log.sealed_segments();
+    let expected = read_all(&log, Offset::ZERO);
+    drop(log);
+    let first = segment_path(&dir(), sealed[0].base_offset.get(), "index");
+    let original = storage.contents(&first).expect("index");
+    storage.remove_file(&first).expect("remove");
+    let second = segment_path(&dir(), sealed[1].base_offset.get(), "index");
+    let mut bad = storage.contents(&second).expect("index");
+    bad[60] ^= 1;
+    storage
+        .replace_contents(&second, bad)
+        .expect("corrupt index");
+    let log = open_crash(&storage, small_config());
+    assert_eq!(read_all(&log, Offset::ZERO), expected);
+    assert_eq!(storage.contents(&first).expect("rebuilt"), original);
+    assert_eq!(log.sealed_segments()[1].index, sealed[1].index);
+    // Batch i holds timestamps 10i..10i+2 at offsets 3i..3i+2: 105 first appears in batch 11.
+    assert_eq!(
+        log.offset_for_timestamp(105).expect("lookup"),
+        Some(Offset::new(33))
+    );
+}
+
+#[test]
+fn timestamp_lookup_finds_the_first_batch_at_or_after_it() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..50 {
+        log.append(&batch("t", 2, 1_000 + i64::from(i) * 10), 1)
+            .expect("append");
+    }
+    // Batch i holds timestamps 1000+10i and 1000+10i+1, offsets 2i and 2i+1.
+    assert_eq!(
+        log.offset_for_timestamp(0).expect("lookup"),
+        Some(Offset::ZERO)
+    );
+    assert_eq!(
+        log.offset_for_timestamp(1_001).expect("lookup"),
+        Some(Offset::ZERO)
+    );
+    assert_eq!(
+        log.offset_for_timestamp(1_002).expect("lookup"),
+        Some(Offset::new(2))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(1_255).expect("lookup"),
+        Some(Offset::new(52))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(1_491).expect("lookup"),
+        Some(Offset::new(98))
+    );
+    assert_eq!(log.offset_for_timestamp(1_492).expect("lookup"), None);
+}
+
+#[test]
+fn full_disk_fails_the_log_until_it_is_reopened() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    let a = log.append(&batch("a", 2, 0), 1).expect("append");
+    log.wait_synced_blocking(a.next_offset()).expect("sync");
+    storage.fail_writes_after(10);
+    let err = log
+        .append(&batch("b", 2, 0), 1)
+        .expect_err("write on a full disk");
+    assert!(matches!(err, LogError::Io { .. }), "{err:?}");
+    let err = log
+        .append(&batch("c", 1, 0), 1)
+        .expect_err("write after failure");
+    assert!(
+        matches!(
+            err,
+            LogError::Failed {
+                cause: std::io::ErrorKind::StorageFull
+            }
+        ),
+        "{err:?}"
+    );
+    drop(log);
+    storage.allow_writes();
+    let log = open_crash(&storage, small_config());
+    assert_eq!(
+        log.log_end(),
+        Offset::new(2),
+        "the partial write was truncated, the synced batch kept"
+    );
+    let c = log
+        .append(&batch("c", 1, 0), 1)
+        .expect("append after reopen");
+    assert_eq!(c.base_offset, Offset::new(2));
+}
+
+#[test]
+fn failed_fsync_is_never_retried_and_refuses_writes() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    let first = log.append(&batch("first", 1, 0), 1).expect("append");
+    log.wait_synced_blocking(first.next_offset()).expect("sync");
+    storage.fail_next_sync();
+    let a = log.append(&batch("a", 2, 0), 1).expect("append");
+    let err = log
+        .wait_synced_blocking(a.next_offset())
+        .expect_err("sync failed");
+    assert!(matches!(err, LogError::Failed { .. }), "{err:?}");
+    let syncs = storage.sync_count();
+    let err = log
+        .append(&batch("b", 1, 0), 1)
+        .expect_err("append after failed sync");
+    assert!(matches!(err, LogError::Failed { .. }), "{err:?}");
+    assert_eq!(storage.sync_count(), syncs, "the failed fsync was retried");
+    assert_eq!(log.synced_end(), first.next_offset());
+}
+
+#[test]
+fn async_waiters_see_durability_and_failure() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    rt.block_on(async {
+        let a = log.append(&batch("a", 2, 0), 1).expect("append");
+        log.wait_synced(a.next_offset()).await.expect("synced");
+        assert!(log.synced_end() >= a.next_offset());
+        storage.fail_next_sync();
+        let b = log.append(&batch("b", 2, 0), 1).expect("append");
+        let err = log
+            .wait_synced(b.next_offset())
+            .await
+            .expect_err("failed sync");
+        assert!(matches!(err, LogError::Failed { .. }), "{err:?}");
+    });
+}
+
+#[test]
+fn concurrent_appenders_share_fsyncs() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log =
+        Arc::new(Log::open(Arc::new(FsStorage), tmp.path(), LogConfig::default()).expect("open"));
+    let appends_per_thread = 50;
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for i in 0..appends_per_thread {
+                    let a = log.append(&sized_batch(4, 1024, i), 1).expect("append");
+                    log.wait_synced_blocking(a.next_offset()).expect("sync");
+                }
+                t
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let syncs = log.stats().syncs.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(log.log_end(), Offset::new(8 * 50 * 4));
+    assert!(
+        syncs < 8 * 50,
+        "{syncs} fsyncs for 400 appends: no group commit"
+    );
+    assert_eq!(read_all(&log, Offset::ZERO).len(), 1600);
+}
+
+#[test]
+fn retention_deletes_only_sealed_segments_the_caller_allows() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..40 {
+        log.append(&batch(&format!("r{i}"), 4, i64::from(i)), 1)
+            .expect("append");
+    }
+    let sealed = log.sealed_segments();
+    assert!(sealed.len() >= 4);
+    let tiered_up_to = sealed[2].next_offset;
+    let policy = RetentionPolicy {
+        bytes_max: Some(0),
+        age_max_ms: None,
+    };
+    let deleted = log
+        .apply_retention(policy, 0, |s| s.next_offset <= tiered_up_to)
+        .expect("retention");
+    assert_eq!(deleted.len(), 3);
+    assert_eq!(log.log_start(), tiered_up_to);
+    for gone in &deleted {
+        assert!(
+            storage.contents(&gone.path).is_err(),
+            "{} still exists",
+            gone.path.display()
+        );
+    }
+    let err = log
+        .read(Offset::ZERO, 100, log.log_end())
+        .expect_err("read below start");
+    match err {
+        LogError::OffsetOutOfRange {
+            requested,
+            log_start,
+            log_end,
+        } => {
+            assert_eq!(
+                (requested, log_start, log_end),
+                (Offset::ZERO, tiered_up_to, Offset::new(160))
+            );
+        }
+        other => panic!("expected OffsetOutOfRange, got {other:?}"),
+    }
+    drop(log);
+    let log = open_crash(&storage, small_config());
+    assert_eq!(log.log_start(), tiered_up_to);
+    assert_eq!(
+        read_all(&log, tiered_up_to).len() as u64,
+        160 - tiered_up_to.get()
+    );
+}
+
+#[test]
+fn retention_by_age_keeps_recent_segments() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..40 {
+        log.append(&batch("r", 4, i64::from(i) * 1000), 1)
+            .expect("append");
+    }
+    let sealed = log.sealed_segments();
+    let cutoff_segment = &sealed[1];
+    // Everything in segments 0 and 1 is older than max_timestamp(1) + 1.
+    let now = cutoff_segment.max_timestamp + 1 + 5_000;
+    let policy = RetentionPolicy {
+        bytes_max: None,
+        age_max_ms: Some(5_000),
+    };
+    let deleted = log
+        .apply_retention(policy, now, |_| true)
+        .expect("retention");
+    assert_eq!(deleted.len(), 2);
+    assert_eq!(log.log_start(), sealed[2].base_offset);
+}
+
+#[test]
+fn truncation_removes_records_at_and_after_a_batch_boundary() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..40 {
+        log.append(&batch(&format!("r{i}"), 4, 0), u32::from(i >= 20) + 1)
+            .expect("append");
+    }
+    let err = log
+        .truncate(Offset::new(41))
+        .expect_err("mid-batch truncation");
+    assert!(
+        matches!(err, LogError::NotBatchBoundary { offset, batch_base } if offset.get() == 41 && batch_base.get() == 40)
+    );
+    log.truncate(Offset::new(44)).expect("truncate");
+    assert_eq!(log.log_end(), Offset::new(44));
+    assert_eq!(log.epoch_history().latest().map(|e| e.epoch), Some(1));
+    let next = log
+        .append(&batch("new", 1, 0), 3)
+        .expect("append after truncate");
+    assert_eq!(next.base_offset, Offset::new(44));
+    drop(log);
+    let log = open_crash(&storage, small_config());
+    let all = read_all(&log, Offset::ZERO);
+    assert_eq!(all.len(), 45);
+    assert_eq!(all[44].1, b"new-0");
+    let epochs: Vec<_> = log
+        .epoch_history()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset.get()))
+        .collect();
+    assert_eq!(epochs, vec![(1, 0), (3, 44)]);
+}
+
+#[test]
+fn a_stale_leader_epoch_is_refused() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    log.append(&batch("a", 1, 0), 5).expect("append");
+    let err = log.append(&batch("b", 1, 0), 4).expect_err("older epoch");
+    assert!(
+        matches!(
+            err,
+            LogError::StaleEpoch {
+                epoch: 4,
+                latest: 5
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn replicated_batches_must_continue_the_log() {
+    let leader_storage = CrashStorage::new();
+    let leader = open_crash(&leader_storage, small_config());
+    leader.append(&batch("a", 2, 0), 7).expect("append");
+    leader.append(&batch("b", 3, 0), 7).expect("append");
+    let stored = leader
+        .read(Offset::ZERO, 1 << 20, leader.log_end())
+        .expect("read")
+        .bytes;
+    let first_len = floe_wire::batch::peek_batch_length(&stored).expect("length") as usize;
+    let follower_storage = CrashStorage::new();
+    let follower = open_crash(&follower_storage, small_config());
+    let err = follower
+        .append_replicated(&stored[first_len..])
+        .expect_err("gap");
+    assert!(matches!(err, LogError::NonContiguous { .. }), "{err:?}");
+    follower
+        .append_replicated(&stored[..first_len])
+        .expect("first");
+    follower
+        .append_replicated(&stored[first_len..])
+        .expect("second");
+    assert_eq!(
+        follower
+            .read(Offset::ZERO, 1 << 20, follower.log_end())
+            .expect("read")
+            .bytes,
+        stored
+    );
+    assert_eq!(follower.epoch_history().latest().map(|e| e.epoch), Some(7));
+}
+
+#[test]
+fn a_retried_producer_batch_gets_its_original_offsets_across_restarts_and_rolls() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    log.append(&batch("filler", 3, 0), 1).expect("append");
+    let first = log.append(&producer_batch(42, 0, 0, 2), 1).expect("append");
+    let retry = log.append(&producer_batch(42, 0, 0, 2), 1).expect("retry");
+    assert!(retry.duplicate);
+    assert_eq!(
+        (retry.base_offset, retry.last_offset),
+        (first.base_offset, first.last_offset)
+    );
+    let second = log.append(&producer_batch(42, 0, 2, 2), 1).expect("append");
+    // Roll the segment so the state comes from a snapshot, then from a replay.
+    log.roll().expect("roll");
+    drop(log);
+    let log = open_crash(&storage, small_config());
+    let retry = log
+        .append(&producer_batch(42, 0, 2, 2), 1)
+        .expect("retry after restart");
+    assert!(retry.duplicate);
+    assert_eq!(retry.base_offset, second.base_offset);
+    let gap = log
+        .append(&producer_batch(42, 0, 9, 1), 1)
+        .expect_err("gap");
+    assert!(
+        matches!(
+            gap,
+            LogError::OutOfOrderSequence {
+                expected: 4,
+                found: 9,
+                ..
+            }
+        ),
+        "{gap:?}"
+    );
+    let next = log.append(&producer_batch(42, 0, 4, 1), 1).expect("next");
+    drop(log);
+    let log = open_crash(&storage, small_config());
+    assert!(
+        log.append(&producer_batch(42, 0, 4, 1), 1)
+            .expect("retry")
+            .duplicate
+    );
+    assert_eq!(log.log_end(), next.next_offset());
+}
+
+#[test]
+fn invalid_and_oversized_batches_are_refused_and_write_nothing() {
+    let storage = CrashStorage::new();
+    let config = LogConfig {
+        batch_bytes_max: 2048,
+        ..small_config()
+    };
+    let log = open_crash(&storage, config);
+    let mut bad = batch("a", 2, 0);
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert!(matches!(
+        log.append(&bad, 1),
+        Err(LogError::InvalidBatch(_))
+    ));
+    let big = sized_batch(3, 1000, 0);
+    assert!(matches!(
+        log.append(&big, 1),
+        Err(LogError::BatchTooLarge { max: 2048, .. })
+    ));
+    let mut two = batch("a", 1, 0);
+    two.extend_from_slice(&batch("b", 1, 0));
+    assert!(matches!(
+        log.append(&two, 1),
+        Err(LogError::InvalidBatch(_))
+    ));
+    assert_eq!(log.log_end(), Offset::ZERO);
+    log.append(&batch("ok", 1, 0), 1)
+        .expect("a good batch still appends");
+}
+
+#[test]
+fn high_watermark_is_stored_atomically_and_clamped_to_the_log() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    log.append(&batch("a", 10, 0), 1).expect("append");
+    log.store_high_watermark(Offset::new(7)).expect("store");
+    drop(log);
+    let log = open_crash(&storage, small_config());
+    assert_eq!(log.high_watermark(), Offset::new(7));
+    log.truncate(Offset::ZERO).expect("truncate");
+    assert_eq!(log.high_watermark(), Offset::ZERO);
+}
