@@ -35,6 +35,33 @@ impl Default for LogConfig {
     }
 }
 
+impl LogConfig {
+    /// Largest segment the index can address (positions are 32-bit).
+    pub const SEGMENT_BYTES_LIMIT: u64 = 1 << 31;
+
+    /// Checks the settings; the log refuses to open with invalid ones.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.segment_bytes_max == 0 || self.segment_bytes_max > Self::SEGMENT_BYTES_LIMIT {
+            return Err(format!(
+                "segment_bytes_max {} must be in 1..={}",
+                self.segment_bytes_max,
+                Self::SEGMENT_BYTES_LIMIT
+            ));
+        }
+        if self.batch_bytes_max == 0 || self.batch_bytes_max > floe_wire::batch::MAX_BATCH_BYTES {
+            return Err(format!(
+                "batch_bytes_max {} must be in 1..={}",
+                self.batch_bytes_max,
+                floe_wire::batch::MAX_BATCH_BYTES
+            ));
+        }
+        if self.producers_max == 0 {
+            return Err("producers_max must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 /// What retention may delete: sealed segments beyond these bounds, oldest first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RetentionPolicy {

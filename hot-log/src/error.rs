@@ -53,6 +53,9 @@ pub enum LogError {
     /// An earlier write or sync failed; the log refuses writes until it is reopened.
     #[error("log refuses writes after an earlier I/O failure ({cause}); reopen it to recover")]
     Failed { cause: io::ErrorKind },
+    /// The configuration is unusable.
+    #[error("invalid log configuration: {0}")]
+    InvalidConfig(String),
     /// The log was closed.
     #[error("log is closed")]
     Closed,

@@ -71,6 +71,14 @@ pub(crate) fn scan_batches(
             }
         };
         let batch_len = u64::from(header.batch_length);
+        if position + batch_len > u64::from(u32::MAX) {
+            let reason = "segment grows past 4 GiB, more than its index can address".to_string();
+            return Ok(ScanOutcome {
+                valid_bytes: position,
+                next_offset,
+                stop: Some(stop(position, reason)),
+            });
+        }
         if batch_len > remaining {
             let reason = format!("batch of {batch_len} bytes runs past the end ({remaining} left)");
             return Ok(ScanOutcome {
