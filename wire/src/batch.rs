@@ -180,15 +180,7 @@ impl BatchHeader {
     }
 
     fn check_producer_fields(&self) -> Result<(), BatchError> {
-        let valid = match self.producer_id {
-            NO_PRODUCER_ID => self.base_sequence == NO_SEQUENCE,
-            id if id >= 0 => {
-                self.base_sequence >= 0
-                    && (self.base_sequence as i64 + self.record_count as i64 - 1) <= i32::MAX as i64
-            }
-            _ => false,
-        };
-        if valid {
+        if producer_fields_valid(self.producer_id, self.base_sequence, self.record_count) {
             Ok(())
         } else {
             Err(BatchError::ProducerFields {
@@ -226,6 +218,25 @@ impl BatchHeader {
     pub fn last_sequence(&self) -> i32 {
         self.base_sequence
             .saturating_add((self.record_count - 1).min(i32::MAX as u32) as i32)
+    }
+}
+
+/// Whether a batch of `record_count` records may carry these producer fields: either none
+/// ([`NO_PRODUCER_ID`] with [`NO_SEQUENCE`]), or a non-negative id with a non-negative base
+/// sequence that numbers every record without passing `i32::MAX`. The encoder and the decoder
+/// share this rule so the builder cannot write a batch the decoder rejects.
+pub(crate) fn producer_fields_valid(
+    producer_id: i64,
+    base_sequence: i32,
+    record_count: u32,
+) -> bool {
+    match producer_id {
+        NO_PRODUCER_ID => base_sequence == NO_SEQUENCE,
+        id if id >= 0 => {
+            base_sequence >= 0
+                && i64::from(base_sequence) + i64::from(record_count) - 1 <= i64::from(i32::MAX)
+        }
+        _ => false,
     }
 }
 

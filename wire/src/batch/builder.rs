@@ -3,7 +3,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::record::MIN_RECORD_LEN;
-use super::{HEADER_LEN, HeaderFields, MAX_BATCH_BYTES, NO_PRODUCER_ID, NO_SEQUENCE};
+use super::{
+    HEADER_LEN, HeaderFields, MAX_BATCH_BYTES, NO_PRODUCER_ID, NO_SEQUENCE, producer_fields_valid,
+};
 
 /// Why a record cannot be added to a batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,6 +22,14 @@ pub enum BuildError {
     Empty,
     #[error("producer sequence {base_sequence} + {count} records overflows")]
     SequenceOverflow { base_sequence: i32, count: u32 },
+    #[error(
+        "producer id {producer_id} with base sequence {base_sequence} is neither idempotent \
+         (both non-negative) nor plain (both -1)"
+    )]
+    ProducerFields {
+        producer_id: i64,
+        base_sequence: i32,
+    },
 }
 
 /// Builds one batch record by record.
@@ -169,6 +179,12 @@ impl BatchBuilder {
             return Err(BuildError::SequenceOverflow {
                 base_sequence: self.base_sequence,
                 count: self.record_count,
+            });
+        }
+        if !producer_fields_valid(self.producer_id, self.base_sequence, self.record_count) {
+            return Err(BuildError::ProducerFields {
+                producer_id: self.producer_id,
+                base_sequence: self.base_sequence,
             });
         }
         let mut buf = self.buf;
