@@ -196,7 +196,7 @@ impl BatchHeader {
         Offset::new(
             self.base_offset
                 .get()
-                .saturating_add(u64::from(self.record_count) - 1),
+                .saturating_add(u64::from(self.record_count.saturating_sub(1))),
         )
     }
 
@@ -217,7 +217,7 @@ impl BatchHeader {
     /// Sequence of the last record (meaningful only when [`Self::has_producer`]).
     pub fn last_sequence(&self) -> i32 {
         self.base_sequence
-            .saturating_add((self.record_count - 1).min(i32::MAX as u32) as i32)
+            .saturating_add(self.record_count.saturating_sub(1).min(i32::MAX as u32) as i32)
     }
 }
 
