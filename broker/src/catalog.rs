@@ -1,0 +1,138 @@
+//! The local catalog of streams, kept in the data directory until a controlplane assigns
+//! partitions: `catalog.json`, replaced atomically on every change.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// A stream's persisted definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamEntry {
+    pub partitions: u32,
+    /// `none`, `leader` or `quorum`.
+    pub ack_mode: String,
+    pub segment_bytes: Option<u64>,
+    pub segment_age_ms: Option<u64>,
+    pub retention_bytes: Option<u64>,
+    pub retention_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogFile {
+    version: u32,
+    streams: BTreeMap<String, StreamEntry>,
+}
+
+const CATALOG_VERSION: u32 = 1;
+
+/// The streams this broker serves, persisted in `catalog.json`.
+#[derive(Debug)]
+pub struct Catalog {
+    path: PathBuf,
+    streams: BTreeMap<String, StreamEntry>,
+}
+
+impl Catalog {
+    /// Loads the catalog in `data_dir`, or an empty one when there is none yet.
+    pub fn load(data_dir: &Path) -> Result<Catalog> {
+        let path = data_dir.join("catalog.json");
+        let streams = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let file: CatalogFile = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("parsing {}", path.display()))?;
+                anyhow::ensure!(
+                    file.version == CATALOG_VERSION,
+                    "{}: unsupported catalog version {}",
+                    path.display(),
+                    file.version
+                );
+                file.streams
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        Ok(Catalog { path, streams })
+    }
+
+    pub fn streams(&self) -> &BTreeMap<String, StreamEntry> {
+        &self.streams
+    }
+
+    pub fn get(&self, name: &str) -> Option<&StreamEntry> {
+        self.streams.get(name)
+    }
+
+    /// Adds or removes a stream and persists the catalog before returning.
+    pub fn update(&mut self, name: &str, entry: Option<StreamEntry>) -> Result<()> {
+        let mut next = self.streams.clone();
+        match entry {
+            Some(e) => next.insert(name.to_string(), e),
+            None => next.remove(name),
+        };
+        self.persist(&next)?;
+        self.streams = next;
+        Ok(())
+    }
+
+    fn persist(&self, streams: &BTreeMap<String, StreamEntry>) -> Result<()> {
+        let file = CatalogFile {
+            version: CATALOG_VERSION,
+            streams: streams.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file)?;
+        write_atomically(&self.path, &bytes)
+    }
+}
+
+/// Replaces `path` with `bytes`: temp file, fsync, rename, fsync the directory.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("a file path has a parent")?;
+    let temp = path.with_extension("tmp");
+    let mut file =
+        std::fs::File::create(&temp).with_context(|| format!("creating {}", temp.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("writing {}", temp.display()))?;
+    file.sync_all()
+        .with_context(|| format!("syncing {}", temp.display()))?;
+    std::fs::rename(&temp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    std::fs::File::open(dir)?
+        .sync_all()
+        .with_context(|| format!("syncing {}", dir.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_survive_a_reload_and_unknown_fields_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut catalog = Catalog::load(dir.path()).expect("load");
+        let entry = StreamEntry {
+            partitions: 3,
+            ack_mode: "leader".into(),
+            segment_bytes: Some(1 << 20),
+            segment_age_ms: None,
+            retention_bytes: None,
+            retention_ms: Some(60_000),
+        };
+        catalog
+            .update("orders", Some(entry.clone()))
+            .expect("update");
+        let reloaded = Catalog::load(dir.path()).expect("reload");
+        assert_eq!(reloaded.get("orders"), Some(&entry));
+        std::fs::write(
+            dir.path().join("catalog.json"),
+            br#"{"version":1,"streams":{},"extra":1}"#,
+        )
+        .expect("write");
+        let err = Catalog::load(dir.path()).expect_err("unknown field accepted");
+        assert!(format!("{err:#}").contains("extra"), "{err:#}");
+    }
+}

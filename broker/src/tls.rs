@@ -1,0 +1,151 @@
+//! TLS for the QUIC server: loading operator-provided certificates, and the local CA and
+//! certificate that `floe-broker dev` generates so that `floe` works with no configuration.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The ALPN protocol id of Floe's client protocol, version 1.
+pub const ALPN: &[u8] = b"floe/1";
+
+/// Paths of a certificate chain and its private key (PEM).
+#[derive(Debug, Clone)]
+pub struct CertificatePaths {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The files of a development CA and the broker certificate it signed.
+#[derive(Debug, Clone)]
+pub struct DevCertificates {
+    /// The CA certificate clients must trust.
+    pub ca: PathBuf,
+    pub server: CertificatePaths,
+}
+
+impl DevCertificates {
+    /// Reuses the certificates in `dir` or, when any file is missing, generates a new CA and
+    /// a broker certificate for `localhost` and `127.0.0.1`/`::1`. The CA's private key is
+    /// never written: a new broker certificate means a new CA.
+    pub fn ensure(dir: &Path) -> Result<DevCertificates> {
+        let certs = DevCertificates {
+            ca: dir.join("ca.pem"),
+            server: CertificatePaths {
+                cert: dir.join("broker.pem"),
+                key: dir.join("broker.key"),
+            },
+        };
+        if certs.ca.exists() && certs.server.cert.exists() && certs.server.key.exists() {
+            return Ok(certs);
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (ca_pem, cert_pem, key_pem) = generate_dev_certificates()?;
+        write_private(&certs.server.key, key_pem.as_bytes())?;
+        std::fs::write(&certs.server.cert, cert_pem).context("writing the broker certificate")?;
+        std::fs::write(&certs.ca, ca_pem).context("writing the CA certificate")?;
+        Ok(certs)
+    }
+}
+
+fn generate_dev_certificates() -> Result<(String, String, String)> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().context("generating the CA key")?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "Floe dev CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let key = KeyPair::generate().context("generating the broker key")?;
+    let names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    let mut params = CertificateParams::new(names)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "floe-broker dev");
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok((ca_cert.pem(), cert.pem(), key.serialize_pem()))
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Loads a PEM certificate chain and private key.
+pub fn load(
+    paths: &CertificatePaths,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let chain = CertificateDer::pem_file_iter(&paths.cert)
+        .with_context(|| format!("reading {}", paths.cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("parsing {}", paths.cert.display()))?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "{} holds no certificate",
+        paths.cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(&paths.key)
+        .with_context(|| format!("reading {}", paths.key.display()))?;
+    Ok((chain, key))
+}
+
+/// QUIC transport settings shared by the broker's endpoint: bounded streams per connection
+/// and flow-control windows sized for high-throughput publishing.
+pub fn transport_config(
+    max_concurrent_streams: u32,
+    idle_timeout: Duration,
+) -> Result<quinn::TransportConfig> {
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(max_concurrent_streams.into())
+        .max_concurrent_uni_streams(0u32.into())
+        .stream_receive_window((8u32 * 1024 * 1024).into())
+        .receive_window((64u32 * 1024 * 1024).into())
+        .send_window(64 * 1024 * 1024)
+        .keep_alive_interval(Some(idle_timeout / 3))
+        .max_idle_timeout(Some(idle_timeout.try_into().context("idle timeout")?));
+    Ok(transport)
+}
+
+/// The QUIC server configuration: TLS 1.3 with the `floe/1` ALPN.
+pub fn server_config(
+    paths: &CertificatePaths,
+    transport: quinn::TransportConfig,
+) -> Result<quinn::ServerConfig> {
+    let (chain, key) = load(paths)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("the certificate and key do not match")?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.max_early_data_size = 0;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}
