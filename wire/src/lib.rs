@@ -6,6 +6,8 @@
 
 pub mod batch;
 mod offset;
+pub mod profile;
 
 pub use batch::{BatchBuilder, BatchError, BatchHeader, Record, RecordBatch, RecordFault};
 pub use offset::Offset;
+pub use profile::ClientProfile;
