@@ -1,5 +1,7 @@
 //! How a log is shaped: segment size and age, index density, batch limit, group commit.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::GroupCommitPolicy;
@@ -20,6 +22,19 @@ pub struct LogConfig {
     pub group_commit: GroupCommitPolicy,
     /// Idempotent producers remembered; the least recently written is forgotten beyond it.
     pub producers_max: usize,
+    /// Told the duration of every `fdatasync` the syncer runs (for latency histograms).
+    pub sync_observer: Option<SyncObserver>,
+}
+
+/// A callback for the duration of each `fdatasync`; it runs on the syncer thread and must be
+/// quick.
+#[derive(Clone)]
+pub struct SyncObserver(pub Arc<dyn Fn(Duration) + Send + Sync>);
+
+impl fmt::Debug for SyncObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SyncObserver")
+    }
 }
 
 impl Default for LogConfig {
@@ -31,6 +46,7 @@ impl Default for LogConfig {
             batch_bytes_max: 8 * 1024 * 1024,
             group_commit: GroupCommitPolicy::default(),
             producers_max: 100_000,
+            sync_observer: None,
         }
     }
 }

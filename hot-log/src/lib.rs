@@ -19,7 +19,7 @@ mod segment;
 mod state_file;
 pub mod storage;
 
-pub use config::{LogConfig, RetentionPolicy};
+pub use config::{LogConfig, RetentionPolicy, SyncObserver};
 pub use epoch_history::{EpochHistory, EpochStart};
 pub use error::LogError;
 pub use group_commit::{GroupCommitPolicy, Pending, SyncDecision};
