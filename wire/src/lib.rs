@@ -1,13 +1,27 @@
 //! `floe-wire`: the single source of truth for every format that crosses a process boundary.
 //!
 //! Today that is the record-batch format ([`batch`]): the unit producers send, the log stores,
-//! replication ships and tiering uploads — the same bytes all the way. Pure: no I/O, no clock,
-//! no allocation beyond what an encoder is asked to produce.
+//! replication ships and tiering uploads — the same bytes all the way; and the QUIC client
+//! protocol ([`frame`]): frames, messages and error codes, with the names they carry
+//! ([`StreamName`], [`PartitionId`], [`Endpoint`], …). Pure: no I/O, no clock, no allocation
+//! beyond what an encoder is asked to produce or a decoder's input justifies.
 
+mod ack_mode;
 pub mod batch;
+mod broker_id;
+mod endpoint;
+pub mod frame;
 mod offset;
+mod partition_id;
 pub mod profile;
+mod stream_name;
 
+pub use ack_mode::AckMode;
 pub use batch::{BatchBuilder, BatchError, BatchHeader, Record, RecordBatch, RecordFault};
+pub use broker_id::BrokerId;
+pub use endpoint::{Endpoint, EndpointError};
+pub use frame::{ErrorCode, Frame, FrameError, FrameLimits, Message, RetryClass};
 pub use offset::Offset;
+pub use partition_id::PartitionId;
 pub use profile::ClientProfile;
+pub use stream_name::{StreamName, StreamNameError};
