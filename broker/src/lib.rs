@@ -1,5 +1,13 @@
 //! `floe-broker`: the broker process. It assembles the hot log behind a QUIC server.
+//!
+//! Layers, bottom up: [`partitions`] (one hot log per partition, from the local
+//! [`catalog`]), [`server`] (QUIC: one request per stream), [`run`] (start and stop),
+//! [`dev`] (the zero-configuration embedded default).
 
 pub mod catalog;
+pub mod dev;
 pub mod metrics;
+pub mod partitions;
+pub mod run;
+pub mod server;
 pub mod tls;

@@ -1,1 +1,148 @@
-fn main() {}
+//! The `floe-broker` binary: `dev` (everything in one process, zero configuration) and
+//! `serve` (a broker with operator-provided certificates).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use floe_broker::run::{self, Settings};
+use floe_broker::tls::CertificatePaths;
+use floe_broker::{dev, tls};
+
+#[derive(Parser, Debug)]
+#[command(name = "floe-broker", version, about = "Floe broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run Floe's embedded default: one process, local data directory, local CA; writes the
+    /// client profile so `floe` works with no flags.
+    Dev(DevArgs),
+    /// Run a broker with operator-provided certificates.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+struct DevArgs {
+    /// Data directory [default: $FLOE_HOME/dev or ~/.local/share/floe/dev]
+    #[arg(long, env = "FLOE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// QUIC (UDP) address to listen on.
+    #[arg(long, env = "FLOE_LISTEN", default_value = "127.0.0.1:7100")]
+    listen: SocketAddr,
+    /// HTTP address of the /metrics endpoint.
+    #[arg(long, env = "FLOE_METRICS_LISTEN", default_value = "127.0.0.1:7180")]
+    metrics_listen: SocketAddr,
+    /// Where to write the client profile [default: $FLOE_PROFILE or ~/.config/floe/profile.json]
+    #[arg(long)]
+    profile: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[arg(long, env = "FLOE_DATA_DIR")]
+    data_dir: PathBuf,
+    #[arg(long, env = "FLOE_LISTEN", default_value = "0.0.0.0:7100")]
+    listen: SocketAddr,
+    #[arg(long, env = "FLOE_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// PEM certificate chain.
+    #[arg(long, env = "FLOE_TLS_CERT")]
+    cert: PathBuf,
+    /// PEM private key.
+    #[arg(long, env = "FLOE_TLS_KEY")]
+    key: PathBuf,
+    /// host:port clients use to reach this broker [default: the listen address]
+    #[arg(long, env = "FLOE_ADVERTISE")]
+    advertise: Option<String>,
+    #[arg(long, env = "FLOE_BROKER_ID", default_value_t = 0)]
+    broker_id: u32,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .map_err(|_| anyhow::anyhow!("a TLS crypto provider was already installed"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Dev(args) => run_dev(args).await,
+            Command::Serve(args) => run_serve(args).await,
+        }
+    })
+}
+
+async fn run_dev(args: DevArgs) -> Result<()> {
+    let data_dir = match args.data_dir {
+        Some(dir) => dir,
+        None => dev::default_data_dir()?,
+    };
+    let settings = dev::prepare(&data_dir, args.listen, args.metrics_listen)?;
+    let ca = data_dir.join("tls").join("ca.pem");
+    let running = run::start(settings).await?;
+    let profile = match args.profile {
+        Some(path) => path,
+        None => floe_wire::profile::default_path(|k| std::env::var_os(k)).context(
+            "cannot place the client profile: set HOME or FLOE_PROFILE, or pass --profile",
+        )?,
+    };
+    dev::write_profile(&profile, running.quic_addr, &ca, running.metrics_addr)?;
+    eprintln!(
+        "floe dev: broker on {} (QUIC), metrics on http://{}/metrics",
+        running.quic_addr,
+        running
+            .metrics_addr
+            .map_or_else(|| "-".into(), |a| a.to_string())
+    );
+    eprintln!(
+        "floe dev: data in {}, client profile {}",
+        data_dir.display(),
+        profile.display()
+    );
+    eprintln!("floe dev: try `floe stream create demo` then `echo hi | floe publish demo`");
+    wait_for_signal().await?;
+    running.shutdown().await
+}
+
+async fn run_serve(args: ServeArgs) -> Result<()> {
+    let mut settings = Settings::new(
+        args.data_dir,
+        args.listen,
+        CertificatePaths {
+            cert: args.cert,
+            key: args.key,
+        },
+    );
+    settings.metrics_listen = args.metrics_listen;
+    settings.advertised = args.advertise;
+    settings.broker_id = args.broker_id;
+    let _ = tls::ALPN;
+    let running = run::start(settings).await?;
+    wait_for_signal().await?;
+    running.shutdown().await
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! `floe-broker dev`: the embedded default in one process. It creates its data directory, a
+//! local CA and certificate, and the client profile that lets `floe` on the same machine
+//! connect with no flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use floe_wire::ClientProfile;
+
+use crate::catalog::write_atomically;
+use crate::run::Settings;
+use crate::tls::DevCertificates;
+
+/// Where `dev` keeps its data when not told otherwise: `$FLOE_HOME/dev`, else
+/// `$XDG_DATA_HOME/floe/dev`, else `~/.local/share/floe/dev`.
+pub fn default_data_dir() -> Result<PathBuf> {
+    if let Some(home) = std::env::var_os("FLOE_HOME") {
+        return Ok(PathBuf::from(home).join("dev"));
+    }
+    if let Some(data) = std::env::var_os("XDG_DATA_HOME") {
+        return Ok(PathBuf::from(data).join("floe").join("dev"));
+    }
+    let home = std::env::var_os("HOME").context("HOME is not set; pass --data-dir")?;
+    Ok(PathBuf::from(home).join(".local/share/floe/dev"))
+}
+
+/// Prepares the data directory and certificates; returns the broker settings.
+pub fn prepare(
+    data_dir: &Path,
+    listen: SocketAddr,
+    metrics_listen: SocketAddr,
+) -> Result<Settings> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let certificates = DevCertificates::ensure(&data_dir.join("tls"))?;
+    let mut settings = Settings::new(data_dir.to_path_buf(), listen, certificates.server.clone());
+    settings.metrics_listen = Some(metrics_listen);
+    Ok(settings)
+}
+
+/// Writes the client profile pointing at the running broker, so `floe` needs no flags.
+pub fn write_profile(
+    path: &Path,
+    quic_addr: SocketAddr,
+    ca: &Path,
+    metrics: Option<SocketAddr>,
+) -> Result<()> {
+    let profile = ClientProfile {
+        endpoint: quic_addr.to_string(),
+        server_name: "localhost".into(),
+        ca_cert: ca.to_path_buf(),
+        metrics: metrics.map(|m| m.to_string()),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let bytes = serde_json::to_vec_pretty(&profile)?;
+    write_atomically(path, &bytes)
+        .with_context(|| format!("writing the client profile {}", path.display()))
+}

@@ -1,0 +1,270 @@
+//! The QUIC server: accepts connections, reads one request frame per bidirectional stream,
+//! answers it on the same stream.
+//!
+//! A connection must start with `Hello`; every later request goes on its own stream, so a
+//! slow fetch never blocks a publish behind it. Memory per connection is bounded: QUIC limits
+//! the concurrent streams, a semaphore bounds the request bytes being handled, and each fetch
+//! response is at most the negotiated frame size — a consumer that stops reading stalls only
+//! its own streams through QUIC flow control.
+
+mod admin;
+mod error_map;
+mod fetch;
+mod produce;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::BytesMut;
+use floe_wire::BrokerId;
+use floe_wire::frame::{
+    ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, FrameLimits, HEADER_LEN,
+    HelloAck, Message, ProtocolVersion, RequestId,
+};
+use tokio::sync::{Semaphore, watch};
+
+use crate::metrics::{ErrorLabels, Metrics};
+use crate::partitions::Partitions;
+
+/// What every connection handler shares.
+#[derive(Debug)]
+pub struct BrokerState {
+    pub partitions: Partitions,
+    pub metrics: Arc<Metrics>,
+    pub limits: ConnectionLimits,
+    pub broker_id: BrokerId,
+    /// `host:port` clients should use to reach this broker.
+    pub advertised: floe_wire::Endpoint,
+    /// Longest a fetch may wait on the tail, whatever the client asks.
+    pub fetch_wait_max: Duration,
+    /// Set when shutting down: new requests get `ShuttingDown`.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Per-connection state.
+#[derive(Debug)]
+struct Connection {
+    version: OnceLock<ProtocolVersion>,
+    /// Request bytes being handled; a stream waits here before reading its payload.
+    in_flight: Semaphore,
+}
+
+/// Creates the QUIC endpoint with socket buffers large enough not to drop packets at speed.
+pub fn endpoint(listen: SocketAddr, config: quinn::ServerConfig) -> Result<quinn::Endpoint> {
+    let socket = std::net::UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
+    set_socket_buffers(&socket);
+    let runtime = quinn::default_runtime().context("no async runtime")?;
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        runtime,
+    )
+    .context("creating the QUIC endpoint")
+}
+
+/// Asks for 4 MiB socket buffers; the kernel may grant less (net.core.*mem_max).
+pub fn set_socket_buffers(socket: &std::net::UdpSocket) {
+    let socket = socket2_ref(socket);
+    for result in [
+        socket.set_recv_buffer_size(4 << 20),
+        socket.set_send_buffer_size(4 << 20),
+    ] {
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "could not enlarge the UDP socket buffers");
+        }
+    }
+}
+
+fn socket2_ref(socket: &std::net::UdpSocket) -> socket2::SockRef<'_> {
+    socket2::SockRef::from(socket)
+}
+
+/// Accepts connections until `shutdown` turns true, then closes the endpoint.
+pub async fn serve(endpoint: quinn::Endpoint, state: Arc<BrokerState>) {
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        tokio::select! {
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    match incoming.await {
+                        Ok(connection) => serve_connection(connection, state).await,
+                        Err(e) => tracing::debug!(error = %e, "handshake failed"),
+                    }
+                });
+            }
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+        }
+    }
+    endpoint.close(0u32.into(), b"shutting down");
+}
+
+async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>) {
+    let remote = connection.remote_address();
+    tracing::debug!(%remote, "connection open");
+    state.metrics.connections.inc();
+    let conn = Arc::new(Connection {
+        version: OnceLock::new(),
+        in_flight: Semaphore::new(
+            state.limits.max_in_flight_bytes.min(u64::from(u32::MAX)) as usize
+        ),
+    });
+    loop {
+        let (send, recv) = match connection.accept_bi().await {
+            Ok(streams) => streams,
+            Err(e) => {
+                tracing::debug!(%remote, error = %e, "connection closed");
+                break;
+            }
+        };
+        let (state, conn) = (state.clone(), conn.clone());
+        tokio::spawn(async move {
+            if let Err(e) = serve_stream(&state, &conn, send, recv).await {
+                tracing::debug!(%remote, error = %e, "stream ended with an error");
+            }
+        });
+    }
+    state.metrics.connections.dec();
+}
+
+async fn serve_stream(
+    state: &BrokerState,
+    conn: &Connection,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) -> Result<()> {
+    let limits = state.limits.frame_limits();
+    let mut head = [0u8; HEADER_LEN];
+    recv.read_exact(&mut head).await?;
+    let header = match FrameHeader::decode(&head, &limits) {
+        Ok(Some(header)) => header,
+        Ok(None) => anyhow::bail!("a whole header did not decode"),
+        Err(e) => {
+            // Framing is lost on this stream: answer once, then stop reading it.
+            let error = ErrorResponse {
+                code: e.error_code(),
+                message: e.to_string(),
+                details: None,
+            };
+            respond(
+                state,
+                &mut send,
+                ProtocolVersion::V1,
+                RequestId::new(0),
+                Message::Error(error),
+            )
+            .await?;
+            let _ = recv.stop(0u32.into());
+            return Ok(());
+        }
+    };
+    let started = Instant::now();
+    let payload_len = header.payload_len as usize;
+    let _permit = conn
+        .in_flight
+        .acquire_many(u32::try_from(payload_len).unwrap_or(u32::MAX))
+        .await
+        .context("connection closing")?;
+    let mut payload = BytesMut::zeroed(payload_len);
+    recv.read_exact(&mut payload).await?;
+    let frame = Frame {
+        header,
+        payload: payload.freeze(),
+    };
+    let version = conn.version.get().copied().unwrap_or(ProtocolVersion::V1);
+    let response = match frame.message(&limits) {
+        Ok(message) => handle(state, conn, message, started).await,
+        Err(e) => error(e.error_code(), e.to_string()),
+    };
+    respond(state, &mut send, version, header.request_id, response).await
+}
+
+async fn handle(
+    state: &BrokerState,
+    conn: &Connection,
+    message: Message,
+    started: Instant,
+) -> Message {
+    if let Message::Hello(hello) = &message {
+        return match floe_wire::frame::negotiate(hello.min_version, hello.max_version) {
+            Ok(version) => {
+                let _ = conn.version.set(version);
+                Message::HelloAck(HelloAck {
+                    version,
+                    broker_id: state.broker_id,
+                    limits: state.limits,
+                })
+            }
+            Err(e) => error(ErrorCode::UnsupportedVersion, e.to_string()),
+        };
+    }
+    if conn.version.get().is_none() {
+        return error(ErrorCode::HandshakeRequired, "send Hello first".into());
+    }
+    if *state.shutdown.borrow() {
+        return error(
+            ErrorCode::ShuttingDown,
+            "the broker is shutting down".into(),
+        );
+    }
+    match message {
+        Message::MetadataRequest(request) => admin::metadata(state, request),
+        Message::CreateStream(request) => admin::create_stream(state, request),
+        Message::DeleteStream(request) => admin::delete_stream(state, request),
+        Message::Produce(request) => produce::produce(state, request, started).await,
+        Message::Fetch(request) => fetch::fetch(state, request, started).await,
+        other => error(
+            ErrorCode::InvalidRequest,
+            format!("{:?} is not a request", other.message_type()),
+        ),
+    }
+}
+
+/// An `Error` message.
+pub(crate) fn error(code: ErrorCode, message: String) -> Message {
+    Message::Error(ErrorResponse {
+        code,
+        message,
+        details: None,
+    })
+}
+
+async fn respond(
+    state: &BrokerState,
+    send: &mut quinn::SendStream,
+    version: ProtocolVersion,
+    request_id: RequestId,
+    response: Message,
+) -> Result<()> {
+    if let Message::Error(e) = &response {
+        state
+            .metrics
+            .errors
+            .get_or_create(&ErrorLabels {
+                code: format!("{:?}", e.code),
+            })
+            .inc();
+    }
+    let encoded = match response.encode_chunks(version, request_id) {
+        Ok(encoded) => encoded,
+        Err(e) => {
+            tracing::error!(error = %e, "could not encode a response");
+            error(ErrorCode::Internal, "response encoding failed".into())
+                .encode_chunks(version, request_id)
+                .context("encoding an error response")?
+        }
+    };
+    let mut chunks = encoded.into_chunks();
+    send.write_all_chunks(&mut chunks).await?;
+    send.finish()?;
+    Ok(())
+}
+
+/// Frame limits the broker applies to requests.
+pub fn frame_limits(limits: &ConnectionLimits) -> FrameLimits {
+    limits.frame_limits()
+}

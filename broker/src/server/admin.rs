@@ -1,0 +1,129 @@
+//! Metadata and stream administration over QUIC (until the controlplane's REST API exists).
+
+use std::sync::Arc;
+
+use floe_wire::frame::{
+    CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, ErrorCode, Message,
+    MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
+};
+use floe_wire::{AckMode, PartitionId, StreamName};
+
+use super::{BrokerState, error, produce::LOCAL_EPOCH};
+use crate::catalog::StreamEntry;
+use crate::partitions::{Partition, StreamError};
+
+/// The partition a request names, or the error to answer with.
+pub(crate) fn partition(
+    state: &BrokerState,
+    stream: &StreamName,
+    id: PartitionId,
+) -> Result<Arc<Partition>, Message> {
+    if let Some(p) = state.partitions.get(stream.as_str(), id.get()) {
+        return Ok(p);
+    }
+    let known = state
+        .partitions
+        .streams()
+        .iter()
+        .any(|(name, _)| name == stream.as_str());
+    Err(if known {
+        error(
+            ErrorCode::UnknownPartition,
+            format!("stream {stream} has no partition {}", id.get()),
+        )
+    } else {
+        error(
+            ErrorCode::UnknownStream,
+            format!("no stream named {stream}"),
+        )
+    })
+}
+
+fn ack_mode_name(mode: AckMode) -> &'static str {
+    match mode {
+        AckMode::None => "none",
+        AckMode::Leader => "leader",
+        AckMode::Quorum => "quorum",
+    }
+}
+
+fn ack_mode(name: &str) -> AckMode {
+    match name {
+        "none" => AckMode::None,
+        "quorum" => AckMode::Quorum,
+        _ => AckMode::Leader,
+    }
+}
+
+pub(crate) fn metadata(state: &BrokerState, request: MetadataRequest) -> Message {
+    let catalog = state.partitions.streams();
+    let wanted: Vec<StreamName> = if request.streams.is_empty() {
+        catalog
+            .iter()
+            .filter_map(|(name, _)| StreamName::new(name.clone()).ok())
+            .collect()
+    } else {
+        request.streams
+    };
+    let streams = wanted
+        .into_iter()
+        .map(|name| {
+            let result = match catalog.iter().find(|(n, _)| n == name.as_str()) {
+                None => Err(ErrorCode::UnknownStream),
+                Some((_, entry)) => Ok(stream_info(state, &name, entry)),
+            };
+            StreamMetadata { name, result }
+        })
+        .collect();
+    Message::MetadataResponse(MetadataResponse { streams })
+}
+
+fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> StreamInfo {
+    let partitions = (0..entry.partitions)
+        .filter_map(|id| state.partitions.get(name.as_str(), id))
+        .map(|p| PartitionMetadata {
+            id: PartitionId::new(p.id),
+            leader: Some(state.advertised.clone()),
+            leader_epoch: LOCAL_EPOCH,
+            log_start: p.log.log_start(),
+            high_watermark: p.log.synced_end(),
+        })
+        .collect();
+    StreamInfo {
+        ack_mode: ack_mode(&entry.ack_mode),
+        partition_count: entry.partitions,
+        partitions,
+    }
+}
+
+pub(crate) fn create_stream(state: &BrokerState, request: CreateStream) -> Message {
+    let entry = StreamEntry {
+        partitions: request.partition_count,
+        ack_mode: ack_mode_name(request.ack_mode).to_string(),
+        segment_bytes: request.settings.segment_bytes,
+        segment_age_ms: request.settings.segment_age_ms,
+        retention_bytes: request.settings.retention_bytes,
+        retention_ms: request.settings.retention_ms,
+    };
+    match state.partitions.create_stream(request.name.as_str(), entry) {
+        Ok(()) => Message::CreateStreamResponse(CreateStreamResponse { name: request.name }),
+        Err(e) => stream_error(e),
+    }
+}
+
+pub(crate) fn delete_stream(state: &BrokerState, request: DeleteStream) -> Message {
+    match state.partitions.delete_stream(request.name.as_str()) {
+        Ok(()) => Message::DeleteStreamResponse(DeleteStreamResponse { name: request.name }),
+        Err(e) => stream_error(e),
+    }
+}
+
+fn stream_error(e: StreamError) -> Message {
+    let code = match &e {
+        StreamError::Exists(_) => ErrorCode::StreamExists,
+        StreamError::Unknown(_) => ErrorCode::UnknownStream,
+        StreamError::Invalid(_) => ErrorCode::InvalidRequest,
+        StreamError::Storage(_) => ErrorCode::Internal,
+    };
+    error(code, format!("{e:#}"))
+}
