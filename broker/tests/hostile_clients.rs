@@ -4,7 +4,10 @@
 mod common;
 
 use common::*;
-use floe_wire::frame::{CreateStream, ErrorCode, Fetch, FetchPosition, Message, MetadataRequest, Produce, StreamSettings};
+use floe_wire::frame::{
+    CreateStream, ErrorCode, Fetch, FetchPosition, Message, MetadataRequest, Produce,
+    StreamSettings,
+};
 use floe_wire::{AckMode, BatchBuilder, Offset, PartitionId, StreamName};
 use rand::{Rng, SeedableRng};
 
@@ -26,7 +29,11 @@ fn batch(values: &[&str]) -> bytes::Bytes {
 }
 
 fn produce(stream: &str, batches: Vec<bytes::Bytes>) -> Message {
-    Message::Produce(Produce { stream: StreamName::new(stream).expect("name"), partition: PartitionId::new(0), batches })
+    Message::Produce(Produce {
+        stream: StreamName::new(stream).expect("name"),
+        partition: PartitionId::new(0),
+        batches,
+    })
 }
 
 fn error_code(message: &Message) -> ErrorCode {
@@ -37,7 +44,9 @@ fn error_code(message: &Message) -> ErrorCode {
 }
 
 async fn log_end(conn: &quinn::Connection, stream: &str) -> Offset {
-    let request = Message::MetadataRequest(MetadataRequest { streams: vec![StreamName::new(stream).expect("name")] });
+    let request = Message::MetadataRequest(MetadataRequest {
+        streams: vec![StreamName::new(stream).expect("name")],
+    });
     match request_msg(conn, &request).await {
         Message::MetadataResponse(r) => {
             let info = r.streams[0].result.as_ref().expect("stream exists");
@@ -57,7 +66,10 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
     let broker = start_broker(dir.path()).await;
     let addr = broker.running.quic_addr;
     let good = ready(addr, &broker.ca).await;
-    assert!(matches!(request(&good, &create("orders")).await, Message::CreateStreamResponse(_)));
+    assert!(matches!(
+        request(&good, &create("orders")).await,
+        Message::CreateStreamResponse(_)
+    ));
     match request(&good, &produce("orders", vec![batch(&["a", "b"])])).await {
         Message::ProduceAck(ack) => assert!(ack.results[0].is_ok()),
         other => panic!("{other:?}"),
@@ -65,15 +77,25 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
 
     let hostile = connect(addr, &broker.ca).await;
     // Before Hello, requests are refused.
-    let before = request(&hostile, &Message::MetadataRequest(MetadataRequest { streams: vec![] })).await;
+    let before = request(
+        &hostile,
+        &Message::MetadataRequest(MetadataRequest { streams: vec![] }),
+    )
+    .await;
     assert_eq!(error_code(&before), ErrorCode::HandshakeRequired);
-    assert!(matches!(request(&hostile, &hello()).await, Message::HelloAck(_)));
+    assert!(matches!(
+        request(&hostile, &hello()).await,
+        Message::HelloAck(_)
+    ));
 
     // An unknown protocol version in the header.
     let mut bytes = encode(&hello(), 2).to_vec();
     bytes[4] = 9;
     let answer = exchange_raw(&hostile, &bytes).await.expect("answer");
-    assert_eq!(error_code(&decode_response(&answer)), ErrorCode::UnsupportedVersion);
+    assert_eq!(
+        error_code(&decode_response(&answer)),
+        ErrorCode::UnsupportedVersion
+    );
 
     // Unknown message type and unknown flags.
     let mut bytes = encode(&hello(), 3).to_vec();
@@ -89,13 +111,19 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
     let mut bytes = encode(&hello(), 5).to_vec();
     bytes[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
     let answer = exchange_raw(&hostile, &bytes[..20]).await.expect("answer");
-    assert_eq!(error_code(&decode_response(&answer)), ErrorCode::FrameTooLarge);
+    assert_eq!(
+        error_code(&decode_response(&answer)),
+        ErrorCode::FrameTooLarge
+    );
 
     // Truncated frames: the stream ends early; the broker just drops it.
     let whole = encode(&produce("orders", vec![batch(&["x"])]), 6);
     for cut in [3, 19, 20, 25, whole.len() - 1] {
         let answer = exchange_raw(&hostile, &whole[..cut]).await;
-        assert!(answer.as_ref().map_or(true, |a| a.is_empty()), "cut {cut}: {answer:?}");
+        assert!(
+            answer.as_ref().map_or(true, |a| a.is_empty()),
+            "cut {cut}: {answer:?}"
+        );
     }
 
     // A batch with a wrong CRC: refused, nothing appended.
@@ -115,7 +143,10 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
     };
     let answer = request(&hostile, &produce("orders", vec![huge])).await;
     match answer {
-        Message::Error(e) => assert!(matches!(e.code, ErrorCode::BatchTooLarge | ErrorCode::FrameTooLarge), "{e:?}"),
+        Message::Error(e) => assert!(
+            matches!(e.code, ErrorCode::BatchTooLarge | ErrorCode::FrameTooLarge),
+            "{e:?}"
+        ),
         Message::ProduceAck(ack) => assert_eq!(ack.results, vec![Err(ErrorCode::BatchTooLarge)]),
         other => panic!("{other:?}"),
     }
@@ -132,7 +163,9 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
     // and on a new one.
     assert_eq!(log_end(&good, "orders").await, end_before);
     match request(&good, &produce("orders", vec![batch(&["c"])])).await {
-        Message::ProduceAck(ack) => assert_eq!(ack.results[0].map(|a| a.base_offset), Ok(Offset::new(2))),
+        Message::ProduceAck(ack) => {
+            assert_eq!(ack.results[0].map(|a| a.base_offset), Ok(Offset::new(2)))
+        }
         other => panic!("{other:?}"),
     }
     let fresh = ready(addr, &broker.ca).await;
