@@ -10,7 +10,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// The ALPN protocol id of Floe's client protocol, version 1.
-pub const ALPN: &[u8] = b"floe/1";
+pub const ALPN: &[u8] = floe_wire::frame::ALPN;
 
 /// Paths of a certificate chain and its private key (PEM).
 #[derive(Debug, Clone)]

@@ -58,6 +58,10 @@ pub use message::{
 };
 pub use version::{NoCommonVersion, ProtocolVersion, negotiate};
 
+/// The TLS ALPN protocol id of the client protocol, version 1. A broker refuses any other
+/// during the QUIC handshake, before any frame is exchanged.
+pub const ALPN: &[u8] = b"floe/1";
+
 use bytes::Bytes;
 
 /// One frame cut from a stream: a validated header and its payload, not yet decoded.

@@ -1,0 +1,258 @@
+//! `floe consume`: prints records, from a position, of one partition or all of them.
+//! Without `--count` it follows the tail until interrupted; Ctrl-C ends it cleanly.
+//!
+//! `--json` prints one object per line: `stream`, `partition`, `offset`, `timestamp` (ms
+//! since the Unix epoch), `key`, `value` and `headers`. Keys, values and header values are
+//! JSON strings when they are valid UTF-8 — the usual case, and lossless. Bytes that are not
+//! UTF-8 are never altered: such a field is replaced by `key_base64` / `value_base64` (or a
+//! header's `value_base64`) holding standard padded base64. A record without a key has
+//! `"key": null`.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use floe_client::{
+    ClientConfig, ConsumedRecord, Consumer, ConsumerConfig, FetchPosition, PartitionId,
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::output::{base64, write_stdout};
+use crate::position::parse_position;
+use crate::stream::stream_name;
+
+#[derive(Args, Debug)]
+pub struct ConsumeArgs {
+    /// Stream to read.
+    name: String,
+    /// Read only this partition [default: all].
+    #[arg(long)]
+    partition: Option<u32>,
+    /// Where to start: earliest, latest, an offset, or an RFC 3339 time such as
+    /// 2024-05-01T12:00:00Z (the first record at or after it).
+    #[arg(long, default_value = "earliest", value_parser = parse_position)]
+    from: FetchPosition,
+    /// Stop after this many records [default: follow the tail until interrupted].
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+/// Records in flight between the partitions' readers and the printer.
+const RECORDS_PENDING: usize = 1024;
+
+pub async fn run(config: ClientConfig, args: ConsumeArgs, json: bool) -> Result<()> {
+    let stream = stream_name(&args.name)?;
+    let client = crate::connect(config).await?;
+    let info = client
+        .stream(&stream)
+        .await
+        .with_context(|| format!("reading stream {stream}"))?;
+    let partitions: Vec<u32> = match args.partition {
+        Some(p) if p >= info.partition_count => anyhow::bail!(
+            "stream {stream} has {} partition(s); there is no partition {p}",
+            info.partition_count
+        ),
+        Some(p) => vec![p],
+        None => (0..info.partition_count).collect(),
+    };
+    if args.count == Some(0) {
+        return Ok(());
+    }
+    let (records, mut incoming) = mpsc::channel(RECORDS_PENDING);
+    for partition in partitions {
+        let mut consumer = Consumer::new(
+            client.clone(),
+            stream.clone(),
+            PartitionId::new(partition),
+            args.from,
+            ConsumerConfig::default(),
+        );
+        // `latest` means the end of the log when the command starts: fix it now, before the
+        // header tells anyone the command is reading.
+        consumer
+            .resolve_position()
+            .await
+            .with_context(|| format!("finding where partition {partition} starts"))?;
+        tokio::spawn(read_partition(consumer, records.clone()));
+    }
+    drop(records);
+
+    if !json && !write_stdout(&header())? {
+        return Ok(());
+    }
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    let mut printed: u64 = 0;
+    let mut out = String::new();
+    loop {
+        let record = tokio::select! {
+            biased;
+            _ = &mut interrupted => break,
+            record = incoming.recv() => record,
+        };
+        let record = match record {
+            None => break,
+            Some(Err(e)) => return Err(e).context(format!("reading stream {stream}")),
+            Some(Ok(record)) => record,
+        };
+        if json {
+            out.push_str(&json_line(stream.as_str(), &record).to_string());
+            out.push('\n');
+        } else {
+            out.push_str(&human_line(&record));
+        }
+        printed += 1;
+        let done = args.count.is_some_and(|count| printed >= count);
+        // Print in bursts: whenever the readers have nothing more ready, or at the end.
+        if done || incoming.is_empty() || out.len() > 64 * 1024 {
+            if !write_stdout(&out)? {
+                break;
+            }
+            out.clear();
+        }
+        if done {
+            break;
+        }
+    }
+    if !out.is_empty() {
+        write_stdout(&out)?;
+    }
+    incoming.close();
+    client.close().await;
+    Ok(())
+}
+
+async fn read_partition(
+    mut consumer: Consumer,
+    records: mpsc::Sender<Result<ConsumedRecord, floe_client::Error>>,
+) {
+    loop {
+        let record = consumer.next().await;
+        let failed = record.is_err();
+        if records.send(record).await.is_err() || failed {
+            return;
+        }
+    }
+}
+
+fn header() -> String {
+    format!(
+        "{:<9}  {:>10}  {:<24}  {:<16}  VALUE\n",
+        "PARTITION", "OFFSET", "TIMESTAMP", "KEY"
+    )
+}
+
+/// One record for people: fixed-width columns; bytes that are not UTF-8 are shown lossily
+/// and line breaks escaped, so that one record stays one line.
+fn human_line(record: &ConsumedRecord) -> String {
+    let text = |bytes: &[u8]| {
+        String::from_utf8_lossy(bytes)
+            .replace('\\', "\\\\")
+            .replace('\n', "\\n")
+            .replace('\r', "\\r")
+    };
+    format!(
+        "{:<9}  {:>10}  {:<24}  {:<16}  {}\n",
+        record.partition,
+        record.offset,
+        rfc3339(record.timestamp),
+        record.key.as_deref().map_or_else(|| "-".to_string(), text),
+        text(&record.value)
+    )
+}
+
+/// A timestamp in ms as RFC 3339 UTC with milliseconds; the raw number if out of range.
+pub fn rfc3339(timestamp_ms: i64) -> String {
+    match u64::try_from(timestamp_ms) {
+        Ok(ms) => {
+            humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+        }
+        Err(_) => timestamp_ms.to_string(),
+    }
+}
+
+/// One record as a JSON object (see the module documentation for the encoding).
+fn json_line(stream: &str, record: &ConsumedRecord) -> Value {
+    let mut object = Map::new();
+    object.insert("stream".into(), json!(stream));
+    object.insert("partition".into(), json!(record.partition.get()));
+    object.insert("offset".into(), json!(record.offset.get()));
+    object.insert("timestamp".into(), json!(record.timestamp));
+    match &record.key {
+        Some(key) => insert_bytes(&mut object, "key", key),
+        None => {
+            object.insert("key".into(), Value::Null);
+        }
+    }
+    insert_bytes(&mut object, "value", &record.value);
+    let headers: Vec<Value> = record
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let mut header = Map::new();
+            header.insert("name".into(), json!(name));
+            insert_bytes(&mut header, "value", value);
+            Value::Object(header)
+        })
+        .collect();
+    object.insert("headers".into(), Value::Array(headers));
+    Value::Object(object)
+}
+
+/// `field` as a string when the bytes are UTF-8, else `field_base64`.
+fn insert_bytes(object: &mut Map<String, Value>, field: &str, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => object.insert(field.into(), json!(text)),
+        Err(_) => object.insert(format!("{field}_base64"), json!(base64(bytes))),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use floe_client::Offset;
+
+    use super::*;
+
+    fn record(key: Option<&'static [u8]>, value: &'static [u8]) -> ConsumedRecord {
+        ConsumedRecord {
+            partition: PartitionId::new(1),
+            offset: Offset::new(42),
+            timestamp: 1_714_564_800_123,
+            key: key.map(Bytes::from_static),
+            value: Bytes::from_static(value),
+            headers: vec![("trace".into(), Bytes::from_static(b"\xff"))],
+        }
+    }
+
+    #[test]
+    fn json_lines_carry_utf8_as_text_and_other_bytes_as_base64() {
+        let line = json_line("orders", &record(Some(b"user-1"), b"hello"));
+        assert_eq!(
+            line,
+            json!({
+                "stream": "orders",
+                "partition": 1,
+                "offset": 42,
+                "timestamp": 1_714_564_800_123i64,
+                "key": "user-1",
+                "value": "hello",
+                "headers": [{"name": "trace", "value_base64": "/w=="}],
+            })
+        );
+        let binary = json_line("orders", &record(None, b"\x00\xff"));
+        assert_eq!(binary["key"], Value::Null);
+        assert_eq!(binary["value_base64"], json!("AP8="));
+        assert!(binary.get("value").is_none());
+    }
+
+    #[test]
+    fn human_lines_stay_on_one_line() {
+        let line = human_line(&record(None, b"two\nlines"));
+        assert_eq!(line.matches('\n').count(), 1);
+        assert!(line.contains("two\\nlines"));
+        assert!(line.contains("2024-05-01T12:00:00.123Z"));
+        assert!(line.starts_with("1 "));
+    }
+}

@@ -1,0 +1,192 @@
+//! `floe`: Floe's command-line client. Stream administration, publishing from stdin,
+//! consuming to stdout, and benchmarks. Tables for people by default, `--json` for scripts.
+//! With no connection flags it uses the client profile `floe-broker dev` wrote.
+
+mod bench;
+mod consume;
+mod output;
+mod position;
+mod progress;
+mod publish;
+mod size;
+mod stream;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use floe_client::{Client, ClientConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "floe", version, about = "Floe command-line client")]
+struct Cli {
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    /// Print JSON for scripts instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the broker is. Flags override the profile's fields.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConnectionArgs {
+    /// Client profile [default: $FLOE_PROFILE, else ~/.config/floe/profile.json, as
+    /// written by `floe-broker dev`]
+    #[arg(long, global = true, value_name = "PATH")]
+    profile: Option<PathBuf>,
+    /// Broker QUIC endpoint, host:port.
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    endpoint: Option<String>,
+    /// PEM file of the CA that signed the broker's certificate.
+    #[arg(long, global = true, value_name = "PATH")]
+    ca_cert: Option<PathBuf>,
+    /// Name the broker's certificate must carry [default: the profile's, else the
+    /// endpoint's host].
+    #[arg(long, global = true, value_name = "NAME")]
+    server_name: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create, list, describe and delete streams.
+    Stream {
+        #[command(subcommand)]
+        command: stream::StreamCommand,
+    },
+    /// Publish one record per line of stdin.
+    Publish(publish::PublishArgs),
+    /// Print records of a stream.
+    Consume(consume::ConsumeArgs),
+    /// Measure publish or consume throughput and latency.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(cli) {
+        eprintln!("floe: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    // The library picks its provider explicitly; anything else in the process that uses
+    // rustls finds this one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let config = client_config(&cli.connection)?;
+        match cli.command {
+            Command::Stream { command } => stream::run(config, command, cli.json).await,
+            Command::Publish(args) => publish::run(config, args, cli.json).await,
+            Command::Consume(args) => consume::run(config, args, cli.json).await,
+            Command::Bench { command } => bench::run(config, command, cli.json).await,
+        }
+    })
+}
+
+/// The client configuration from the profile and the flags that override it.
+fn client_config(args: &ConnectionArgs) -> Result<ClientConfig> {
+    let profile_path = args
+        .profile
+        .clone()
+        .or_else(floe_client::default_profile_path);
+    let profile = match &profile_path {
+        Some(path) if args.profile.is_some() || path.exists() => Some(
+            floe_client::read_profile(path)
+                .with_context(|| format!("reading the client profile {}", path.display()))?,
+        ),
+        _ => None,
+    };
+    let hint = "start a broker with `floe-broker dev` (it writes the client profile), or pass \
+                --endpoint and --ca-cert";
+    let endpoint = args
+        .endpoint
+        .clone()
+        .or_else(|| profile.as_ref().map(|p| p.endpoint.clone()))
+        .with_context(|| format!("no broker endpoint: {hint}"))?;
+    let ca_cert = args
+        .ca_cert
+        .clone()
+        .or_else(|| profile.as_ref().map(|p| p.ca_cert.clone()))
+        .with_context(|| format!("no CA certificate: {hint}"))?;
+    let server_name = args
+        .server_name
+        .clone()
+        .or_else(|| profile.as_ref().map(|p| p.server_name.clone()))
+        .unwrap_or_else(|| host_of(&endpoint).to_string());
+    Ok(ClientConfig::new(endpoint, server_name, ca_cert))
+}
+
+/// The host part of `host:port` (without the brackets of an IPv6 address).
+fn host_of(endpoint: &str) -> &str {
+    let host = endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Connects, naming the endpoint in the error.
+async fn connect(config: ClientConfig) -> Result<Client> {
+    let endpoint = config.endpoint.clone();
+    Client::connect(config)
+        .await
+        .with_context(|| format!("connecting to the broker at {endpoint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_profile() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("profile.json");
+        std::fs::write(
+            &path,
+            br#"{"endpoint":"127.0.0.1:7100","server_name":"localhost","ca_cert":"/ca.pem"}"#,
+        )?;
+        let from_profile = client_config(&ConnectionArgs {
+            profile: Some(path.clone()),
+            ..ConnectionArgs::default()
+        })?;
+        assert_eq!(from_profile.endpoint, "127.0.0.1:7100");
+        assert_eq!(from_profile.server_name, "localhost");
+        assert_eq!(from_profile.ca_cert, PathBuf::from("/ca.pem"));
+        let overridden = client_config(&ConnectionArgs {
+            profile: Some(path),
+            endpoint: Some("broker.example:7100".into()),
+            ca_cert: Some("/other.pem".into()),
+            server_name: None,
+        })?;
+        assert_eq!(overridden.endpoint, "broker.example:7100");
+        assert_eq!(overridden.ca_cert, PathBuf::from("/other.pem"));
+        assert_eq!(overridden.server_name, "localhost");
+        Ok(())
+    }
+
+    #[test]
+    fn without_a_profile_the_server_name_is_the_endpoints_host() -> Result<()> {
+        let config = client_config(&ConnectionArgs {
+            profile: Some("/nonexistent/profile.json".into()),
+            ..ConnectionArgs::default()
+        });
+        assert!(config.is_err(), "a named profile must exist");
+        assert_eq!(host_of("broker.example:7100"), "broker.example");
+        assert_eq!(host_of("[::1]:7100"), "::1");
+        Ok(())
+    }
+}

@@ -1,0 +1,241 @@
+//! `floe stream create|list|describe|delete`.
+
+use anyhow::{Context, Result};
+use clap::{Subcommand, ValueEnum};
+use floe_client::{AckMode, ClientConfig, StreamInfo, StreamName, StreamSettings};
+use serde_json::json;
+
+use crate::output::{print, print_json, table};
+use crate::size::{duration_ms, parse_duration, parse_size};
+
+#[derive(Subcommand, Debug)]
+pub enum StreamCommand {
+    /// Create a stream.
+    Create {
+        name: String,
+        /// Number of partitions, fixed for the stream's life.
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+        /// When a publish is acknowledged.
+        #[arg(long, value_enum, default_value_t = AckModeArg::Leader)]
+        ack_mode: AckModeArg,
+        /// Seal a segment at this size, e.g. 64MiB [default: the broker's]
+        #[arg(long, value_parser = parse_size)]
+        segment_bytes: Option<u64>,
+        /// Seal a segment at this age, e.g. 10m [default: the broker's]
+        #[arg(long, value_parser = parse_duration)]
+        segment_age: Option<std::time::Duration>,
+        /// Keep at most this much per partition locally, e.g. 10GiB [default: no limit]
+        #[arg(long, value_parser = parse_size)]
+        retention_bytes: Option<u64>,
+        /// Keep records this long locally, e.g. 7days [default: no limit]
+        #[arg(long, value_parser = parse_duration)]
+        retention_age: Option<std::time::Duration>,
+    },
+    /// List streams.
+    List,
+    /// Show a stream's partitions: leader, epoch, log start and high watermark.
+    Describe { name: String },
+    /// Delete a stream and all its records.
+    Delete { name: String },
+}
+
+/// `--ack-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AckModeArg {
+    /// Once the leader has fsynced the batch.
+    Leader,
+    /// Once the leader has the batch, before any fsync.
+    None,
+    /// Once a majority of replicas has fsynced the batch.
+    Quorum,
+}
+
+impl From<AckModeArg> for AckMode {
+    fn from(mode: AckModeArg) -> AckMode {
+        match mode {
+            AckModeArg::Leader => AckMode::Leader,
+            AckModeArg::None => AckMode::None,
+            AckModeArg::Quorum => AckMode::Quorum,
+        }
+    }
+}
+
+pub fn ack_mode_name(mode: AckMode) -> &'static str {
+    match mode {
+        AckMode::None => "none",
+        AckMode::Leader => "leader",
+        AckMode::Quorum => "quorum",
+    }
+}
+
+pub fn stream_name(name: &str) -> Result<StreamName> {
+    StreamName::new(name).with_context(|| format!("`{name}` is not a stream name"))
+}
+
+pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Result<()> {
+    let client = crate::connect(config).await?;
+    match command {
+        StreamCommand::Create {
+            name,
+            partitions,
+            ack_mode,
+            segment_bytes,
+            segment_age,
+            retention_bytes,
+            retention_age,
+        } => {
+            let stream = stream_name(&name)?;
+            let settings = StreamSettings {
+                segment_bytes,
+                segment_age_ms: segment_age.map(duration_ms),
+                retention_bytes,
+                retention_ms: retention_age.map(duration_ms),
+            };
+            client
+                .create_stream(&stream, partitions, ack_mode.into(), settings)
+                .await
+                .with_context(|| format!("creating stream {stream}"))?;
+            if json {
+                print_json(&json!({
+                    "created": stream.as_str(),
+                    "partitions": partitions,
+                    "ack_mode": ack_mode_name(ack_mode.into()),
+                }))?;
+            } else {
+                print(&format!(
+                    "created stream {stream} with {partitions} partition{}\n",
+                    if partitions == 1 { "" } else { "s" }
+                ))?;
+            }
+        }
+        StreamCommand::List => list(&client, json).await?,
+        StreamCommand::Describe { name } => {
+            let stream = stream_name(&name)?;
+            let info = client
+                .stream(&stream)
+                .await
+                .with_context(|| format!("describing stream {stream}"))?;
+            describe(&stream, &info, json)?;
+        }
+        StreamCommand::Delete { name } => {
+            let stream = stream_name(&name)?;
+            client
+                .delete_stream(&stream)
+                .await
+                .with_context(|| format!("deleting stream {stream}"))?;
+            if json {
+                print_json(&json!({ "deleted": stream.as_str() }))?;
+            } else {
+                print(&format!("deleted stream {stream}\n"))?;
+            }
+        }
+    }
+    client.close().await;
+    Ok(())
+}
+
+/// Records readable in a stream: the sum over partitions of high watermark less log start.
+fn record_count(info: &StreamInfo) -> u64 {
+    info.partitions
+        .iter()
+        .map(|p| p.high_watermark.distance_from(p.log_start))
+        .sum()
+}
+
+async fn list(client: &floe_client::Client, json: bool) -> Result<()> {
+    let streams = client.metadata(&[]).await.context("listing streams")?;
+    let mut rows = Vec::new();
+    let mut objects = Vec::new();
+    for entry in &streams {
+        match &entry.result {
+            Ok(info) => {
+                rows.push(vec![
+                    entry.name.to_string(),
+                    info.partition_count.to_string(),
+                    ack_mode_name(info.ack_mode).to_string(),
+                    record_count(info).to_string(),
+                ]);
+                objects.push(json!({
+                    "name": entry.name.as_str(),
+                    "partitions": info.partition_count,
+                    "ack_mode": ack_mode_name(info.ack_mode),
+                    "records": record_count(info),
+                }));
+            }
+            Err(code) => {
+                rows.push(vec![
+                    entry.name.to_string(),
+                    "-".into(),
+                    format!("{code}"),
+                    "-".into(),
+                ]);
+                objects.push(json!({ "name": entry.name.as_str(), "error": code.to_string() }));
+            }
+        }
+    }
+    if json {
+        print_json(&serde_json::Value::Array(objects))?;
+    } else {
+        print(&table(
+            &["NAME", "PARTITIONS", "ACK MODE", "RECORDS"],
+            &rows,
+        ))?;
+    }
+    Ok(())
+}
+
+fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
+    if json {
+        let partitions: Vec<serde_json::Value> = info
+            .partitions
+            .iter()
+            .map(|p| {
+                json!({
+                    "partition": p.id.get(),
+                    "leader": p.leader.as_ref().map(|l| l.as_str()),
+                    "leader_epoch": p.leader_epoch,
+                    "log_start": p.log_start.get(),
+                    "high_watermark": p.high_watermark.get(),
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "name": stream.as_str(),
+            "partition_count": info.partition_count,
+            "ack_mode": ack_mode_name(info.ack_mode),
+            "partitions": partitions,
+        }))?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = info
+        .partitions
+        .iter()
+        .map(|p| {
+            vec![
+                p.id.to_string(),
+                p.leader.as_ref().map_or("-".into(), |l| l.to_string()),
+                p.leader_epoch.to_string(),
+                p.log_start.to_string(),
+                p.high_watermark.to_string(),
+            ]
+        })
+        .collect();
+    print(&format!(
+        "stream {stream}: {} partition{}, ack mode {}\n{}",
+        info.partition_count,
+        if info.partition_count == 1 { "" } else { "s" },
+        ack_mode_name(info.ack_mode),
+        table(
+            &[
+                "PARTITION",
+                "LEADER",
+                "EPOCH",
+                "LOG START",
+                "HIGH WATERMARK"
+            ],
+            &rows
+        )
+    ))?;
+    Ok(())
+}

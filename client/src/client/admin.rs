@@ -1,0 +1,79 @@
+//! Stream administration and metadata over the client protocol: create, delete, describe.
+
+use floe_wire::frame::{
+    CreateStream, DeleteStream, Message, MetadataRequest, StreamInfo, StreamMetadata,
+    StreamSettings,
+};
+use floe_wire::{AckMode, StreamName};
+
+use super::Client;
+use super::exchange::type_name;
+use crate::error::{Error, ProtocolViolation};
+
+impl Client {
+    /// Creates a stream of `partition_count` partitions. Fails with the broker's
+    /// `StreamExists` if the name is taken.
+    pub async fn create_stream(
+        &self,
+        name: &StreamName,
+        partition_count: u32,
+        ack_mode: AckMode,
+        settings: StreamSettings,
+    ) -> Result<(), Error> {
+        let request = Message::CreateStream(CreateStream {
+            name: name.clone(),
+            partition_count,
+            ack_mode,
+            settings,
+        });
+        match self.request(request).await? {
+            Message::CreateStreamResponse(_) => Ok(()),
+            other => Err(unexpected("CreateStream", &other)),
+        }
+    }
+
+    /// Deletes a stream and its data. Fails with the broker's `UnknownStream` if there is
+    /// none.
+    pub async fn delete_stream(&self, name: &StreamName) -> Result<(), Error> {
+        let request = Message::DeleteStream(DeleteStream { name: name.clone() });
+        match self.request(request).await? {
+            Message::DeleteStreamResponse(_) => Ok(()),
+            other => Err(unexpected("DeleteStream", &other)),
+        }
+    }
+
+    /// The metadata of the named streams, in the order asked, or of every stream (in name
+    /// order) when `streams` is empty. A stream the broker does not know comes back with an
+    /// error code in its entry rather than failing the call.
+    pub async fn metadata(&self, streams: &[StreamName]) -> Result<Vec<StreamMetadata>, Error> {
+        let request = Message::MetadataRequest(MetadataRequest {
+            streams: streams.to_vec(),
+        });
+        match self.request(request).await? {
+            Message::MetadataResponse(response) => Ok(response.streams),
+            other => Err(unexpected("MetadataRequest", &other)),
+        }
+    }
+
+    /// One stream's partitions, leaders and offsets; the broker's error (such as
+    /// `UnknownStream`) when it has none.
+    pub async fn stream(&self, name: &StreamName) -> Result<StreamInfo, Error> {
+        let entry = self
+            .metadata(std::slice::from_ref(name))
+            .await?
+            .into_iter()
+            .find(|entry| &entry.name == name)
+            .ok_or_else(|| ProtocolViolation::MissingStream(name.to_string()))?;
+        entry
+            .result
+            .map_err(|code| Error::from_code(code, format!("stream {name}")))
+    }
+}
+
+fn unexpected(request: &'static str, answer: &Message) -> Error {
+    ProtocolViolation::UnexpectedResponse {
+        request,
+        found: type_name(answer.message_type()),
+    }
+    .into()
+}

@@ -1,0 +1,146 @@
+//! Where a client connects, whom it trusts, and how long it waits: [`ClientConfig`], built
+//! from the client profile that `floe-broker dev` writes or from explicit values.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_wire::ClientProfile;
+
+use crate::error::ConfigError;
+
+/// How to reach a broker.
+///
+/// ```no_run
+/// use floe_client::ClientConfig;
+///
+/// // The profile `floe-broker dev` wrote ($FLOE_PROFILE, else ~/.config/floe/profile.json).
+/// let config = ClientConfig::from_default_profile()?;
+/// assert_eq!(config.server_name, "localhost");
+/// # Ok::<(), floe_client::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// `host:port` of the broker's QUIC endpoint.
+    pub endpoint: String,
+    /// The name the broker's certificate must carry.
+    pub server_name: String,
+    /// PEM file of the CA that signed the broker's certificate; the only CA trusted.
+    pub ca_cert: PathBuf,
+    /// Longest wait for the QUIC handshake and the `Hello` exchange together.
+    pub connect_timeout: Duration,
+    /// Longest wait for the answer to one request (a long-polling fetch adds its own wait).
+    pub request_timeout: Duration,
+    /// A connection that hears nothing from the broker this long is dead, and the next
+    /// request reconnects. Keep-alives go out four times per period, so an idle but healthy
+    /// connection never reaches it; a crashed broker is noticed within it.
+    pub idle_timeout: Duration,
+    /// Connection attempts a request makes when it finds the connection lost, before it
+    /// fails with [`Error::Connect`](crate::Error::Connect).
+    pub reconnect_attempts: u32,
+    /// Backoff before the second attempt; it doubles per attempt up to
+    /// [`ClientConfig::reconnect_backoff_max`].
+    pub reconnect_backoff: Duration,
+    /// Longest backoff between connection attempts.
+    pub reconnect_backoff_max: Duration,
+    /// Sent in `Hello`, for the broker's logs.
+    pub client_name: String,
+}
+
+impl ClientConfig {
+    /// A configuration with default timeouts.
+    pub fn new(
+        endpoint: impl Into<String>,
+        server_name: impl Into<String>,
+        ca_cert: impl Into<PathBuf>,
+    ) -> ClientConfig {
+        ClientConfig {
+            endpoint: endpoint.into(),
+            server_name: server_name.into(),
+            ca_cert: ca_cert.into(),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(10),
+            reconnect_attempts: 6,
+            reconnect_backoff: Duration::from_millis(100),
+            reconnect_backoff_max: Duration::from_secs(2),
+            client_name: format!("floe-client/{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+
+    /// The configuration a client profile describes, with default timeouts.
+    pub fn from_profile(profile: &ClientProfile) -> ClientConfig {
+        ClientConfig::new(
+            profile.endpoint.clone(),
+            profile.server_name.clone(),
+            profile.ca_cert.clone(),
+        )
+    }
+
+    /// Reads the client profile at `path`.
+    pub fn load_profile(path: &Path) -> Result<ClientConfig, ConfigError> {
+        read_profile(path).map(|profile| ClientConfig::from_profile(&profile))
+    }
+
+    /// Reads the client profile at its default location: `$FLOE_PROFILE`, else
+    /// `$XDG_CONFIG_HOME/floe/profile.json`, else `$HOME/.config/floe/profile.json`.
+    pub fn from_default_profile() -> Result<ClientConfig, ConfigError> {
+        let path = default_profile_path().ok_or(ConfigError::NoProfilePath)?;
+        ClientConfig::load_profile(&path)
+    }
+}
+
+/// The default client profile location for this process's environment.
+pub fn default_profile_path() -> Option<PathBuf> {
+    floe_wire::profile::default_path(|name| std::env::var_os(name))
+}
+
+/// Reads and parses a client profile.
+pub fn read_profile(path: &Path) -> Result<ClientProfile, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source: Arc::new(source),
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| ConfigError::Profile {
+        path: path.to_path_buf(),
+        source: Arc::new(source),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_gives_endpoint_name_and_ca() {
+        let profile = ClientProfile {
+            endpoint: "127.0.0.1:7100".into(),
+            server_name: "localhost".into(),
+            ca_cert: "/tmp/ca.pem".into(),
+            metrics: None,
+        };
+        let config = ClientConfig::from_profile(&profile);
+        assert_eq!(config.endpoint, "127.0.0.1:7100");
+        assert_eq!(config.server_name, "localhost");
+        assert_eq!(config.ca_cert, PathBuf::from("/tmp/ca.pem"));
+        assert!(config.request_timeout > Duration::ZERO);
+    }
+
+    #[test]
+    fn a_profile_that_is_not_json_is_a_typed_error() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("profile.json");
+        std::fs::write(&path, b"{ not json")?;
+        let error = ClientConfig::load_profile(&path).err();
+        assert!(
+            matches!(error, Some(ConfigError::Profile { ref path, .. }) if path.ends_with("profile.json")),
+            "{error:?}"
+        );
+        let missing = ClientConfig::load_profile(&dir.path().join("absent.json")).err();
+        assert!(
+            matches!(missing, Some(ConfigError::Read { .. })),
+            "{missing:?}"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! `floe-client`: the Rust client of Floe.
+//!
+//! - [`Client`]: one QUIC connection to a broker (TLS trusting one CA, `Hello`, reconnection
+//!   on demand), requests one per stream, and stream administration.
+//! - [`Producer`]: batching, idempotent, ordered publishing with retries and bounded memory.
+//! - [`Consumer`]: ordered, validated, long-polling reads of one partition that resume
+//!   without gap or duplicate after a lost connection.
+//!
+//! The library depends on `floe-wire` alone among Floe's crates: every byte it sends or
+//! reads is encoded and decoded there. Pure logic (batching, sequence windows, backoff,
+//! partitioning, decoding fetched records) is kept apart from the code that touches sockets
+//! and clocks, and is tested without either.
+//!
+//! ```no_run
+//! use floe_client::{AckMode, Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition};
+//! use floe_client::{PartitionId, Producer, ProducerConfig, ProducerRecord, StreamName, StreamSettings};
+//!
+//! # async fn demo() -> Result<(), floe_client::Error> {
+//! let client = Client::connect(ClientConfig::from_default_profile()?).await?;
+//! let stream = StreamName::new("demo").expect("a valid name");
+//! client.create_stream(&stream, 1, AckMode::Leader, StreamSettings::default()).await?;
+//!
+//! let producer = Producer::new(&client, stream.clone(), ProducerConfig::default()).await?;
+//! let offset = producer.send(ProducerRecord::new("hello")).await?.await?;
+//!
+//! let mut consumer = Consumer::new(
+//!     client.clone(),
+//!     stream,
+//!     PartitionId::new(0),
+//!     FetchPosition::Offset(offset),
+//!     ConsumerConfig::default(),
+//! );
+//! assert_eq!(&consumer.next().await?.value[..], b"hello");
+//! # Ok(()) }
+//! ```
+
+mod backoff;
+mod client;
+mod config;
+mod consumer;
+mod error;
+mod producer;
+mod record;
+
+pub use client::Client;
+pub use config::{ClientConfig, default_profile_path, read_profile};
+pub use consumer::{Consumer, ConsumerConfig};
+pub use error::{ConfigError, ConnectFailure, Error, ProtocolViolation};
+pub use producer::{
+    Delivery, MAX_IN_FLIGHT_BATCHES, Producer, ProducerConfig, TimedDelivery, partition_for_key,
+};
+pub use record::{ConsumedRecord, ProducerRecord};
+
+pub use floe_wire::frame::{
+    ConnectionLimits, ErrorCode, ErrorDetails, FetchPosition, PartitionMetadata, RetryClass,
+    StreamInfo, StreamMetadata, StreamSettings,
+};
+pub use floe_wire::{AckMode, Offset, PartitionId, StreamName, StreamNameError};

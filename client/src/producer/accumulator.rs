@@ -1,0 +1,326 @@
+//! Batching and linger decisions for one partition. Pure: the time is an argument, and the
+//! shell attaches whatever it needs to each batch (`T`).
+//!
+//! Driving contract: [`Accumulator::push`] each record; [`Accumulator::pop_ready`] batches
+//! when there is room to send them; sleep until [`Accumulator::next_deadline`] otherwise.
+//! [`Accumulator::seal_all`] makes every buffered batch ready at once (flush).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe_wire::BatchBuilder;
+use floe_wire::batch::{BuildError, HEADER_LEN};
+
+/// Smallest record: every fixed field, no key, empty value, no headers.
+const MIN_RECORD_LEN: usize = 26;
+
+/// A record's fields, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordRef<'a> {
+    pub timestamp: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: &'a [u8],
+    pub headers: &'a [(&'a str, &'a [u8])],
+}
+
+impl RecordRef<'_> {
+    /// Bytes the record takes in a batch.
+    pub fn len(&self) -> usize {
+        BatchBuilder::record_len(self.key, self.value, self.headers)
+    }
+}
+
+/// A batch being filled or waiting for room in the send window.
+#[derive(Debug)]
+pub(crate) struct OpenBatch<T> {
+    builder: BatchBuilder,
+    opened_at: Instant,
+    /// No record may join: the batch is full or being flushed.
+    sealed: bool,
+    pub attachment: T,
+}
+
+impl<T> OpenBatch<T> {
+    pub fn record_count(&self) -> u32 {
+        self.builder.record_count()
+    }
+
+    /// Bytes of the batch if finished now.
+    pub fn len(&self) -> usize {
+        self.builder.len()
+    }
+
+    /// Numbers the batch for an idempotent producer and encodes it.
+    pub fn finish(
+        mut self,
+        producer_id: i64,
+        producer_epoch: u16,
+        base_sequence: i32,
+    ) -> (Result<Bytes, BuildError>, T) {
+        self.builder
+            .producer(producer_id, producer_epoch, base_sequence);
+        (self.builder.finish(), self.attachment)
+    }
+}
+
+/// Where a pushed record went.
+#[derive(Debug)]
+pub(crate) struct Pushed<'a, T> {
+    /// Position of the record in its batch.
+    pub index: u32,
+    pub attachment: &'a mut T,
+    /// The record opened a new batch (the shell arms a linger timer).
+    pub opened: bool,
+    /// The record's batch is already full, so it is ready to send now.
+    pub ready: bool,
+}
+
+/// The batches of one partition not yet handed to the send window, oldest first. Only the
+/// newest may be open for records.
+#[derive(Debug)]
+pub(crate) struct Accumulator<T> {
+    batches: VecDeque<OpenBatch<T>>,
+    max_batch_bytes: usize,
+    linger: Duration,
+}
+
+impl<T> Accumulator<T> {
+    pub fn new(max_batch_bytes: usize, linger: Duration) -> Accumulator<T> {
+        Accumulator {
+            batches: VecDeque::new(),
+            max_batch_bytes,
+            linger,
+        }
+    }
+
+    /// Whether a batch is open for more records.
+    pub fn is_filling(&self) -> bool {
+        self.batches.back().is_some_and(|b| !b.sealed)
+    }
+
+    /// Whether a record of `record_len` bytes still fits the batch being filled.
+    pub fn fits(&self, record_len: usize) -> bool {
+        self.batches
+            .back()
+            .is_some_and(|b| !b.sealed && b.builder.len() + record_len <= self.max_batch_bytes)
+    }
+
+    /// Input: appends a record, sealing the current batch and opening a new one when it does
+    /// not fit. `open` makes the attachment of a new batch. A record too large for an empty
+    /// batch is refused and nothing changes.
+    pub fn push(
+        &mut self,
+        record: RecordRef<'_>,
+        now: Instant,
+        open: impl FnOnce() -> T,
+    ) -> Result<Pushed<'_, T>, BuildError> {
+        let record_len = record.len();
+        if HEADER_LEN + record_len > self.max_batch_bytes {
+            return Err(BuildError::TooLarge {
+                would_be: HEADER_LEN + record_len,
+                limit: self.max_batch_bytes,
+            });
+        }
+        let opened = !self.fits(record_len);
+        if opened {
+            if let Some(current) = self.batches.back_mut() {
+                current.sealed = true;
+            }
+            self.batches.push_back(OpenBatch {
+                builder: BatchBuilder::new(self.max_batch_bytes),
+                opened_at: now,
+                sealed: false,
+                attachment: open(),
+            });
+        }
+        let max_batch_bytes = self.max_batch_bytes;
+        // Never `None`: a batch was opened above if none was open.
+        let pushed = self.batches.back_mut().map(|batch| {
+            let index = batch.builder.record_count();
+            batch
+                .builder
+                .push(record.timestamp, record.key, record.value, record.headers)
+                .map(|()| index)
+        });
+        let index = match pushed {
+            Some(Ok(index)) => index,
+            Some(Err(e)) => {
+                if opened {
+                    self.batches.pop_back();
+                }
+                return Err(e);
+            }
+            None => return Err(BuildError::Empty),
+        };
+        let Some(batch) = self.batches.back_mut() else {
+            return Err(BuildError::Empty);
+        };
+        // Seal as soon as not even the smallest record fits: the batch need not linger.
+        batch.sealed = batch.builder.len() + MIN_RECORD_LEN > max_batch_bytes;
+        let ready = batch.sealed;
+        Ok(Pushed {
+            index,
+            attachment: &mut batch.attachment,
+            opened,
+            ready,
+        })
+    }
+
+    /// Whether the oldest batch may be sent: it is sealed or has lingered long enough.
+    pub fn has_ready(&self, now: Instant) -> bool {
+        self.batches
+            .front()
+            .is_some_and(|b| b.sealed || now >= b.opened_at + self.linger)
+    }
+
+    /// The oldest batch, when it is ready.
+    pub fn peek_ready(&self, now: Instant) -> Option<&OpenBatch<T>> {
+        self.batches.front().filter(|_| self.has_ready(now))
+    }
+
+    /// Output: the oldest batch, when it is ready.
+    pub fn pop_ready(&mut self, now: Instant) -> Option<OpenBatch<T>> {
+        if self.has_ready(now) {
+            self.batches.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// Makes every buffered batch ready; later records open new batches.
+    pub fn seal_all(&mut self) {
+        for batch in &mut self.batches {
+            batch.sealed = true;
+        }
+    }
+
+    /// When the oldest batch becomes ready by lingering (in the past if it already is).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.batches.front().map(|b| {
+            if b.sealed {
+                b.opened_at
+            } else {
+                b.opened_at + self.linger
+            }
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// The attachments of every buffered batch, oldest first.
+    pub fn attachments(&self) -> impl Iterator<Item = &T> {
+        self.batches.iter().map(|b| &b.attachment)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(value: &[u8]) -> RecordRef<'_> {
+        RecordRef {
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value,
+            headers: &[],
+        }
+    }
+
+    const LINGER: Duration = Duration::from_millis(5);
+
+    #[test]
+    fn a_batch_waits_for_its_linger_time_then_is_ready() {
+        let start = Instant::now();
+        let mut acc = Accumulator::new(1024, LINGER);
+        let pushed = acc
+            .push(record(b"a"), start, || "batch-1")
+            .expect("accepted");
+        assert!(pushed.opened && !pushed.ready);
+        assert_eq!(pushed.index, 0);
+        let pushed = acc
+            .push(record(b"b"), start, || "unused")
+            .expect("accepted");
+        assert!(!pushed.opened);
+        assert_eq!(pushed.index, 1);
+        assert!(!acc.has_ready(start + Duration::from_millis(4)));
+        assert_eq!(acc.next_deadline(), Some(start + LINGER));
+        let batch = acc.pop_ready(start + LINGER).expect("accepted");
+        assert_eq!(batch.record_count(), 2);
+        assert_eq!(batch.attachment, "batch-1");
+        assert!(acc.is_empty());
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_seals_the_batch_and_opens_another() {
+        let now = Instant::now();
+        // Room for the header and two 100-byte records, not three.
+        let max = HEADER_LEN + 2 * record(&[0; 100]).len() + 10;
+        let mut acc = Accumulator::new(max, LINGER);
+        acc.push(record(&[1; 100]), now, || 1).expect("accepted");
+        acc.push(record(&[2; 100]), now, || 2).expect("accepted");
+        assert!(!acc.fits(record(&[3; 100]).len()));
+        let third = acc.push(record(&[3; 100]), now, || 3).expect("accepted");
+        assert!(third.opened);
+        assert_eq!(third.index, 0);
+        assert!(acc.has_ready(now), "the sealed batch need not linger");
+        let first = acc.pop_ready(now).expect("accepted");
+        assert_eq!((first.attachment, first.record_count()), (1, 2));
+        assert!(!acc.has_ready(now), "the new batch lingers");
+    }
+
+    #[test]
+    fn a_batch_too_full_for_the_smallest_record_is_ready_at_once() {
+        let now = Instant::now();
+        let max = HEADER_LEN + record(&[0; 100]).len() + MIN_RECORD_LEN - 1;
+        let mut acc = Accumulator::new(max, LINGER);
+        let pushed = acc.push(record(&[0; 100]), now, || ()).expect("accepted");
+        assert!(pushed.ready);
+        assert!(acc.has_ready(now));
+    }
+
+    #[test]
+    fn a_record_larger_than_a_batch_is_refused_without_side_effects() {
+        let now = Instant::now();
+        let mut acc = Accumulator::new(256, LINGER);
+        let refused = acc.push(record(&[0; 300]), now, || ());
+        assert!(matches!(refused, Err(BuildError::TooLarge { .. })));
+        assert!(acc.is_empty());
+        assert_eq!(acc.next_deadline(), None);
+    }
+
+    #[test]
+    fn sealing_all_makes_every_batch_ready_and_later_records_open_a_new_one() {
+        let now = Instant::now();
+        let mut acc = Accumulator::new(1024, Duration::from_secs(60));
+        acc.push(record(b"a"), now, || 1).expect("accepted");
+        assert!(!acc.has_ready(now));
+        acc.seal_all();
+        assert!(acc.has_ready(now));
+        let pushed = acc.push(record(b"b"), now, || 2).expect("accepted");
+        assert!(pushed.opened);
+        assert_eq!(acc.attachments().copied().collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[test]
+    fn a_finished_batch_carries_the_producer_fields() {
+        let now = Instant::now();
+        let mut acc = Accumulator::new(1024, Duration::ZERO);
+        acc.push(record(b"a"), now, || ()).expect("accepted");
+        acc.push(record(b"b"), now, || ()).expect("accepted");
+        let (bytes, ()) = acc.pop_ready(now).expect("accepted").finish(42, 3, 10);
+        let batch = floe_wire::RecordBatch::decode(bytes.expect("accepted")).expect("accepted");
+        let header = batch.header();
+        assert_eq!(
+            (
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence
+            ),
+            (42, 3, 10)
+        );
+        assert_eq!(header.record_count, 2);
+    }
+}

@@ -1,0 +1,448 @@
+//! The producer's shell: the state `send` and `flush` share with one background task, which
+//! turns ready batches into `Produce` requests, feeds the answers to each partition's send
+//! window, and completes the records' deliveries. All decisions are made by the pure
+//! [`Accumulator`] and [`SequenceWindow`]; this module only locks, spawns and sleeps.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use floe_wire::batch::HEADER_LEN;
+use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce};
+use floe_wire::{PartitionId, StreamName};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use super::accumulator::{Accumulator, RecordRef};
+use super::config::Settings;
+use super::delivery::{BatchOutcome, Delivery};
+use super::partitioner::Partitioner;
+use super::window::{Completion, SequenceWindow};
+use crate::client::Client;
+use crate::error::{Error, ProtocolViolation};
+use crate::record::ProducerRecord;
+
+/// What the shell attaches to each batch.
+#[derive(Debug, Default)]
+pub(crate) struct BatchHandle {
+    outcome: Arc<BatchOutcome>,
+    /// Buffer permits the batch's records hold until it is done.
+    reserved: u32,
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    accumulator: Accumulator<BatchHandle>,
+    window: SequenceWindow<BatchHandle>,
+}
+
+#[derive(Debug)]
+struct State {
+    partitions: Vec<PartitionState>,
+    partitioner: Partitioner,
+    /// No more sends; the task drains what is buffered, then stops.
+    closing: bool,
+}
+
+/// One `Produce` request to make.
+#[derive(Debug)]
+struct Outgoing {
+    partition: u32,
+    sequences: Vec<i32>,
+    batches: Vec<Bytes>,
+}
+
+/// The base sequences and bytes of the batches of one request, in order.
+type Request = (Vec<i32>, Vec<Bytes>);
+
+/// The broker's answer to an [`Outgoing`].
+#[derive(Debug)]
+struct Answer {
+    partition: u32,
+    sequences: Vec<i32>,
+    outcome: Result<Vec<Result<BatchAck, ErrorCode>>, Error>,
+}
+
+/// What a producer's handles and its background task share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    client: Client,
+    stream: StreamName,
+    partition_count: u32,
+    producer_id: i64,
+    settings: Settings,
+    state: Mutex<State>,
+    /// Wakes the task: a batch opened or filled, a flush, closing.
+    wake: Notify,
+    /// Permits are record bytes: `send` waits here when the buffer is full.
+    memory: Semaphore,
+}
+
+impl Shared {
+    pub fn new(
+        client: Client,
+        stream: StreamName,
+        partition_count: u32,
+        settings: Settings,
+        producer_id: i64,
+    ) -> Shared {
+        let partitions = (0..partition_count)
+            .map(|_| PartitionState {
+                accumulator: Accumulator::new(settings.max_batch_bytes, settings.linger),
+                window: SequenceWindow::new(settings.max_in_flight, settings.retry),
+            })
+            .collect();
+        Shared {
+            client,
+            stream,
+            partition_count,
+            producer_id,
+            settings,
+            state: Mutex::new(State {
+                partitions,
+                partitioner: Partitioner::new(partition_count, producer_id as u32),
+                closing: false,
+            }),
+            wake: Notify::new(),
+            memory: Semaphore::new(settings.buffer_bytes as usize),
+        }
+    }
+
+    pub fn producer_id(&self) -> i64 {
+        self.producer_id
+    }
+
+    pub fn partition_count(&self) -> u32 {
+        self.partition_count
+    }
+
+    pub fn stream(&self) -> &StreamName {
+        &self.stream
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Buffers a record; waits while the buffer is full.
+    pub async fn send(&self, record: ProducerRecord) -> Result<Delivery, Error> {
+        let headers: Vec<(&str, &[u8])> = record
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_ref()))
+            .collect();
+        let fields = RecordRef {
+            timestamp: record.timestamp.unwrap_or_else(now_ms),
+            key: record.key.as_deref(),
+            value: &record.value,
+            headers: &headers,
+        };
+        let record_len = fields.len();
+        if HEADER_LEN + record_len > self.settings.max_batch_bytes {
+            return Err(Error::InvalidRecord(
+                floe_wire::batch::BuildError::TooLarge {
+                    would_be: HEADER_LEN + record_len,
+                    limit: self.settings.max_batch_bytes,
+                },
+            ));
+        }
+        if let Some(partition) = record.partition.filter(|p| p.get() >= self.partition_count) {
+            return Err(Error::NoSuchPartition {
+                stream: self.stream.to_string(),
+                partition: partition.get(),
+                partition_count: self.partition_count,
+            });
+        }
+        let reserved = u32::try_from(record_len)
+            .unwrap_or(u32::MAX)
+            .min(self.settings.buffer_bytes);
+        self.memory
+            .acquire_many(reserved)
+            .await
+            .map_err(|_| Error::Closed)?
+            .forget();
+        let pushed = {
+            let mut state = self.lock();
+            if state.closing {
+                Err(Error::Closed)
+            } else {
+                state.push(&record, fields, reserved)
+            }
+        };
+        match pushed {
+            Ok((delivery, wake)) => {
+                if wake {
+                    self.wake.notify_one();
+                }
+                Ok(delivery)
+            }
+            Err(e) => {
+                self.memory.add_permits(reserved as usize);
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends every buffered batch now and waits until each is done; the first error, if
+    /// any batch failed.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let outcomes: Vec<Arc<BatchOutcome>> = {
+            let mut state = self.lock();
+            let mut outcomes = Vec::new();
+            for partition in &mut state.partitions {
+                partition.accumulator.seal_all();
+                outcomes.extend(
+                    partition
+                        .accumulator
+                        .attachments()
+                        .map(|h| h.outcome.clone()),
+                );
+                outcomes.extend(partition.window.attachments().map(|h| h.outcome.clone()));
+            }
+            outcomes
+        };
+        self.wake.notify_one();
+        let mut first_error = None;
+        for outcome in outcomes {
+            if let Err(e) = Delivery::new(outcome, 0).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Refuses further sends; the task sends what is buffered, then stops.
+    pub fn close(&self) {
+        self.lock().closing = true;
+        self.wake.notify_one();
+    }
+
+    /// Decides what to send now. Returns the requests, when to look again, and whether the
+    /// producer is closed and drained.
+    fn plan(&self, now: Instant) -> (Vec<Outgoing>, Option<Instant>, bool) {
+        let mut state = self.lock();
+        let closing = state.closing;
+        let mut outgoing = Vec::new();
+        let mut failed = Vec::new();
+        let mut deadline: Option<Instant> = None;
+        let mut drained = true;
+        for (index, partition) in state.partitions.iter_mut().enumerate() {
+            if closing {
+                partition.accumulator.seal_all();
+            }
+            let (request, blocked) =
+                partition.next_request(now, self.producer_id, &self.settings, &mut failed);
+            if let Some((sequences, batches)) = request {
+                outgoing.push(Outgoing {
+                    partition: index as u32,
+                    sequences,
+                    batches,
+                });
+            }
+            let mut wake_at = partition.window.next_deadline();
+            if !blocked && partition.window.room() > 0 {
+                wake_at = earliest(wake_at, partition.accumulator.next_deadline());
+            }
+            deadline = earliest(deadline, wake_at);
+            drained &= partition.accumulator.is_empty() && partition.window.is_idle();
+        }
+        drop(state);
+        self.finish(failed, now);
+        (outgoing, deadline, closing && drained)
+    }
+
+    /// Feeds a request's answer to its partition's window and completes what is done.
+    fn answer(&self, answer: Answer) {
+        let now = Instant::now();
+        let done = {
+            let mut state = self.lock();
+            match state.partitions.get_mut(answer.partition as usize) {
+                Some(partition) => {
+                    partition
+                        .window
+                        .on_results(&answer.sequences, answer.outcome, now)
+                }
+                None => Vec::new(),
+            }
+        };
+        self.finish(done, now);
+    }
+
+    fn finish(&self, done: Vec<Completion<BatchHandle>>, now: Instant) {
+        for (handle, result) in done {
+            handle.outcome.complete(result, now);
+            self.memory.add_permits(handle.reserved as usize);
+        }
+    }
+}
+
+impl State {
+    /// Places a record in its partition's accumulator. Returns its delivery and whether the
+    /// task must look (a batch opened, so a linger timer starts, or one is full).
+    fn push(
+        &mut self,
+        record: &ProducerRecord,
+        fields: RecordRef<'_>,
+        reserved: u32,
+    ) -> Result<(Delivery, bool), Error> {
+        let partition = match (record.partition, &record.key) {
+            (Some(partition), _) => partition,
+            (None, Some(key)) => self.partitioner.choose(Some(key)),
+            (None, None) => {
+                let sticky = self.partitioner.choose(None);
+                let accumulator = &self.partitions[sticky.get() as usize].accumulator;
+                if accumulator.is_filling() && !accumulator.fits(fields.len()) {
+                    // The sticky partition's batch is full: move on rather than open a new
+                    // batch there with a single record.
+                    self.partitioner.advance();
+                }
+                self.partitioner.choose(None)
+            }
+        };
+        let partition_count = self.partitions.len() as u32;
+        let state =
+            self.partitions
+                .get_mut(partition.get() as usize)
+                .ok_or(Error::NoSuchPartition {
+                    stream: String::new(),
+                    partition: partition.get(),
+                    partition_count,
+                })?;
+        let pushed = state
+            .accumulator
+            .push(fields, Instant::now(), BatchHandle::default)?;
+        pushed.attachment.reserved += reserved;
+        let delivery = Delivery::new(pushed.attachment.outcome.clone(), pushed.index);
+        Ok((delivery, pushed.opened || pushed.ready))
+    }
+}
+
+impl PartitionState {
+    /// The next request for this partition: a resend while recovering, otherwise the ready
+    /// batches the window has room for, numbered and encoded, as many as fit one frame.
+    /// `blocked` is true when ready batches wait for something other than time.
+    fn next_request(
+        &mut self,
+        now: Instant,
+        producer_id: i64,
+        settings: &Settings,
+        failed: &mut Vec<Completion<BatchHandle>>,
+    ) -> (Option<Request>, bool) {
+        if let Some(resend) = self.window.resend(now, settings.request_bytes) {
+            return (Some(resend.into_iter().unzip()), false);
+        }
+        let mut sequences = Vec::new();
+        let mut batches: Vec<Bytes> = Vec::new();
+        let mut size = 0;
+        let mut blocked = false;
+        while let Some(front) = self.accumulator.peek_ready(now) {
+            if !batches.is_empty() && size + front.len() > settings.request_bytes {
+                break;
+            }
+            let Some((epoch, sequence)) = self.window.sequence_for(front.record_count()) else {
+                blocked = self.window.room() > 0;
+                break;
+            };
+            let Some(batch) = self.accumulator.pop_ready(now) else {
+                break;
+            };
+            let record_count = batch.record_count();
+            match batch.finish(producer_id, epoch, sequence) {
+                (Ok(bytes), handle) => {
+                    size += bytes.len();
+                    self.window
+                        .sent(sequence, record_count, bytes.clone(), handle, now);
+                    sequences.push(sequence);
+                    batches.push(bytes);
+                }
+                // Records were checked when pushed; a batch that still cannot be encoded
+                // fails alone and takes no sequence number.
+                (Err(e), handle) => failed.push((handle, Err(Error::InvalidRecord(e)))),
+            }
+        }
+        if batches.is_empty() {
+            return (None, blocked);
+        }
+        self.window.request_started();
+        (Some((sequences, batches)), blocked)
+    }
+}
+
+/// The background task: plans, sends, and applies answers until the producer is closed and
+/// drained.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let mut requests: JoinSet<Answer> = JoinSet::new();
+    let timeout = shared.client.config().request_timeout;
+    loop {
+        let (outgoing, deadline, finished) = shared.plan(Instant::now());
+        for request in outgoing {
+            requests.spawn(produce(
+                shared.client.clone(),
+                shared.stream.clone(),
+                request,
+                timeout,
+            ));
+        }
+        if finished && requests.is_empty() {
+            break;
+        }
+        tokio::select! {
+            () = shared.wake.notified() => {}
+            Some(joined) = requests.join_next(), if !requests.is_empty() => match joined {
+                Ok(answer) => shared.answer(answer),
+                Err(e) => tracing::error!(error = %e, "a produce request task failed"),
+            },
+            () = sleep_until(deadline) => {}
+        }
+    }
+}
+
+async fn produce(
+    client: Client,
+    stream: StreamName,
+    request: Outgoing,
+    timeout: std::time::Duration,
+) -> Answer {
+    let message = Message::Produce(Produce {
+        stream,
+        partition: PartitionId::new(request.partition),
+        batches: request.batches,
+    });
+    let outcome = match client.request_within(&message, timeout).await {
+        Ok(Message::ProduceAck(ack)) => Ok(ack.results),
+        Ok(_) => Err(ProtocolViolation::UnexpectedResponse {
+            request: "Produce",
+            found: "another message",
+        }
+        .into()),
+        Err(e) => Err(e),
+    };
+    Answer {
+        partition: request.partition,
+        sequences: request.sequences,
+        outcome,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
