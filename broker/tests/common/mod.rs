@@ -133,19 +133,18 @@ impl BrokerProcess {
     /// Starts `floe-broker dev` on ephemeral ports with its data under `dir`, and waits until
     /// it has written its client profile.
     pub fn start(dir: &Path) -> BrokerProcess {
+        BrokerProcess::start_on(dir, "127.0.0.1:0")
+    }
+
+    /// Like [`BrokerProcess::start`], on a given QUIC address (to restart on the same port).
+    pub fn start_on(dir: &Path, listen: &str) -> BrokerProcess {
         use std::io::{BufRead, Write};
         let profile_path = dir.join("profile.json");
         let _ = std::fs::remove_file(&profile_path);
         let data_dir = dir.join("data");
         let log_path = dir.join("broker.log");
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_floe-broker"))
-            .args([
-                "dev",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-            ])
+            .args(["dev", "--listen", listen, "--metrics-listen", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(&data_dir)
             .arg("--profile")
