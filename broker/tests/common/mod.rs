@@ -139,6 +139,7 @@ impl BrokerProcess {
     /// Like [`BrokerProcess::start`], on a given QUIC address (to restart on the same port).
     pub fn start_on(dir: &Path, listen: &str) -> BrokerProcess {
         use std::io::{BufRead, Write};
+        std::fs::create_dir_all(dir).expect("broker directory");
         let profile_path = dir.join("profile.json");
         let _ = std::fs::remove_file(&profile_path);
         let data_dir = dir.join("data");

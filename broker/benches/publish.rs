@@ -1,0 +1,199 @@
+//! Publishing over QUIC, against this machine's own limits measured in the same run.
+//!
+//! `cargo bench -p floe-broker --bench publish` measures, in order:
+//! 1. raw `write` + `fdatasync` bandwidth at the producer's batch size (256 KiB);
+//! 2. raw QUIC bandwidth: one stream over loopback with the broker's TLS and socket settings;
+//! 3. publishing 1 KiB records to a `floe-broker dev` process (release build), ack mode
+//!    `leader` (acknowledged after fsync), replication factor 1, with the same producer the
+//!    `floe bench publish` command uses — MiB/s, records/s, send→ack latency, broker RSS;
+//! 4. publish → consume latency on the tail at a fixed moderate rate.
+//!
+//! Sizes: `FLOE_BENCH_MIB` (default 256) of records, `FLOE_BENCH_RATE` records/s for the
+//! latency run (default 2000) over `FLOE_BENCH_LATENCY_SECS` (default 5).
+
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+#[path = "publish/raw.rs"]
+mod raw;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe_broker::tls::CertificatePaths;
+use floe_client::{
+    AckMode, Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig,
+    ProducerRecord, StreamName, StreamSettings,
+};
+use hdrhistogram::Histogram;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn percentiles(h: &Histogram<u64>) -> String {
+    format!(
+        "p50 {} µs, p99 {} µs, p999 {} µs",
+        h.value_at_quantile(0.5),
+        h.value_at_quantile(0.99),
+        h.value_at_quantile(0.999)
+    )
+}
+
+fn main() -> anyhow::Result<()> {
+    common::install_crypto();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
+    let mib = env_u64("FLOE_BENCH_MIB", 256);
+    let work = tempfile::Builder::new().prefix("floe-bench-").tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    println!("floe publish benchmark: {mib} MiB of 1 KiB records, ack mode leader, replication factor 1");
+    println!("work directory: {} (same disk as the broker's data)", work.path().display());
+
+    let fsync = raw::fsync_bandwidth(work.path(), 256 * 1024, mib * 1024 * 1024)?;
+    println!("raw write+fdatasync, 256 KiB writes: {fsync:8.1} MiB/s");
+    let certs = floe_broker::tls::DevCertificates::ensure(&work.path().join("tls"))?;
+    let quic = raw::quic_bandwidth(&certs.server, &certs.ca, 2 * mib * 1024 * 1024).await?;
+    println!("raw QUIC, one stream on loopback:    {quic:8.1} MiB/s");
+    let _ = CertificatePaths { cert: certs.server.cert.clone(), key: certs.server.key.clone() };
+
+    let broker = common::BrokerProcess::start(&work.path().join("broker"));
+    let config = ClientConfig::from_profile(&broker.profile);
+    let client = Client::connect(config.clone()).await?;
+    let stream = StreamName::new("bench")?;
+    client.create_stream(&stream, 1, AckMode::Leader, StreamSettings::default()).await?;
+
+    // Sample the broker's memory while it works.
+    let sampling = Arc::new(AtomicBool::new(true));
+    let peak_rss = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (sampling, peak_rss) = (sampling.clone(), peak_rss.clone());
+        let pid = broker.child.id();
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::Relaxed) {
+                if let Some(rss) = rss_of(pid) {
+                    peak_rss.fetch_max(rss, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let rss_idle = rss_of(broker.child.id()).unwrap_or(0);
+    let records = mib * 1024;
+    let (elapsed, latency) = publish(&client, &stream, records).await?;
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.join();
+    let publish_mib = raw::mib_per_s(records * 1024, elapsed);
+    let limit = fsync.min(quic);
+    println!(
+        "floe publish:                        {publish_mib:8.1} MiB/s, {:.0} records/s, send→ack {}",
+        records as f64 / elapsed.as_secs_f64(),
+        percentiles(&latency)
+    );
+    println!(
+        "ratio to min(raw fsync, raw QUIC):   {:8.2}   (target ≥ 0.70)",
+        publish_mib / limit
+    );
+    println!(
+        "broker RSS: idle {} MiB, peak during publish {} MiB",
+        rss_idle >> 20,
+        peak_rss.load(Ordering::Relaxed) >> 20
+    );
+
+    let rate = env_u64("FLOE_BENCH_RATE", 2000);
+    let seconds = env_u64("FLOE_BENCH_LATENCY_SECS", 5);
+    let tail = tail_latency(&config, rate, seconds).await?;
+    println!("publish→consume at {rate} records/s for {seconds} s: {}", percentiles(&tail));
+    println!(
+        "BENCH_JSON {}",
+        serde_json::json!({
+            "raw_fsync_mib_s": fsync, "raw_quic_mib_s": quic, "publish_mib_s": publish_mib,
+            "publish_records_s": records as f64 / elapsed.as_secs_f64(),
+            "ratio_to_limit": publish_mib / limit,
+            "send_ack_p50_us": latency.value_at_quantile(0.5), "send_ack_p99_us": latency.value_at_quantile(0.99),
+            "send_ack_p999_us": latency.value_at_quantile(0.999),
+            "tail_rate": rate, "tail_p50_us": tail.value_at_quantile(0.5),
+            "tail_p99_us": tail.value_at_quantile(0.99), "tail_p999_us": tail.value_at_quantile(0.999),
+            "rss_idle_mib": rss_idle >> 20, "rss_peak_mib": peak_rss.load(Ordering::Relaxed) >> 20,
+        })
+    );
+    drop(broker);
+    Ok(())
+}
+
+fn rss_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+}
+
+/// Publishes `records` of 1 KiB as fast as the producer allows; returns the time and the
+/// send→ack latency in microseconds.
+async fn publish(client: &Client, stream: &StreamName, records: u64) -> anyhow::Result<(Duration, Histogram<u64>)> {
+    let producer = Producer::new(client, stream.clone(), ProducerConfig::default()).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, floe_client::TimedDelivery)>(1 << 16);
+    let collector = tokio::spawn(async move {
+        let mut latency = Histogram::<u64>::new(3)?;
+        while let Some((sent, delivery)) = rx.recv().await {
+            let (_, acked) = delivery.await?;
+            latency.saturating_record(acked.saturating_duration_since(sent).as_micros() as u64);
+        }
+        anyhow::Ok(latency)
+    });
+    let value = Bytes::from(vec![b'x'; 1024]);
+    let started = Instant::now();
+    for _ in 0..records {
+        let sent = Instant::now();
+        let delivery = producer.send(ProducerRecord::new(value.clone())).await?;
+        tx.send((sent, delivery.timed())).await?;
+    }
+    drop(tx);
+    producer.close().await?;
+    let latency = collector.await??;
+    Ok((started.elapsed(), latency))
+}
+
+/// Publishes at a fixed rate while a consumer follows the tail; the value carries the send
+/// time, the latency is from send to the consumer seeing the record.
+async fn tail_latency(config: &ClientConfig, rate: u64, seconds: u64) -> anyhow::Result<Histogram<u64>> {
+    let client = Client::connect(config.clone()).await?;
+    let stream = StreamName::new("tail")?;
+    client.create_stream(&stream, 1, AckMode::Leader, StreamSettings::default()).await?;
+    let reader = Client::connect(config.clone()).await?;
+    let mut consumer =
+        Consumer::new(reader, stream.clone(), PartitionId::new(0), FetchPosition::Latest, ConsumerConfig::default());
+    consumer.resolve_position().await?;
+    let origin = Instant::now();
+    let total = rate * seconds;
+    let reading = tokio::spawn(async move {
+        let mut latency = Histogram::<u64>::new(3)?;
+        for _ in 0..total {
+            let record = consumer.next().await?;
+            let mut sent = [0u8; 8];
+            sent.copy_from_slice(&record.value[..8]);
+            let now = origin.elapsed().as_micros() as u64;
+            latency.saturating_record(now.saturating_sub(u64::from_le_bytes(sent)));
+        }
+        anyhow::Ok(latency)
+    });
+    let config = ProducerConfig { linger: Duration::ZERO, ..ProducerConfig::default() };
+    let producer = Producer::new(&client, stream, config).await?;
+    let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut deliveries = Vec::with_capacity(total as usize);
+    for _ in 0..total {
+        tick.tick().await;
+        let mut value = vec![b'y'; 1024];
+        value[..8].copy_from_slice(&(origin.elapsed().as_micros() as u64).to_le_bytes());
+        deliveries.push(producer.send(ProducerRecord::new(value)).await?);
+    }
+    for delivery in deliveries {
+        delivery.await?;
+    }
+    producer.close().await?;
+    reading.await?
+}
