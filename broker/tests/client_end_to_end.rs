@@ -168,7 +168,7 @@ async fn a_consumer_from_latest_long_polls_and_receives_a_record_published_after
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broker_crash_loses_no_acknowledged_record_and_duplicates_none() {
+async fn a_broker_crash_mid_publish_loses_no_record_and_duplicates_none() {
     let mut broker = broker();
     let client = Client::connect(broker.client_config())
         .await
@@ -185,14 +185,9 @@ async fn a_broker_crash_loses_no_acknowledged_record_and_duplicates_none() {
         FetchPosition::Earliest,
         ConsumerConfig::default(),
     );
+    let mut deliveries = Vec::new();
     for i in 0..500 {
-        // The flush below reports failures; the individual deliveries are not needed.
-        drop(
-            producer
-                .send(ProducerRecord::new(format!("v{i}")))
-                .await
-                .expect("buffered"),
-        );
+        deliveries.push(send(&producer, i).await);
     }
     producer
         .flush()
@@ -203,29 +198,26 @@ async fn a_broker_crash_loses_no_acknowledged_record_and_duplicates_none() {
         assert_eq!(record.offset, Offset::new(i));
     }
 
-    broker.crash_and_restart();
-
-    // The producer goes on over a new connection; the consumer resumes where it stopped.
-    let mut deliveries = Vec::new();
+    // Records buffered and in flight when the broker dies, and more after it is back: the
+    // producer resends over a new connection and the broker drops what it already had.
     for i in 500..1000 {
-        deliveries.push(
-            producer
-                .send(ProducerRecord::new(format!("v{i}")))
-                .await
-                .expect("buffered"),
-        );
+        deliveries.push(send(&producer, i).await);
+    }
+    tokio::task::block_in_place(|| broker.crash_and_restart());
+    for i in 1000..1500 {
+        deliveries.push(send(&producer, i).await);
     }
     producer
         .flush()
         .await
         .expect("acknowledged after the restart");
-    for (n, delivery) in deliveries.into_iter().enumerate() {
-        assert_eq!(
-            delivery.await.expect("acknowledged"),
-            Offset::new(500 + n as u64)
-        );
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        let offset = delivery.await.expect("acknowledged");
+        assert_eq!(offset, Offset::new(i as u64), "stored once, in send order");
     }
-    for i in 200..1000u64 {
+
+    // The consumer resumes where it stopped.
+    for i in 200..1500u64 {
         let record = tokio::time::timeout(Duration::from_secs(15), consumer.next())
             .await
             .expect("records arrive in time")
@@ -234,5 +226,12 @@ async fn a_broker_crash_loses_no_acknowledged_record_and_duplicates_none() {
         assert_eq!(&record.value[..], format!("v{i}").as_bytes());
     }
     let info = client.stream(&stream).await.expect("metadata");
-    assert_eq!(info.partitions[0].high_watermark, Offset::new(1000));
+    assert_eq!(info.partitions[0].high_watermark, Offset::new(1500));
+}
+
+async fn send(producer: &Producer, i: u64) -> Delivery {
+    producer
+        .send(ProducerRecord::new(format!("v{i}")))
+        .await
+        .expect("buffered")
 }
