@@ -32,6 +32,8 @@ pub struct Settings {
     pub fetch_wait_max: Duration,
     /// Concurrent requests (QUIC streams) per connection.
     pub streams_per_connection: u32,
+    /// Bytes of fetch responses one connection may hold at once.
+    pub fetch_bytes_per_connection: u32,
 }
 
 impl Settings {
@@ -48,6 +50,7 @@ impl Settings {
             limits: default_limits(),
             fetch_wait_max: Duration::from_secs(30),
             streams_per_connection: 256,
+            fetch_bytes_per_connection: 32 * 1024 * 1024,
         }
     }
 }
@@ -109,6 +112,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         advertised,
         fetch_wait_max: settings.fetch_wait_max,
         shutdown: shutdown_rx,
+        fetch_bytes_per_connection: settings.fetch_bytes_per_connection.max(1),
     });
     let (metrics_addr, metrics_server) = match settings.metrics_listen {
         Some(addr) => {

@@ -41,6 +41,9 @@ pub struct BrokerState {
     pub fetch_wait_max: Duration,
     /// Set when shutting down: new requests get `ShuttingDown`.
     pub shutdown: watch::Receiver<bool>,
+    /// Bytes of fetch responses a connection may hold at once (read from the log and not yet
+    /// handed to QUIC). A consumer that stops reading stalls at this bound.
+    pub fetch_bytes_per_connection: u32,
 }
 
 /// Per-connection state.
@@ -49,6 +52,9 @@ struct Connection {
     version: OnceLock<ProtocolVersion>,
     /// Request bytes being handled; a stream waits here before reading its payload.
     in_flight: Semaphore,
+    /// Fetch response bytes being held; separate from `in_flight` so that a stalled consumer
+    /// never blocks a producer sharing its connection.
+    fetch_budget: Semaphore,
 }
 
 /// Creates the QUIC endpoint with socket buffers large enough not to drop packets at speed.
@@ -112,6 +118,7 @@ async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>
         in_flight: Semaphore::new(
             state.limits.max_in_flight_bytes.min(u64::from(u32::MAX)) as usize
         ),
+        fetch_budget: Semaphore::new(state.fetch_bytes_per_connection as usize),
     });
     loop {
         let (send, recv) = match connection.accept_bi().await {
@@ -176,7 +183,26 @@ async fn serve_stream(
         payload: payload.freeze(),
     };
     let version = conn.version.get().copied().unwrap_or(ProtocolVersion::V1);
-    let response = match frame.message(&limits) {
+    let message = frame.message(&limits);
+    // A fetch reserves its largest possible response before reading the log; the reservation
+    // lasts until the response is handed to QUIC.
+    let _fetch_permit = match &message {
+        Ok(Message::Fetch(fetch)) => {
+            let want = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection);
+            Some(
+                conn.fetch_budget
+                    .acquire_many(want)
+                    .await
+                    .context("connection closing")?,
+            )
+        }
+        _ => None,
+    };
+    let response = match message {
+        Ok(Message::Fetch(mut fetch)) => {
+            fetch.max_bytes = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection);
+            handle(state, conn, Message::Fetch(fetch), started).await
+        }
         Ok(message) => handle(state, conn, message, started).await,
         Err(e) => error(e.error_code(), e.to_string()),
     };

@@ -124,7 +124,7 @@ pub fn transport_config(
         .max_concurrent_uni_streams(0u32.into())
         .stream_receive_window((8u32 * 1024 * 1024).into())
         .receive_window((64u32 * 1024 * 1024).into())
-        .send_window(64 * 1024 * 1024)
+        .send_window(16 * 1024 * 1024)
         .keep_alive_interval(Some(idle_timeout / 3))
         .max_idle_timeout(Some(idle_timeout.try_into().context("idle timeout")?));
     Ok(transport)

@@ -1,19 +1,32 @@
 //! The client library against a real `floe-broker dev` process over QUIC on loopback:
 //! publish and read back in order, long-poll at the tail, survive a broker crash.
 
-#[path = "../../client/tests/support/broker_process.rs"]
-mod broker_process;
+mod common;
 
+use std::path::Path;
 use std::time::Duration;
 
-use broker_process::BrokerProcess;
+use common::BrokerProcess;
 use floe_client::{
-    AckMode, Client, Consumer, ConsumerConfig, Delivery, FetchPosition, Offset, PartitionId,
-    Producer, ProducerConfig, ProducerRecord, StreamName, StreamSettings,
+    AckMode, Client, ClientConfig, Consumer, ConsumerConfig, Delivery, FetchPosition, Offset,
+    PartitionId, Producer, ProducerConfig, ProducerRecord, StreamName, StreamSettings,
 };
 
-fn broker() -> BrokerProcess {
-    BrokerProcess::start(env!("CARGO_BIN_EXE_floe-broker").as_ref())
+/// A client of `broker` that notices a killed broker within a few seconds (the negotiated
+/// idle timeout is the smaller of the two sides').
+async fn connect(broker: &BrokerProcess) -> Client {
+    let mut config = ClientConfig::from_profile(&broker.profile);
+    config.connect_timeout = Duration::from_secs(5);
+    config.request_timeout = Duration::from_secs(10);
+    config.idle_timeout = Duration::from_secs(3);
+    Client::connect(config).await.expect("connects")
+}
+
+/// SIGKILLs the broker and starts it again on the same port and data directory.
+fn crash_and_restart(broker: &mut BrokerProcess, dir: &Path) {
+    let listen = broker.addr().to_string();
+    broker.kill();
+    *broker = BrokerProcess::start_on(dir, &listen);
 }
 
 fn name(text: &str) -> StreamName {
@@ -59,10 +72,9 @@ async fn read_all(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_records_come_back_in_order_with_the_offsets_their_producer_was_told() {
-    let broker = broker();
-    let client = Client::connect(broker.client_config())
-        .await
-        .expect("connects");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let broker = BrokerProcess::start(dir.path());
+    let client = connect(&broker).await;
     let stream = name("orders");
     create(&client, &stream, 2).await;
     let config = ProducerConfig {
@@ -113,10 +125,9 @@ async fn ten_thousand_records_come_back_in_order_with_the_offsets_their_producer
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_from_latest_long_polls_and_receives_a_record_published_afterwards() {
-    let broker = broker();
-    let client = Client::connect(broker.client_config())
-        .await
-        .expect("connects");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let broker = BrokerProcess::start(dir.path());
+    let client = connect(&broker).await;
     let stream = name("tail");
     create(&client, &stream, 1).await;
     let producer = Producer::new(&client, stream.clone(), ProducerConfig::default())
@@ -169,10 +180,9 @@ async fn a_consumer_from_latest_long_polls_and_receives_a_record_published_after
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_crash_mid_publish_loses_no_record_and_duplicates_none() {
-    let mut broker = broker();
-    let client = Client::connect(broker.client_config())
-        .await
-        .expect("connects");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut broker = BrokerProcess::start(dir.path());
+    let client = connect(&broker).await;
     let stream = name("crash");
     create(&client, &stream, 1).await;
     let producer = Producer::new(&client, stream.clone(), ProducerConfig::default())
@@ -203,7 +213,7 @@ async fn a_broker_crash_mid_publish_loses_no_record_and_duplicates_none() {
     for i in 500..1000 {
         deliveries.push(send(&producer, i).await);
     }
-    tokio::task::block_in_place(|| broker.crash_and_restart());
+    tokio::task::block_in_place(|| crash_and_restart(&mut broker, dir.path()));
     for i in 1000..1500 {
         deliveries.push(send(&producer, i).await);
     }

@@ -107,29 +107,7 @@ impl CrashImage {
                 apply(&mut names, op);
             }
         }
-        let mut files = HashMap::new();
-        for id in names.values() {
-            let data = self.files.get(id).cloned().unwrap_or_default();
-            let survived = surviving_bytes(&data, &mut rng);
-            files.insert(
-                *id,
-                FileData {
-                    written: survived.clone(),
-                    durable: survived,
-                },
-            );
-        }
-        let inner = Inner {
-            next_id: self.files.keys().max().map_or(0, |m| m + 1),
-            files,
-            durable_names: names.clone(),
-            names,
-            dirs: self.dirs.clone(),
-            ..Inner::default()
-        };
-        CrashStorage {
-            inner: Arc::new(Mutex::new(inner)),
-        }
+        self.materialize(names, |data| surviving_bytes(data, &mut rng))
     }
 
     /// The storage if every pending write and directory operation happened to survive.
@@ -138,16 +116,25 @@ impl CrashImage {
         for op in self.pending.values().flatten() {
             apply(&mut names, op);
         }
+        self.materialize(names, |data| data.written.clone())
+    }
+
+    /// A storage holding `names`, each file with the bytes `survive` picks, all durable.
+    fn materialize(
+        &self,
+        names: BTreeMap<PathBuf, u64>,
+        mut survive: impl FnMut(&FileData) -> Vec<u8>,
+    ) -> CrashStorage {
+        let empty = FileData::default();
         let files = names
             .values()
             .map(|id| {
-                let written = self.files.get(id).map(|d| d.written.clone());
-                let written = written.unwrap_or_default();
+                let bytes = survive(self.files.get(id).unwrap_or(&empty));
                 (
                     *id,
                     FileData {
-                        durable: written.clone(),
-                        written,
+                        written: bytes.clone(),
+                        durable: bytes,
                     },
                 )
             })

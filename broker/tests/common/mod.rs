@@ -1,0 +1,230 @@
+//! Helpers for broker tests: an in-process broker with dev certificates and a raw QUIC client
+//! that can send any bytes.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use floe_broker::run::{self, Running};
+use floe_broker::tls::{ALPN, DevCertificates};
+use floe_wire::frame::{self, FrameLimits, Hello, Message, ProtocolVersion, RequestId};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+pub fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+pub struct TestBroker {
+    pub running: Running,
+    pub ca: PathBuf,
+    pub data_dir: PathBuf,
+}
+
+/// Starts a broker in this process on an ephemeral port.
+pub async fn start_broker(dir: &Path) -> TestBroker {
+    install_crypto();
+    let certs = DevCertificates::ensure(&dir.join("tls")).expect("certificates");
+    let listen: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let mut settings = run::Settings::new(dir.join("data"), listen, certs.server.clone());
+    settings.metrics_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    let running = run::start(settings).await.expect("broker starts");
+    TestBroker {
+        running,
+        ca: certs.ca,
+        data_dir: dir.join("data"),
+    }
+}
+
+/// A QUIC connection to the broker, with nothing sent yet.
+pub async fn connect(addr: SocketAddr, ca: &Path) -> quinn::Connection {
+    install_crypto();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("ca file") {
+        roots.add(cert.expect("ca cert")).expect("add root");
+    }
+    let mut tls = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("quic tls");
+    let mut endpoint =
+        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    endpoint
+        .connect(addr, "localhost")
+        .expect("connect")
+        .await
+        .expect("handshake")
+}
+
+/// Sends `bytes` on a new stream, finishes it and returns everything the broker answered.
+pub async fn exchange_raw(conn: &quinn::Connection, bytes: &[u8]) -> Result<Bytes, String> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    send.write_all(bytes).await.map_err(|e| e.to_string())?;
+    let _ = send.finish();
+    let answer = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(64 << 20))
+        .await
+        .map_err(|_| "no answer within 10 s".to_string())?
+        .map_err(|e| e.to_string())?;
+    Ok(Bytes::from(answer))
+}
+
+/// Decodes exactly one response frame.
+pub fn decode_response(bytes: &Bytes) -> Message {
+    let limits = FrameLimits::FORMAT_MAX;
+    let (frame, consumed) = frame::decode_frame(bytes, &limits)
+        .expect("valid frame")
+        .expect("whole frame");
+    assert_eq!(consumed, bytes.len(), "trailing bytes after the response");
+    frame.message(&limits).expect("valid message")
+}
+
+pub fn encode(message: &Message, request_id: u64) -> Bytes {
+    let mut buf = BytesMut::new();
+    message
+        .encode(ProtocolVersion::V1, RequestId::new(request_id), &mut buf)
+        .expect("encode");
+    buf.freeze()
+}
+
+/// Sends a message and decodes the answer.
+pub async fn request(conn: &quinn::Connection, message: &Message) -> Message {
+    let answer = exchange_raw(conn, &encode(message, 1))
+        .await
+        .expect("exchange");
+    decode_response(&answer)
+}
+
+pub fn hello() -> Message {
+    Message::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        client_name: "test".into(),
+        auth_token: None,
+    })
+}
+
+/// A connection that has said Hello.
+pub async fn ready(addr: SocketAddr, ca: &Path) -> quinn::Connection {
+    let conn = connect(addr, ca).await;
+    match request(&conn, &hello()).await {
+        Message::HelloAck(_) => conn,
+        other => panic!("expected HelloAck, got {other:?}"),
+    }
+}
+
+/// A `floe-broker dev` process, killed and reaped on drop.
+pub struct BrokerProcess {
+    pub child: std::process::Child,
+    pub data_dir: PathBuf,
+    pub profile: floe_wire::ClientProfile,
+    pub profile_path: PathBuf,
+    pub log_path: PathBuf,
+}
+
+impl BrokerProcess {
+    /// Starts `floe-broker dev` on ephemeral ports with its data under `dir`, and waits until
+    /// it has written its client profile.
+    pub fn start(dir: &Path) -> BrokerProcess {
+        BrokerProcess::start_on(dir, "127.0.0.1:0")
+    }
+
+    /// Like [`BrokerProcess::start`], on a given QUIC address (to restart on the same port).
+    pub fn start_on(dir: &Path, listen: &str) -> BrokerProcess {
+        use std::io::{BufRead, Write};
+        let profile_path = dir.join("profile.json");
+        let _ = std::fs::remove_file(&profile_path);
+        let data_dir = dir.join("data");
+        let log_path = dir.join("broker.log");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_floe-broker"))
+            .args(["dev", "--listen", listen, "--metrics-listen", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .arg("--profile")
+            .arg(&profile_path)
+            .env("FLOE_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn floe-broker");
+        // Copy the broker's stderr to a log file and tell us when it announces its profile.
+        let stderr = child.stderr.take().expect("stderr");
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("log file");
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = writeln!(log, "{line}");
+                if line.contains("client profile") {
+                    let _ = ready_tx.send(());
+                }
+            }
+        });
+        if ready_rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "floe-broker did not come up: {}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
+        }
+        let bytes = std::fs::read(&profile_path).expect("profile written");
+        let profile = serde_json::from_slice(&bytes).expect("profile parses");
+        BrokerProcess {
+            child,
+            data_dir,
+            profile,
+            profile_path,
+            log_path,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.profile.endpoint.parse().expect("endpoint")
+    }
+
+    pub fn ca(&self) -> &Path {
+        &self.profile.ca_cert
+    }
+
+    /// Resident memory of the broker process, from /proc.
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("proc status");
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .expect("VmRSS");
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS value");
+        kib * 1024
+    }
+
+    /// SIGKILL, and wait for it to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
