@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 
 scripts/install-test-deps.sh
 
+echo "== cargo build (workspace binaries) =="
+# End-to-end tests run the real binaries: client/tests/cli.rs finds floe-broker next to floe.
+cargo build --workspace --bins --locked
+
 echo "== cargo test (workspace) =="
 cargo test --workspace --locked
 

@@ -46,7 +46,8 @@ async fn acknowledged_records_survive_sigkill_exactly_once_and_in_order() {
             broker.kill();
             broker = BrokerProcess::start_on(dir.path(), &listen);
         }
-        let record = ProducerRecord::new(format!("record-{i:06}")).partition(PartitionId::new(0));
+        let record =
+            ProducerRecord::new(format!("record-{i:06}")).with_partition(PartitionId::new(0));
         let delivery = producer.send(record).await.expect("send accepted");
         deliveries.push((i, tokio::spawn(delivery)));
     }

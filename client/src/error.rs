@@ -32,6 +32,8 @@ pub enum Error {
     #[error("broker error {code}: {message}")]
     Broker {
         code: ErrorCode,
+        /// What to do about it; always `code.retry_class()`.
+        retry_class: RetryClass,
         /// For people; never parsed.
         message: String,
         details: Option<ErrorDetails>,
@@ -147,7 +149,7 @@ impl Error {
     /// stale metadata, a timeout or a lost connection. Anything else fails for good.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Broker { code, .. } => code.retry_class() != RetryClass::Fatal,
+            Error::Broker { retry_class, .. } => *retry_class != RetryClass::Fatal,
             Error::Timeout { .. } | Error::ConnectionLost(_) | Error::Connect { .. } => true,
             Error::Config(_)
             | Error::Protocol(_)
@@ -169,7 +171,10 @@ impl Error {
 
     /// The broker's retry class, when the broker refused.
     pub fn retry_class(&self) -> Option<RetryClass> {
-        self.code().map(ErrorCode::retry_class)
+        match self {
+            Error::Broker { retry_class, .. } => Some(*retry_class),
+            _ => None,
+        }
     }
 
     /// How long the broker asked to wait before a retry, if it said.
@@ -185,10 +190,20 @@ impl Error {
 
     /// A broker error for one item of a response, which carries a code but no message.
     pub(crate) fn from_code(code: ErrorCode, context: String) -> Error {
+        Error::from_response(code, context, None)
+    }
+
+    /// A broker error from an `Error` frame.
+    pub(crate) fn from_response(
+        code: ErrorCode,
+        message: String,
+        details: Option<ErrorDetails>,
+    ) -> Error {
         Error::Broker {
             code,
-            message: context,
-            details: None,
+            retry_class: code.retry_class(),
+            message,
+            details,
         }
     }
 }
@@ -217,11 +232,11 @@ mod tests {
 
     #[test]
     fn retry_after_comes_from_the_details() {
-        let error = Error::Broker {
-            code: ErrorCode::Throttled,
-            message: "slow down".into(),
-            details: Some(ErrorDetails::RetryAfter { delay_ms: 250 }),
-        };
+        let error = Error::from_response(
+            ErrorCode::Throttled,
+            "slow down".into(),
+            Some(ErrorDetails::RetryAfter { delay_ms: 250 }),
+        );
         assert_eq!(error.retry_after(), Some(Duration::from_millis(250)));
         assert_eq!(error.retry_class(), Some(RetryClass::Retry));
         assert_eq!(Error::Closed.retry_after(), None);

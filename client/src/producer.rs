@@ -61,7 +61,7 @@ use sender::Shared;
 /// let producer = Producer::new(&client, stream, ProducerConfig::default()).await?;
 ///
 /// let delivery = producer
-///     .send(ProducerRecord::new("order #1").key("customer-7"))
+///     .send(ProducerRecord::new("order #1").with_key("customer-7"))
 ///     .await?;
 /// let offset = delivery.await?;
 /// println!("stored at offset {offset}");

@@ -32,25 +32,29 @@ impl ProducerRecord {
     }
 
     /// Sets the key.
-    pub fn key(mut self, key: impl Into<Bytes>) -> ProducerRecord {
+    pub fn with_key(mut self, key: impl Into<Bytes>) -> ProducerRecord {
         self.key = Some(key.into());
         self
     }
 
     /// Adds a header.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<Bytes>) -> ProducerRecord {
+    pub fn with_header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<Bytes>,
+    ) -> ProducerRecord {
         self.headers.push((name.into(), value.into()));
         self
     }
 
     /// Sets the timestamp (ms since the Unix epoch).
-    pub fn timestamp(mut self, timestamp_ms: i64) -> ProducerRecord {
+    pub fn with_timestamp(mut self, timestamp_ms: i64) -> ProducerRecord {
         self.timestamp = Some(timestamp_ms);
         self
     }
 
     /// Sends the record to this partition.
-    pub fn partition(mut self, partition: PartitionId) -> ProducerRecord {
+    pub fn with_partition(mut self, partition: PartitionId) -> ProducerRecord {
         self.partition = Some(partition);
         self
     }

@@ -82,11 +82,11 @@ pub(crate) fn check_answer(
             }
             .into());
         }
-        return Err(Error::Broker {
-            code: error.code,
-            message: error.message,
-            details: error.details,
-        });
+        return Err(Error::from_response(
+            error.code,
+            error.message,
+            error.details,
+        ));
     }
     if answer_id != id {
         return Err(ProtocolViolation::RequestId {

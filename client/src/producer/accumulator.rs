@@ -94,11 +94,6 @@ impl<T> Accumulator<T> {
         }
     }
 
-    /// Whether a batch is open for more records.
-    pub fn is_filling(&self) -> bool {
-        self.batches.back().is_some_and(|b| !b.sealed)
-    }
-
     /// Whether a record of `record_len` bytes still fits the batch being filled.
     pub fn fits(&self, record_len: usize) -> bool {
         self.batches

@@ -18,8 +18,10 @@ pub fn partition_for_key(key: &[u8], partition_count: u32) -> PartitionId {
 /// Chooses partitions for records without an explicit one.
 ///
 /// Keyed records follow [`partition_for_key`]. Keyless records are sticky: they all go to
-/// one partition until its batch is full, then the next partition takes over, round-robin.
-/// That fills whole batches instead of spreading tiny ones over every partition.
+/// one partition while its open batch can take them; once that batch is closed (full, or
+/// sent after lingering) the next partition takes over, round-robin. That fills whole
+/// batches instead of spreading tiny ones over every partition, and still spreads the
+/// records evenly over time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Partitioner {
     partition_count: u32,
@@ -44,8 +46,20 @@ impl Partitioner {
         }
     }
 
-    /// Input: the sticky partition's batch is full; keyless records move on.
-    pub fn advance(&mut self) {
+    /// Output: the partition for a keyless record. `open_batch_takes(p)` says whether
+    /// partition `p` has an open batch with room for the record; when the sticky partition
+    /// has none, keyless records move on to the next partition.
+    pub fn choose_keyless(
+        &mut self,
+        open_batch_takes: impl Fn(PartitionId) -> bool,
+    ) -> PartitionId {
+        if !open_batch_takes(PartitionId::new(self.sticky)) {
+            self.advance();
+        }
+        PartitionId::new(self.sticky)
+    }
+
+    fn advance(&mut self) {
         self.sticky = (self.sticky + 1) % self.partition_count;
     }
 }
@@ -92,14 +106,18 @@ mod tests {
     }
 
     #[test]
-    fn keyless_records_stick_to_one_partition_until_it_advances() {
+    fn keyless_records_stick_to_a_partition_while_its_batch_takes_them() {
         let mut partitioner = Partitioner::new(3, 4);
         assert_eq!(partitioner.choose(None), PartitionId::new(1));
-        assert_eq!(partitioner.choose(None), PartitionId::new(1));
-        partitioner.advance();
-        assert_eq!(partitioner.choose(None), PartitionId::new(2));
-        partitioner.advance();
-        assert_eq!(partitioner.choose(None), PartitionId::new(0));
+        let open = |p: PartitionId| p == PartitionId::new(1);
+        assert_eq!(partitioner.choose_keyless(open), PartitionId::new(1));
+        assert_eq!(partitioner.choose_keyless(open), PartitionId::new(1));
+        // Partition 1's batch closed (full or sent): move on, round-robin.
+        let none_open = |_: PartitionId| false;
+        assert_eq!(partitioner.choose_keyless(none_open), PartitionId::new(2));
+        let open = |p: PartitionId| p == PartitionId::new(2);
+        assert_eq!(partitioner.choose_keyless(open), PartitionId::new(2));
+        assert_eq!(partitioner.choose_keyless(none_open), PartitionId::new(0));
         assert_eq!(
             partitioner.choose(Some(b"k")),
             partition_for_key(b"k", 3),
@@ -110,8 +128,7 @@ mod tests {
     #[test]
     fn a_single_partition_stream_takes_everything() {
         let mut partitioner = Partitioner::new(1, 9);
-        partitioner.advance();
-        assert_eq!(partitioner.choose(None), PartitionId::new(0));
+        assert_eq!(partitioner.choose_keyless(|_| false), PartitionId::new(0));
         assert_eq!(partitioner.choose(Some(b"x")), PartitionId::new(0));
     }
 }

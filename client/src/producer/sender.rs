@@ -256,6 +256,16 @@ impl Shared {
     /// Feeds a request's answer to its partition's window and completes what is done.
     fn answer(&self, answer: Answer) {
         let now = Instant::now();
+        match &answer.outcome {
+            Err(error) => {
+                tracing::debug!(partition = answer.partition, %error, "produce request failed");
+            }
+            Ok(results) => {
+                if let Some(code) = results.iter().find_map(|r| r.err()) {
+                    tracing::debug!(partition = answer.partition, %code, sequences = ?answer.sequences, ?results, "produce refused");
+                }
+            }
+        }
         let done = {
             let mut state = self.lock();
             match state.partitions.get_mut(answer.partition as usize) {
@@ -291,14 +301,13 @@ impl State {
             (Some(partition), _) => partition,
             (None, Some(key)) => self.partitioner.choose(Some(key)),
             (None, None) => {
-                let sticky = self.partitioner.choose(None);
-                let accumulator = &self.partitions[sticky.get() as usize].accumulator;
-                if accumulator.is_filling() && !accumulator.fits(fields.len()) {
-                    // The sticky partition's batch is full: move on rather than open a new
-                    // batch there with a single record.
-                    self.partitioner.advance();
-                }
-                self.partitioner.choose(None)
+                let partitions = &self.partitions;
+                let record_len = fields.len();
+                self.partitioner.choose_keyless(|p| {
+                    partitions
+                        .get(p.get() as usize)
+                        .is_some_and(|state| state.accumulator.fits(record_len))
+                })
             }
         };
         let partition_count = self.partitions.len() as u32;

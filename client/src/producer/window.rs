@@ -110,6 +110,11 @@ pub(crate) struct SequenceWindow<A> {
     /// A batch failed for good, leaving a gap in the sequence: once the window drains,
     /// numbering restarts at 0 under the next epoch.
     renumber: bool,
+    /// The broker has acknowledged a batch of this epoch, so it knows the producer. Until
+    /// then one batch goes at a time: a broker appends the first batch of a producer it does
+    /// not know whatever its sequence, so a second batch overtaking the first would be
+    /// stored before it.
+    acknowledged: bool,
 }
 
 impl<A> SequenceWindow<A> {
@@ -123,6 +128,7 @@ impl<A> SequenceWindow<A> {
             requests_in_flight: 0,
             recovery: None,
             renumber: false,
+            acknowledged: false,
         }
     }
 
@@ -130,6 +136,8 @@ impl<A> SequenceWindow<A> {
     pub fn room(&self) -> usize {
         if self.recovery.is_some() || self.renumber {
             0
+        } else if !self.acknowledged {
+            1usize.saturating_sub(self.entries.len())
         } else {
             self.max_in_flight.saturating_sub(self.entries.len())
         }
@@ -147,11 +155,17 @@ impl<A> SequenceWindow<A> {
             return Some((self.epoch, self.next_sequence as i32));
         }
         if self.is_idle() {
-            self.epoch = self.epoch.wrapping_add(1);
-            self.next_sequence = 0;
+            self.start_epoch();
             return Some((self.epoch, 0));
         }
         None
+    }
+
+    /// Numbering restarts at 0 under the next epoch, which the broker has not seen yet.
+    fn start_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.next_sequence = 0;
+        self.acknowledged = false;
     }
 
     /// Input: a new batch numbered by [`SequenceWindow::sequence_for`] is in a request.
@@ -252,6 +266,7 @@ impl<A> SequenceWindow<A> {
                     if let Some(attachment) = entry.attachment.take() {
                         done.push((attachment, Ok(ack)));
                     }
+                    self.acknowledged = true;
                 }
                 Err(error) => self.fail(index, error, now, &mut done),
             }
@@ -307,8 +322,7 @@ impl<A> SequenceWindow<A> {
             self.recovery = None;
         }
         if self.renumber && self.is_idle() {
-            self.epoch = self.epoch.wrapping_add(1);
-            self.next_sequence = 0;
+            self.start_epoch();
             self.renumber = false;
         }
     }
@@ -404,17 +418,51 @@ mod tests {
         done.iter().map(|(a, r)| (*a, r.is_ok())).collect()
     }
 
+    impl Harness {
+        /// A harness whose producer the broker already knows (it acknowledged a batch of
+        /// this epoch), so that the whole window may be used from sequence 0.
+        fn known(max_in_flight: usize) -> Harness {
+            let mut h = Harness::new(max_in_flight);
+            h.window.acknowledged = true;
+            h
+        }
+    }
+
     #[test]
     fn sequences_number_records_from_zero() {
         let mut h = Harness::new(5);
         assert_eq!(h.send(), Some(0));
+        let _ = h.ack(0, 0);
         assert_eq!(h.send(), Some(10));
         assert_eq!(h.send(), Some(20));
     }
 
     #[test]
-    fn the_window_holds_at_most_max_in_flight_batches() {
+    fn the_first_batch_goes_alone_until_the_broker_knows_the_producer() {
         let mut h = Harness::new(5);
+        assert_eq!(h.send(), Some(0));
+        assert_eq!(
+            h.window.room(),
+            0,
+            "a second batch could overtake the first"
+        );
+        assert_eq!(h.send(), None);
+        let _ = h.ack(0, 0);
+        assert_eq!(h.window.room(), 5);
+    }
+
+    #[test]
+    fn a_new_epoch_starts_with_one_batch_again() {
+        let mut h = Harness::known(5);
+        let s = h.send().expect("room");
+        let _ = h.refuse(s, ErrorCode::InvalidBatch);
+        assert_eq!(h.window.sequence_for(10), Some((1, 0)));
+        assert_eq!(h.window.room(), 1);
+    }
+
+    #[test]
+    fn the_window_holds_at_most_max_in_flight_batches() {
+        let mut h = Harness::known(5);
         for _ in 0..5 {
             assert!(h.send().is_some());
         }
@@ -429,7 +477,7 @@ mod tests {
 
     #[test]
     fn a_retryable_failure_waits_for_the_window_then_resends_from_the_first_unacked() {
-        let mut h = Harness::new(5);
+        let mut h = Harness::known(5);
         let seqs: Vec<i32> = (0..3).map(|_| h.send().expect("room")).collect();
         assert!(h.refuse(seqs[0], ErrorCode::Throttled).is_empty());
         assert_eq!(h.window.room(), 0, "no new batches while recovering");
@@ -478,11 +526,11 @@ mod tests {
     fn a_resend_honours_the_backoff_and_the_brokers_hint() {
         let mut h = Harness::new(5);
         let s = h.send().expect("room");
-        let error = Error::Broker {
-            code: ErrorCode::Throttled,
-            message: String::new(),
-            details: Some(floe_wire::frame::ErrorDetails::RetryAfter { delay_ms: 500 }),
-        };
+        let error = Error::from_response(
+            ErrorCode::Throttled,
+            String::new(),
+            Some(floe_wire::frame::ErrorDetails::RetryAfter { delay_ms: 500 }),
+        );
         assert!(h.window.on_results(&[s], Err(error), h.now).is_empty());
         assert_eq!(
             h.window.next_deadline(),
@@ -502,7 +550,7 @@ mod tests {
 
     #[test]
     fn a_resend_is_split_to_fit_the_frame() {
-        let mut h = Harness::new(5);
+        let mut h = Harness::known(5);
         let seqs: Vec<i32> = (0..3).map(|_| h.send().expect("room")).collect();
         for s in &seqs {
             let lost = Error::Timeout {
@@ -531,7 +579,7 @@ mod tests {
 
     #[test]
     fn out_of_order_on_the_head_fails_and_numbering_restarts_under_a_new_epoch() {
-        let mut h = Harness::new(5);
+        let mut h = Harness::known(5);
         let a = h.send().expect("room");
         let b = h.send().expect("room");
         let done = h.refuse(a, ErrorCode::OutOfOrderSequence);
@@ -550,7 +598,7 @@ mod tests {
 
     #[test]
     fn a_fatal_error_fails_the_batch_but_not_the_ones_before_it() {
-        let mut h = Harness::new(5);
+        let mut h = Harness::known(5);
         let a = h.send().expect("room");
         let b = h.send().expect("room");
         let done = h.refuse(b, ErrorCode::InvalidBatch);

@@ -227,61 +227,15 @@ async fn consume(config: ClientConfig, args: ConsumeBench, json: bool) -> Result
     let record_size = usize::try_from(args.record_size).context("--record-size")?;
     let client = crate::connect(config.clone()).await?;
     let info = ensure_stream(&client, &stream, args.partitions).await?;
-    let position = match args.from {
-        Mode::Latest => FetchPosition::Latest,
-        Mode::Earliest => {
-            let available: u64 = info
-                .partitions
-                .iter()
-                .map(|p| p.high_watermark.distance_from(p.log_start))
-                .sum();
-            anyhow::ensure!(
-                available >= args.records,
-                "stream {stream} holds {available} records, fewer than --records {}: publish \
-                 more (floe bench publish) or measure live with --from latest",
-                args.records
-            );
-            FetchPosition::Earliest
-        }
-    };
+    let live = args.from == Mode::Latest;
+    let readers = readers(&client, &stream, &info, args.from, args.records).await?;
     let consumed = Arc::new(AtomicU64::new(0));
-    let mut readers = Vec::new();
-    for partition in 0..info.partition_count {
-        let mut consumer = Consumer::new(
-            client.clone(),
-            stream.clone(),
-            PartitionId::new(partition),
-            position,
-            ConsumerConfig {
-                max_wait: Duration::from_millis(100),
-                ..ConsumerConfig::default()
-            },
-        );
-        // Every position is fixed before anything is published.
-        consumer
-            .resolve_position()
-            .await
-            .context("resolving the start")?;
-        readers.push(consumer);
-    }
     let progress = Progress::start("consume", args.records, consumed.clone());
     let started = Instant::now();
-    let publisher = match args.from {
-        Mode::Latest => {
-            let publisher_client = crate::connect(config).await?;
-            let producer =
-                Producer::new(&publisher_client, stream.clone(), ProducerConfig::default())
-                    .await
-                    .context("starting the publisher")?;
-            let task = tokio::spawn(publish_share(
-                producer,
-                args.records,
-                record_size,
-                Arc::new(AtomicU64::new(0)),
-            ));
-            Some((publisher_client, task))
-        }
-        Mode::Earliest => None,
+    let publisher = if live {
+        Some(Publisher::start(config, &stream, args.records, record_size).await?)
+    } else {
+        None
     };
     let tasks: Vec<_> = readers
         .into_iter()
@@ -296,12 +250,10 @@ async fn consume(config: ClientConfig, args: ConsumeBench, json: bool) -> Result
     }
     let elapsed = started.elapsed();
     progress.finish();
-    if let Some((publisher_client, task)) = publisher {
-        task.await.context("the publisher task")??;
-        publisher_client.close().await;
+    if let Some(publisher) = publisher {
+        publisher.finish().await?;
     }
     client.close().await;
-    let live = args.from == Mode::Latest;
     let report = Report {
         title: format!(
             "bench consume: {} records from {stream} ({} partitions, ack mode {}), {}",
@@ -330,6 +282,85 @@ async fn consume(config: ClientConfig, args: ConsumeBench, json: bool) -> Result
             "mode": if live { "live" } else { "history" },
         }),
     )
+}
+
+/// One consumer per partition, each with its start fixed before anything is published.
+/// Reading history needs `records` records to be there already.
+async fn readers(
+    client: &Client,
+    stream: &StreamName,
+    info: &StreamInfo,
+    from: Mode,
+    records: u64,
+) -> Result<Vec<Consumer>> {
+    let position = match from {
+        Mode::Latest => FetchPosition::Latest,
+        Mode::Earliest => {
+            let available: u64 = info
+                .partitions
+                .iter()
+                .map(|p| p.high_watermark.distance_from(p.log_start))
+                .sum();
+            anyhow::ensure!(
+                available >= records,
+                "stream {stream} holds {available} records, fewer than --records {records}: \
+                 publish more (floe bench publish) or measure live with --from latest",
+            );
+            FetchPosition::Earliest
+        }
+    };
+    let mut readers = Vec::new();
+    for partition in 0..info.partition_count {
+        let mut consumer = Consumer::new(
+            client.clone(),
+            stream.clone(),
+            PartitionId::new(partition),
+            position,
+            ConsumerConfig {
+                max_wait: Duration::from_millis(100),
+                ..ConsumerConfig::default()
+            },
+        );
+        consumer
+            .resolve_position()
+            .await
+            .context("resolving the start")?;
+        readers.push(consumer);
+    }
+    Ok(readers)
+}
+
+/// The live consume bench's publisher, on its own connection.
+struct Publisher {
+    client: Client,
+    task: tokio::task::JoinHandle<Result<Histogram<u64>>>,
+}
+
+impl Publisher {
+    async fn start(
+        config: ClientConfig,
+        stream: &StreamName,
+        records: u64,
+        record_size: usize,
+    ) -> Result<Publisher> {
+        let client = crate::connect(config).await?;
+        let producer = Producer::new(&client, stream.clone(), ProducerConfig::default())
+            .await
+            .context("starting the publisher")?;
+        let task = tokio::spawn(publish_share(
+            producer,
+            records,
+            record_size,
+            Arc::new(AtomicU64::new(0)),
+        ));
+        Ok(Publisher { client, task })
+    }
+
+    async fn finish(self) -> Result<()> {
+        self.task.await.context("the publisher task")??;
+        self.client.close().await;
+        Ok(())
+    }
 }
 
 /// Reads until `total` records have been read across all readers. Returns the latencies and

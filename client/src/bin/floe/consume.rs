@@ -13,7 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use clap::Args;
 use floe_client::{
-    ClientConfig, ConsumedRecord, Consumer, ConsumerConfig, FetchPosition, PartitionId,
+    ClientConfig, ConsumedRecord, Consumer, ConsumerConfig, FetchPosition, PartitionId, StreamName,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -59,7 +59,7 @@ pub async fn run(config: ClientConfig, args: ConsumeArgs, json: bool) -> Result<
     if args.count == Some(0) {
         return Ok(());
     }
-    let (records, mut incoming) = mpsc::channel(RECORDS_PENDING);
+    let (records, incoming) = mpsc::channel(RECORDS_PENDING);
     for partition in partitions {
         let mut consumer = Consumer::new(
             client.clone(),
@@ -77,7 +77,19 @@ pub async fn run(config: ClientConfig, args: ConsumeArgs, json: bool) -> Result<
         tokio::spawn(read_partition(consumer, records.clone()));
     }
     drop(records);
+    let printed = print_records(incoming, &stream, args.count, json).await;
+    client.close().await;
+    printed
+}
 
+/// Prints records as they come until `count` are printed, the readers stop, stdout closes
+/// or Ctrl-C.
+async fn print_records(
+    mut incoming: mpsc::Receiver<Result<ConsumedRecord, floe_client::Error>>,
+    stream: &StreamName,
+    count: Option<u64>,
+    json: bool,
+) -> Result<()> {
     if !json && !write_stdout(&header())? {
         return Ok(());
     }
@@ -103,23 +115,20 @@ pub async fn run(config: ClientConfig, args: ConsumeArgs, json: bool) -> Result<
             out.push_str(&human_line(&record));
         }
         printed += 1;
-        let done = args.count.is_some_and(|count| printed >= count);
+        let done = count.is_some_and(|count| printed >= count);
         // Print in bursts: whenever the readers have nothing more ready, or at the end.
         if done || incoming.is_empty() || out.len() > 64 * 1024 {
-            if !write_stdout(&out)? {
+            let open = write_stdout(&out)?;
+            out.clear();
+            if !open {
                 break;
             }
-            out.clear();
         }
         if done {
             break;
         }
     }
-    if !out.is_empty() {
-        write_stdout(&out)?;
-    }
-    incoming.close();
-    client.close().await;
+    write_stdout(&out)?;
     Ok(())
 }
 

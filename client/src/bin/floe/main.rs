@@ -58,6 +58,11 @@ enum Command {
     /// Publish one record per line of stdin.
     Publish(publish::PublishArgs),
     /// Print records of a stream.
+    ///
+    /// Without --count, follows the tail until interrupted (Ctrl-C ends it cleanly). With
+    /// --json, one object per line: stream, partition, offset, timestamp (ms since the Unix
+    /// epoch), key, value, headers. Keys and values that are UTF-8 are JSON strings; other
+    /// bytes are never altered: they appear base64-encoded in key_base64 / value_base64.
     Consume(consume::ConsumeArgs),
     /// Measure publish or consume throughput and latency.
     Bench {

@@ -43,30 +43,9 @@ pub async fn run(config: ClientConfig, args: PublishArgs, json: bool) -> Result<
     let (deliveries, pending) = mpsc::channel::<Delivery>(DELIVERIES_PENDING);
     let tally = tokio::spawn(count(pending));
 
-    let mut stdin = BufReader::new(tokio::io::stdin());
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let read = stdin
-            .read_until(b'\n', &mut line)
-            .await
-            .context("reading stdin")?;
-        if read == 0 {
-            break;
-        }
-        let mut record = ProducerRecord::new(Bytes::copy_from_slice(strip_newline(&line)));
-        if let Some(key) = &args.key {
-            record = record.key(key.clone());
-        }
-        if let Some(partition) = args.partition {
-            record = record.partition(PartitionId::new(partition));
-        }
-        let delivery = producer.send(record).await.context("publishing a record")?;
-        if deliveries.send(delivery).await.is_err() {
-            break;
-        }
-    }
+    let sent = send_lines(&producer, &args, &deliveries).await;
     drop(deliveries);
+    // Whatever stopped the input, the records already sent are flushed and counted.
     let flushed = producer.close().await;
     let tally = tally.await.context("counting acknowledgements")?;
     client.close().await;
@@ -84,10 +63,46 @@ pub async fn run(config: ClientConfig, args: PublishArgs, json: bool) -> Result<
             if tally.acknowledged == 1 { "" } else { "s" }
         ))?;
     }
+    sent?;
     if let Some(error) = tally.first_error {
         anyhow::bail!("{} record(s) failed: {error}", tally.failed);
     }
     flushed.context("flushing")?;
+    Ok(())
+}
+
+/// Sends one record per line of stdin until it ends.
+async fn send_lines(
+    producer: &Producer,
+    args: &PublishArgs,
+    deliveries: &mpsc::Sender<Delivery>,
+) -> Result<()> {
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut line = Vec::new();
+    for number in 1u64.. {
+        line.clear();
+        let read = stdin
+            .read_until(b'\n', &mut line)
+            .await
+            .context("reading stdin")?;
+        if read == 0 {
+            break;
+        }
+        let mut record = ProducerRecord::new(Bytes::copy_from_slice(strip_newline(&line)));
+        if let Some(key) = &args.key {
+            record = record.with_key(key.clone());
+        }
+        if let Some(partition) = args.partition {
+            record = record.with_partition(PartitionId::new(partition));
+        }
+        let delivery = producer
+            .send(record)
+            .await
+            .with_context(|| format!("publishing line {number}"))?;
+        if deliveries.send(delivery).await.is_err() {
+            break;
+        }
+    }
     Ok(())
 }
 

@@ -1,0 +1,242 @@
+//! The `floe` binary end to end against a real `floe-broker dev` process: create a stream,
+//! publish lines from stdin, read them back as JSON, follow the tail and stop on Ctrl-C.
+//!
+//! The broker binary is found next to `floe` in the target directory. Build both first:
+//! `cargo build --workspace --bins` (see the README); without it this test fails and says so.
+
+mod support {
+    pub mod broker_process;
+}
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use support::broker_process::BrokerProcess;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn floe_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_floe"))
+}
+
+fn broker() -> BrokerProcess {
+    BrokerProcess::start(&floe_binary().with_file_name("floe-broker"))
+}
+
+/// What a finished `floe` run printed.
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Files and a child process for one `floe` run; the child is killed if still running.
+struct Child {
+    child: std::process::Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Child {
+    fn spawn(profile: &Path, args: &[&str], stdin: Option<&str>) -> Child {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let stdout = dir.path().join("stdout");
+        let stderr = dir.path().join("stderr");
+        let mut child = Command::new(floe_binary())
+            .arg("--profile")
+            .arg(profile)
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(std::fs::File::create(&stdout).expect("a stdout file"))
+            .stderr(std::fs::File::create(&stderr).expect("a stderr file"))
+            .spawn()
+            .expect("floe starts");
+        if let Some(input) = stdin {
+            let mut pipe = child.stdin.take().expect("a stdin pipe");
+            pipe.write_all(input.as_bytes()).expect("stdin is written");
+        }
+        Child {
+            child,
+            stdout,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// Waits, with a deadline, for the process to exit.
+    fn wait(mut self) -> Run {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the status of floe") {
+                return Run {
+                    status,
+                    stdout: self.stdout(),
+                    stderr: std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+                };
+            }
+            assert!(
+                Instant::now() < deadline,
+                "floe did not finish within {DEADLINE:?}; stdout so far:\n{}",
+                self.stdout()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits, with a deadline, until stdout holds `lines` lines.
+    fn wait_for_lines(&self, lines: usize) {
+        let deadline = Instant::now() + DEADLINE;
+        while self.stdout().lines().count() < lines {
+            assert!(
+                Instant::now() < deadline,
+                "floe printed {} of {lines} lines within {DEADLINE:?}",
+                self.stdout().lines().count()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn floe(profile: &Path, args: &[&str], stdin: Option<&str>) -> Run {
+    let run = Child::spawn(profile, args, stdin).wait();
+    assert!(
+        run.status.success(),
+        "floe {args:?} failed ({}):\n{}",
+        run.status,
+        run.stderr
+    );
+    run
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn create_publish_and_consume_through_the_cli() {
+    let broker = broker();
+    let profile = broker.profile();
+
+    let created = floe(
+        &profile,
+        &["stream", "create", "lines", "--segment-bytes", "1MiB"],
+        None,
+    );
+    assert_eq!(created.stdout, "created stream lines with 1 partition\n");
+
+    let published = floe(
+        &profile,
+        &["--json", "publish", "lines"],
+        Some("first\nsecond\nthird line\n"),
+    );
+    assert_eq!(
+        json_lines(&published.stdout),
+        [serde_json::json!({"stream": "lines", "acknowledged": 3, "failed": 0})]
+    );
+
+    let consumed = floe(
+        &profile,
+        &["consume", "lines", "--count", "3", "--json"],
+        None,
+    );
+    let records = json_lines(&consumed.stdout);
+    let summary: Vec<(u64, &str)> = records
+        .iter()
+        .map(|r| {
+            assert_eq!(r["stream"], "lines");
+            assert_eq!(r["partition"], 0);
+            assert_eq!(r["key"], serde_json::Value::Null);
+            assert!(
+                r["timestamp"]
+                    .as_i64()
+                    .is_some_and(|t| t > 1_600_000_000_000)
+            );
+            (
+                r["offset"].as_u64().expect("an offset"),
+                r["value"].as_str().expect("a UTF-8 value"),
+            )
+        })
+        .collect();
+    assert_eq!(summary, [(0, "first"), (1, "second"), (2, "third line")]);
+
+    let described = floe(&profile, &["--json", "stream", "describe", "lines"], None);
+    let description = &json_lines(&described.stdout)[0];
+    assert_eq!(description["partitions"][0]["high_watermark"], 3);
+    assert_eq!(description["partitions"][0]["log_start"], 0);
+
+    let listed = floe(&profile, &["stream", "list"], None);
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("lines ") && l.ends_with(" 3")),
+        "{}",
+        listed.stdout
+    );
+
+    let deleted = floe(&profile, &["stream", "delete", "lines"], None);
+    assert_eq!(deleted.stdout, "deleted stream lines\n");
+    let gone = Child::spawn(&profile, &["stream", "describe", "lines"], None).wait();
+    assert!(!gone.status.success());
+    assert!(gone.stderr.contains("UnknownStream"), "{}", gone.stderr);
+}
+
+#[test]
+fn following_the_tail_ends_cleanly_on_ctrl_c() {
+    let broker = broker();
+    let profile = broker.profile();
+    floe(&profile, &["stream", "create", "tail"], None);
+    let follower = Child::spawn(&profile, &["consume", "tail", "--from", "latest"], None);
+    // The header line shows the follower is connected and reading.
+    follower.wait_for_lines(1);
+    floe(&profile, &["publish", "tail"], Some("late arrival\n"));
+    follower.wait_for_lines(2);
+    assert!(
+        follower.stdout().contains("late arrival"),
+        "{}",
+        follower.stdout()
+    );
+
+    // The shell's own `kill`: no extra package needed, and no unsafe code here.
+    let interrupted = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -INT {}", follower.child.id()))
+        .status()
+        .expect("sh runs");
+    assert!(interrupted.success());
+    let run = follower.wait();
+    assert!(
+        run.status.success(),
+        "exit after Ctrl-C: {}\n{}",
+        run.status,
+        run.stderr
+    );
+}
+
+#[test]
+fn a_missing_profile_is_explained() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let run = Child::spawn(&dir.path().join("absent.json"), &["stream", "list"], None).wait();
+    assert!(!run.status.success());
+    assert!(run.stderr.contains("absent.json"), "{}", run.stderr);
+}
