@@ -11,26 +11,30 @@
 //! Sizes: `FLOE_BENCH_MIB` (default 256) of records, `FLOE_BENCH_RATE` records/s for the
 //! latency run (default 2000) over `FLOE_BENCH_LATENCY_SECS` (default 5).
 
+#![allow(clippy::print_stdout)] // the report is the benchmark's output
+
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
 mod common;
 #[path = "publish/raw.rs"]
 mod raw;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use floe_broker::tls::CertificatePaths;
 use floe_client::{
-    AckMode, Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig,
-    ProducerRecord, StreamName, StreamSettings,
+    AckMode, Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer,
+    ProducerConfig, ProducerRecord, StreamName, StreamSettings,
 };
 use hdrhistogram::Histogram;
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn percentiles(h: &Histogram<u64>) -> String {
@@ -44,28 +48,43 @@ fn percentiles(h: &Histogram<u64>) -> String {
 
 fn main() -> anyhow::Result<()> {
     common::install_crypto();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     runtime.block_on(run())
 }
 
 async fn run() -> anyhow::Result<()> {
     let mib = env_u64("FLOE_BENCH_MIB", 256);
-    let work = tempfile::Builder::new().prefix("floe-bench-").tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
-    println!("floe publish benchmark: {mib} MiB of 1 KiB records, ack mode leader, replication factor 1");
-    println!("work directory: {} (same disk as the broker's data)", work.path().display());
+    let work = tempfile::Builder::new()
+        .prefix("floe-bench-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    println!(
+        "floe publish benchmark: {mib} MiB of 1 KiB records, ack mode leader, replication factor 1"
+    );
+    println!(
+        "work directory: {} (same disk as the broker's data)",
+        work.path().display()
+    );
 
     let fsync = raw::fsync_bandwidth(work.path(), 256 * 1024, mib * 1024 * 1024)?;
     println!("raw write+fdatasync, 256 KiB writes: {fsync:8.1} MiB/s");
     let certs = floe_broker::tls::DevCertificates::ensure(&work.path().join("tls"))?;
     let quic = raw::quic_bandwidth(&certs.server, &certs.ca, 2 * mib * 1024 * 1024).await?;
     println!("raw QUIC, one stream on loopback:    {quic:8.1} MiB/s");
-    let _ = CertificatePaths { cert: certs.server.cert.clone(), key: certs.server.key.clone() };
+    let _ = CertificatePaths {
+        cert: certs.server.cert.clone(),
+        key: certs.server.key.clone(),
+    };
 
     let broker = common::BrokerProcess::start(&work.path().join("broker"));
     let config = ClientConfig::from_profile(&broker.profile);
     let client = Client::connect(config.clone()).await?;
     let stream = StreamName::new("bench")?;
-    client.create_stream(&stream, 1, AckMode::Leader, StreamSettings::default()).await?;
+    client
+        .create_stream(&stream, 1, AckMode::Leader, StreamSettings::default())
+        .await?;
 
     // Sample the broker's memory while it works.
     let sampling = Arc::new(AtomicBool::new(true));
@@ -107,7 +126,10 @@ async fn run() -> anyhow::Result<()> {
     let rate = env_u64("FLOE_BENCH_RATE", 2000);
     let seconds = env_u64("FLOE_BENCH_LATENCY_SECS", 5);
     let tail = tail_latency(&config, rate, seconds).await?;
-    println!("publish→consume at {rate} records/s for {seconds} s: {}", percentiles(&tail));
+    println!(
+        "publish→consume at {rate} records/s for {seconds} s: {}",
+        percentiles(&tail)
+    );
     println!(
         "BENCH_JSON {}",
         serde_json::json!({
@@ -128,12 +150,20 @@ async fn run() -> anyhow::Result<()> {
 fn rss_of(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kib| kib * 1024)
 }
 
 /// Publishes `records` of 1 KiB as fast as the producer allows; returns the time and the
 /// send→ack latency in microseconds.
-async fn publish(client: &Client, stream: &StreamName, records: u64) -> anyhow::Result<(Duration, Histogram<u64>)> {
+async fn publish(
+    client: &Client,
+    stream: &StreamName,
+    records: u64,
+) -> anyhow::Result<(Duration, Histogram<u64>)> {
     let producer = Producer::new(client, stream.clone(), ProducerConfig::default()).await?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, floe_client::TimedDelivery)>(1 << 16);
     let collector = tokio::spawn(async move {
@@ -159,13 +189,24 @@ async fn publish(client: &Client, stream: &StreamName, records: u64) -> anyhow::
 
 /// Publishes at a fixed rate while a consumer follows the tail; the value carries the send
 /// time, the latency is from send to the consumer seeing the record.
-async fn tail_latency(config: &ClientConfig, rate: u64, seconds: u64) -> anyhow::Result<Histogram<u64>> {
+async fn tail_latency(
+    config: &ClientConfig,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<Histogram<u64>> {
     let client = Client::connect(config.clone()).await?;
     let stream = StreamName::new("tail")?;
-    client.create_stream(&stream, 1, AckMode::Leader, StreamSettings::default()).await?;
+    client
+        .create_stream(&stream, 1, AckMode::Leader, StreamSettings::default())
+        .await?;
     let reader = Client::connect(config.clone()).await?;
-    let mut consumer =
-        Consumer::new(reader, stream.clone(), PartitionId::new(0), FetchPosition::Latest, ConsumerConfig::default());
+    let mut consumer = Consumer::new(
+        reader,
+        stream.clone(),
+        PartitionId::new(0),
+        FetchPosition::Latest,
+        ConsumerConfig::default(),
+    );
     consumer.resolve_position().await?;
     let origin = Instant::now();
     let total = rate * seconds;
@@ -180,7 +221,10 @@ async fn tail_latency(config: &ClientConfig, rate: u64, seconds: u64) -> anyhow:
         }
         anyhow::Ok(latency)
     });
-    let config = ProducerConfig { linger: Duration::ZERO, ..ProducerConfig::default() };
+    let config = ProducerConfig {
+        linger: Duration::ZERO,
+        ..ProducerConfig::default()
+    };
     let producer = Producer::new(&client, stream, config).await?;
     let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);

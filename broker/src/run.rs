@@ -94,7 +94,8 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let transport =
         tls::transport_config(settings.streams_per_connection, Duration::from_secs(30))?;
     let config = tls::server_config(&settings.certificates, transport)?;
-    let endpoint = server::endpoint(settings.listen, config)?;
+    let reset_key = server::load_reset_key(&settings.data_dir)?;
+    let endpoint = server::endpoint(settings.listen, config, &reset_key)?;
     let quic_addr = endpoint.local_addr()?;
     let advertised = settings
         .advertised

@@ -58,17 +58,50 @@ struct Connection {
 }
 
 /// Creates the QUIC endpoint with socket buffers large enough not to drop packets at speed.
-pub fn endpoint(listen: SocketAddr, config: quinn::ServerConfig) -> Result<quinn::Endpoint> {
+///
+/// `reset_key` signs stateless resets. Kept across restarts (see [`load_reset_key`]), it lets
+/// a restarted broker tell clients at once that their old connection is gone, instead of
+/// leaving them to wait for the idle timeout.
+pub fn endpoint(
+    listen: SocketAddr,
+    config: quinn::ServerConfig,
+    reset_key: &[u8],
+) -> Result<quinn::Endpoint> {
     let socket = std::net::UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
     set_socket_buffers(&socket);
     let runtime = quinn::default_runtime().context("no async runtime")?;
-    quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        Some(config),
-        socket,
-        runtime,
-    )
-    .context("creating the QUIC endpoint")
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset_key);
+    let endpoint_config = quinn::EndpointConfig::new(Arc::new(key));
+    quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime)
+        .context("creating the QUIC endpoint")
+}
+
+/// The stateless-reset key in `data_dir/reset-key`, created (32 random bytes, mode 0600) when
+/// missing.
+pub fn load_reset_key(data_dir: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join("reset-key");
+    match std::fs::read(&path) {
+        Ok(key) if key.len() == 32 => return Ok(key),
+        Ok(key) => anyhow::bail!("{} holds {} bytes, not 32", path.display(), key.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+    let mut key = vec![0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+        .map_err(|_| anyhow::anyhow!("no system randomness"))?;
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(&key)?;
+    file.sync_all()?;
+    Ok(key)
 }
 
 /// Asks for 4 MiB socket buffers; the kernel may grant less (net.core.*mem_max).

@@ -63,7 +63,17 @@ impl ProducerState {
             return Ok(ProducerCheck::Append);
         }
         let Some(p) = self.producers.get(&header.producer_id) else {
-            return Ok(ProducerCheck::Append);
+            // A producer's first batch starts its sequence: anything else is a later batch
+            // that overtook the first, and appending it would reorder the partition.
+            return if header.base_sequence == 0 {
+                Ok(ProducerCheck::Append)
+            } else {
+                Err(LogError::OutOfOrderSequence {
+                    producer_id: header.producer_id,
+                    expected: 0,
+                    found: header.base_sequence,
+                })
+            };
         };
         let (id, epoch, first) = (
             header.producer_id,
@@ -260,6 +270,23 @@ mod tests {
         );
         assert_eq!(
             s.check(&header(7, 0, 3, 1, 0)).ok(),
+            Some(ProducerCheck::Append)
+        );
+    }
+
+    #[test]
+    fn an_unknown_producer_must_start_at_sequence_zero() {
+        let s = ProducerState::default();
+        assert!(matches!(
+            s.check(&header(9, 0, 3, 1, 0)),
+            Err(LogError::OutOfOrderSequence {
+                expected: 0,
+                found: 3,
+                ..
+            })
+        ));
+        assert_eq!(
+            s.check(&header(9, 0, 0, 1, 0)).ok(),
             Some(ProducerCheck::Append)
         );
     }

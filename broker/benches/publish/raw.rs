@@ -7,14 +7,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floe_broker::tls::{self, CertificatePaths, ALPN};
-use rustls::pki_types::pem::PemObject;
+use floe_broker::tls::{self, ALPN, CertificatePaths};
 use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 /// MiB/s of `write` + `fdatasync` of `chunk` bytes at a time into a fresh file, `total` bytes.
 pub fn fsync_bandwidth(dir: &Path, chunk: usize, total: u64) -> std::io::Result<f64> {
     let path = dir.join("raw-fsync.bin");
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
     let buf = vec![0x5au8; chunk];
     let started = Instant::now();
     let mut written = 0u64;
@@ -35,14 +39,22 @@ pub fn mib_per_s(bytes: u64, elapsed: Duration) -> f64 {
 
 /// MiB/s of one QUIC stream carrying `total` bytes from a client to a server on loopback,
 /// with the broker's transport, TLS and 4 MiB socket buffers.
-pub async fn quic_bandwidth(certs: &CertificatePaths, ca: &Path, total: u64) -> anyhow::Result<f64> {
+pub async fn quic_bandwidth(
+    certs: &CertificatePaths,
+    ca: &Path,
+    total: u64,
+) -> anyhow::Result<f64> {
     let transport = tls::transport_config(16, Duration::from_secs(30))?;
     let server_config = tls::server_config(certs, transport)?;
     let listen: SocketAddr = "127.0.0.1:0".parse()?;
-    let server = floe_broker::server::endpoint(listen, server_config)?;
+    let server = floe_broker::server::endpoint(listen, server_config, &[7u8; 32])?;
     let addr = server.local_addr()?;
     let sink = tokio::spawn(async move {
-        let connection = server.accept().await.ok_or_else(|| anyhow::anyhow!("no connection"))?.await?;
+        let connection = server
+            .accept()
+            .await
+            .ok_or_else(|| anyhow::anyhow!("no connection"))?
+            .await?;
         let (mut send, mut recv) = connection.accept_bi().await?;
         let mut buf = vec![0u8; 1 << 20];
         let mut received = 0u64;
@@ -59,11 +71,16 @@ pub async fn quic_bandwidth(certs: &CertificatePaths, ca: &Path, total: u64) -> 
     for cert in CertificateDer::pem_file_iter(ca)? {
         roots.add(cert?)?;
     }
-    let mut client_tls = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let mut client_tls = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     client_tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls)?;
     let mut client_config = quinn::ClientConfig::new(Arc::new(crypto));
-    client_config.transport_config(Arc::new(tls::transport_config(16, Duration::from_secs(30))?));
+    client_config.transport_config(Arc::new(tls::transport_config(
+        16,
+        Duration::from_secs(30),
+    )?));
     let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
     floe_broker::server::set_socket_buffers(&socket);
     let runtime = quinn::default_runtime().ok_or_else(|| anyhow::anyhow!("no runtime"))?;
@@ -82,7 +99,10 @@ pub async fn quic_bandwidth(certs: &CertificatePaths, ca: &Path, total: u64) -> 
     let mut ack = [0u8; 8];
     recv.read_exact(&mut ack).await?;
     let elapsed = started.elapsed();
-    anyhow::ensure!(u64::from_le_bytes(ack) == sent, "the server received a different byte count");
+    anyhow::ensure!(
+        u64::from_le_bytes(ack) == sent,
+        "the server received a different byte count"
+    );
     connection.close(0u32.into(), b"done");
     let _ = sink.await;
     Ok(mib_per_s(sent, elapsed))
