@@ -4,6 +4,9 @@
 //! - [`TierStore`]: the object store (local directory or S3-compatible) and a key prefix.
 //! - [`segment`]: the segment object format (data, footer, trailer) and its upload.
 //! - [`manifest`]: the manifest log in the bucket, committed with put-if-absent.
+//! - [`Uploader`]: uploads what the hot log sealed below the high watermark, then commits.
+//! - [`retention`] and [`Collector`]: removal by bytes and age, and deletion of unreferenced
+//!   objects after a grace period.
 //!
 //! The crate knows nothing of the broker or sockets; a stream is just the string it is given.
 //! Layouts are documented in `docs/tiering.md`.
@@ -19,3 +22,13 @@ pub use error::{CorruptReason, TierError};
 pub use layout::{PartitionPath, SegmentName};
 pub use metrics::{TierMetrics, TierMetricsSnapshot};
 pub use store::{CreateOutcome, ListedObject, MultipartWriter, S3Settings, TierStore};
+
+mod collector;
+pub mod retention;
+mod retry;
+mod uploader;
+
+pub use collector::{CollectReport, Collector, delete_stream};
+pub use retention::{TierRetention, apply_tier_retention, plan_removal};
+pub use retry::RetryPolicy;
+pub use uploader::{Backlog, PlannedUpload, UploadReport, Uploader, UploaderConfig, plan_uploads};
