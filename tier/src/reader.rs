@@ -159,6 +159,49 @@ impl TierReader {
         result
     }
 
+    /// The base offset of the first tiered batch holding a record with timestamp ≥
+    /// `timestamp`, or `None` when every tiered record is older. Costs the footer (cached) and
+    /// the chunks between two index entries.
+    pub async fn offset_for_timestamp(
+        &self,
+        partition: &PartitionPath,
+        timestamp: i64,
+    ) -> Result<Option<Offset>, TierError> {
+        let state = self.manifest(partition).await?;
+        // Segments are in offset order; their newest timestamps need not be monotonic.
+        let Some(segment) = state.segments.iter().find(|s| s.max_timestamp >= timestamp) else {
+            return Ok(None);
+        };
+        let object = ObjectData {
+            key: Arc::from(partition.segment_key(&segment.name)),
+            data_len: segment.data_bytes,
+        };
+        let footer = self.footer(&object.key, segment).await?;
+        let corrupt = |reason| TierError::Corrupt {
+            key: object.key.to_string(),
+            reason,
+        };
+        let entry = footer
+            .entry_for_timestamp(timestamp)
+            .ok_or_else(|| corrupt(CorruptReason::Field("time index")))?;
+        let mut position = u64::from(entry.position);
+        while position < footer.data_len {
+            let header_end = (position + HEADER_LEN as u64).min(footer.data_len);
+            let raw = self.chunks.read(&object, position, header_end).await?;
+            let header = BatchHeader::parse(&raw).map_err(|e| {
+                corrupt(CorruptReason::Batch {
+                    position,
+                    detail: e.to_string(),
+                })
+            })?;
+            if header.max_timestamp >= timestamp {
+                return Ok(Some(header.base_offset));
+            }
+            position += u64::from(header.batch_length);
+        }
+        Err(corrupt(CorruptReason::Field("max_timestamp")))
+    }
+
     async fn read_batches(
         &self,
         object: &ObjectData,

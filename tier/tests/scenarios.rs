@@ -191,6 +191,16 @@ async fn upload_then_read_back_every_batch_byte_identical_across_segments() {
             "a sequential reader prefetches"
         );
 
+        // The time index finds the first batch reaching a timestamp: batch i of a round holds
+        // timestamps 1_000 + i ..= 1_002 + i, so 1_003 is first reached by batch 1 (offset 3).
+        let by_time = reader
+            .offset_for_timestamp(&partition(), 1_003)
+            .await
+            .expect("time lookup");
+        assert_eq!(by_time, Some(Offset::new(3)));
+        let too_new = reader.offset_for_timestamp(&partition(), 1 << 50).await;
+        assert_eq!(too_new.expect("time lookup"), None);
+
         // A read from the middle of a batch returns that whole batch.
         let mid = stored[5].clone();
         let base = floe_wire::BatchHeader::parse(&mid)
