@@ -21,7 +21,7 @@ pub fn plan_removal(state: &ManifestState, policy: TierRetention, now_ms: i64) -
     for segment in &state.segments {
         let by_bytes = policy
             .bytes_max
-            .is_some_and(|max| remaining - segment.data_bytes >= max);
+            .is_some_and(|max| remaining.saturating_sub(segment.data_bytes) >= max);
         let by_age = policy.age_max_ms.is_some_and(|age| {
             let cutoff = now_ms.saturating_sub(i64::try_from(age).unwrap_or(i64::MAX));
             segment.max_timestamp < cutoff
@@ -29,7 +29,7 @@ pub fn plan_removal(state: &ManifestState, policy: TierRetention, now_ms: i64) -
         if !(by_bytes || by_age) {
             break;
         }
-        remaining -= segment.data_bytes;
+        remaining = remaining.saturating_sub(segment.data_bytes);
         removed.push(segment.name.clone());
     }
     removed

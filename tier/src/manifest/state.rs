@@ -73,6 +73,8 @@ pub enum ChangeError {
     Fenced { writer: u32, committed: u32 },
     #[error("the change neither adds nor removes a segment")]
     Empty,
+    #[error("the manifest has reached the last version number")]
+    VersionsExhausted,
     #[error("segment {name} is empty or inverted")]
     EmptySegment { name: SegmentName },
     #[error("segment {name} starts at {found}, but the tier ends at {expected}")]
@@ -115,7 +117,10 @@ impl ManifestState {
             return Err(ChangeError::Empty);
         }
         let mut next = self.clone();
-        next.version += 1;
+        next.version = self
+            .version
+            .checked_add(1)
+            .ok_or(ChangeError::VersionsExhausted)?;
         next.epoch = change.epoch;
         for (i, name) in change.removed.iter().enumerate() {
             if next.segments.get(i).map(|s| &s.name) != Some(name) {
@@ -191,7 +196,9 @@ impl ManifestState {
     }
 
     pub fn data_bytes(&self) -> u64 {
-        self.segments.iter().map(|s| s.data_bytes).sum()
+        self.segments
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.data_bytes))
     }
 
     /// Checks the invariants of a state read from a checkpoint.
