@@ -140,6 +140,25 @@ impl TierReader {
             self.invalidate_manifest(partition).await;
             state = self.manifest(partition).await?;
         }
+        match self.read_from(partition, &state, from, max_bytes).await {
+            // Retention removed the segment and the collector deleted it since this manifest
+            // was cached: a fresh manifest says where the tier starts now.
+            Err(TierError::NotFound { .. }) => {
+                self.invalidate_manifest(partition).await;
+                let state = self.manifest(partition).await?;
+                self.read_from(partition, &state, from, max_bytes).await
+            }
+            result => result,
+        }
+    }
+
+    async fn read_from(
+        &self,
+        partition: &PartitionPath,
+        state: &ManifestState,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<TierRead, TierError> {
         let Some(segment) = state.segment_for(from) else {
             return Err(TierError::OffsetOutOfRange {
                 requested: from,

@@ -429,6 +429,16 @@ async fn retention_commits_the_removal_first_and_objects_go_after_grace() {
         bytes_max: Some(last.data_bytes),
         age_max_ms: None,
     };
+    // A reader that loads the manifest now keeps it cached through what follows.
+    let config = ReaderConfig {
+        manifest_ttl: Duration::from_secs(3600),
+        ..small_reader_config()
+    };
+    let stale = TierReader::new(s.store.clone(), config)
+        .await
+        .expect("reader");
+    let cached = stale.manifest(&partition()).await.expect("load");
+    assert_eq!(cached.segments.len(), count);
     let removed_at = now_ms();
     let after = apply_tier_retention(&manifest, keep_one, 1, removed_at)
         .await
@@ -452,6 +462,13 @@ async fn retention_commits_the_removal_first_and_objects_go_after_grace() {
         .await
         .expect("collect");
     assert_eq!(after_grace.segments_deleted, count - 1);
+
+    // The reader loaded the manifest before the removal; it learns where the tier starts now.
+    let result = stale.read(&partition(), Offset::ZERO, 100).await;
+    assert!(
+        matches!(result, Err(TierError::OffsetOutOfRange { tier_start, .. }) if tier_start == Offset::new(last.base_offset)),
+        "{result:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
