@@ -133,6 +133,17 @@ impl Uploader {
         now_ms: i64,
     ) -> Result<UploadReport, TierError> {
         let mut known = self.known.lock().await;
+        // Until the manifest is read, the last known tier end tells what waits, so that the
+        // backlog grows while the store is unreachable.
+        let tier_end = self.tier_end();
+        let waiting: Vec<_> = sealed
+            .iter()
+            .filter(|seg| seg.next_offset <= high_watermark && seg.next_offset > tier_end)
+            .collect();
+        self.store_backlog(
+            waiting.len(),
+            waiting.iter().map(|seg| seg.size_bytes).sum(),
+        );
         let state = match known.take() {
             Some(state) => self.manifest.catch_up(state).await?,
             None => self.config.retry.run(|| self.manifest.load()).await?,
@@ -217,9 +228,12 @@ impl Uploader {
     }
 
     fn set_backlog(&self, plan: &[PlannedUpload]) {
+        self.store_backlog(plan.len(), plan.iter().map(|p| p.segment.size_bytes).sum());
+    }
+
+    fn store_backlog(&self, segments: usize, bytes: u64) {
         self.backlog_segments
-            .store(plan.len() as u64, Ordering::Relaxed);
-        let bytes = plan.iter().map(|p| p.segment.size_bytes).sum();
+            .store(segments as u64, Ordering::Relaxed);
         self.backlog_bytes.store(bytes, Ordering::Relaxed);
     }
 

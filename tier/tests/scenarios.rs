@@ -638,3 +638,46 @@ async fn a_reader_never_goes_back_to_an_older_manifest() {
     );
     assert_eq!(again.tier_end(), Offset::new(20));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_unwritable_store_keeps_the_backlog_and_the_local_data() {
+    let s = common::local_store();
+    let root = std::path::PathBuf::from(s.url.strip_prefix("file://").expect("file URL"));
+    // Where the segments' directory should be, a file: every upload fails, and not with
+    // "not found", so the uploader retries (in paused time) and then reports.
+    let blocked = root.join("orders/3/segments");
+    std::fs::create_dir_all(root.join("orders/3")).expect("partition dir");
+    std::fs::write(&blocked, b"in the way").expect("block the path");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open_log(dir.path(), 4 * 1024);
+    fill_log(&log, "u", 6, 2, 400);
+    let sealed = log.sealed_segments();
+    let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
+    let failed = uploader.run(&sealed, log.log_end(), 1, now_ms()).await;
+    assert!(matches!(&failed, Err(e) if e.is_retryable()), "{failed:?}");
+    let attempts = floe_tier::RetryPolicy::default().attempts;
+    let puts = s.store.metrics().snapshot().puts;
+    assert!(puts >= u64::from(attempts), "retried: {puts} PUTs");
+    let backlog = uploader.backlog();
+    assert_eq!(backlog.segments, sealed.len() as u64);
+    assert_eq!(
+        backlog.bytes,
+        sealed.iter().map(|seg| seg.size_bytes).sum::<u64>()
+    );
+    let keep_nothing = RetentionPolicy {
+        bytes_max: Some(0),
+        age_max_ms: None,
+    };
+    let deleted = log
+        .apply_retention(keep_nothing, now_ms(), |seg| uploader.is_tiered(seg))
+        .expect("retention");
+    assert!(deleted.is_empty(), "nothing untiered is deleted locally");
+
+    std::fs::remove_file(&blocked).expect("unblock");
+    let report = uploader
+        .run(&sealed, log.log_end(), 1, now_ms())
+        .await
+        .expect("upload once the store works");
+    assert_eq!(report.tier_end, log.log_end());
+    assert_eq!(uploader.backlog().segments, 0);
+}
