@@ -133,17 +133,7 @@ impl Uploader {
         now_ms: i64,
     ) -> Result<UploadReport, TierError> {
         let mut known = self.known.lock().await;
-        // Until the manifest is read, the last known tier end tells what waits, so that the
-        // backlog grows while the store is unreachable.
-        let tier_end = self.tier_end();
-        let waiting: Vec<_> = sealed
-            .iter()
-            .filter(|seg| seg.next_offset <= high_watermark && seg.next_offset > tier_end)
-            .collect();
-        self.store_backlog(
-            waiting.len(),
-            waiting.iter().map(|seg| seg.size_bytes).sum(),
-        );
+        self.note_waiting(sealed, high_watermark);
         let state = match known.take() {
             Some(state) => self.manifest.catch_up(state).await?,
             None => self.config.retry.run(|| self.manifest.load()).await?,
@@ -159,8 +149,7 @@ impl Uploader {
         }
         let plan = plan_uploads(sealed, high_watermark, &state)?;
         self.set_backlog(&plan);
-        let uploaded = self.upload_in_order(&plan, epoch).await;
-        let (done, failure) = match uploaded {
+        let (done, failure) = match self.upload_in_order(&plan, epoch).await {
             Ok(done) => (done, None),
             Err((done, e)) => (done, Some(e)),
         };
@@ -177,24 +166,33 @@ impl Uploader {
                 added: done.iter().map(TieredSegment::from).collect(),
                 removed: Vec::new(),
             };
-            let committed = self
+            state = self
                 .config
                 .retry
                 .run(|| self.manifest.commit(Some(state.clone()), &change))
-                .await;
-            state = committed?;
-            report.committed = change.added;
-            report.version = state.version;
-            report.tier_end = state.tier_end();
+                .await?;
+            report = UploadReport {
+                committed: change.added,
+                version: state.version,
+                tier_end: state.tier_end(),
+            };
             self.tier_end
                 .store(state.tier_end().get(), Ordering::Release);
             self.set_backlog(&plan[done.len()..]);
         }
         *known = Some(state);
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(report),
-        }
+        failure.map_or(Ok(report), Err)
+    }
+
+    /// Until the manifest is read, the last known tier end tells what waits, so that the
+    /// backlog grows while the store is unreachable.
+    fn note_waiting(&self, sealed: &[SealedSegment], high_watermark: Offset) {
+        let tier_end = self.tier_end();
+        let waiting = sealed
+            .iter()
+            .filter(|seg| seg.next_offset <= high_watermark && seg.next_offset > tier_end);
+        let (segments, bytes) = waiting.fold((0, 0), |(n, b), seg| (n + 1, b + seg.size_bytes));
+        self.store_backlog(segments, bytes);
     }
 
     async fn upload_in_order(
