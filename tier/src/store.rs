@@ -75,7 +75,10 @@ impl TierStore {
                     .map_err(|e| TierError::Config(format!("creating {}: {e}", dir.display())))?;
                 let fs = LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| TierError::Config(format!("opening {}: {e}", dir.display())))?
-                    .with_automatic_cleanup(true);
+                    .with_automatic_cleanup(true)
+                    // Local copies are deleted once tiered: a tiered object must be durable
+                    // when its PUT returns, like any other write Floe acknowledges.
+                    .with_fsync(true);
                 Ok(TierStore::new(Arc::new(fs), ""))
             }
             "s3" => {
