@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Runs Floe's whole test suite on a fresh machine, installing first whatever the tests need.
-# Idempotent: a second run installs nothing.
+# Runs Floe's whole test suite on a fresh machine, installing first whatever the tests need
+# (an S3-compatible test server in .venv, cargo-fuzz). Idempotent: a second run installs
+# nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-test-deps.sh
+
+echo "== S3-compatible test server =="
+FLOE_TEST_S3_ENDPOINT=$(scripts/moto.sh)
+export FLOE_TEST_S3_ENDPOINT
+trap 'kill "$(cat .venv/moto.pid)" 2>/dev/null || true' EXIT
+echo "serving on $FLOE_TEST_S3_ENDPOINT"
 
 echo "== cargo build (workspace binaries) =="
 # End-to-end tests run the real binaries: client/tests/cli.rs finds floe-broker next to floe.
@@ -14,6 +21,6 @@ echo "== cargo test (workspace) =="
 cargo test --workspace --locked
 
 if [ -d fuzz/fuzz_targets ]; then
-  echo "== fuzz smoke (${FUZZ_SECONDS:=15}s per target) =="
-  FUZZ_SECONDS="$FUZZ_SECONDS" scripts/fuzz-smoke.sh
+  echo "== fuzz smoke (${FUZZ_SECONDS:=10}s per target) =="
+  CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} FUZZ_SECONDS="$FUZZ_SECONDS" scripts/fuzz-smoke.sh
 fi

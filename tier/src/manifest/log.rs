@@ -1,0 +1,201 @@
+//! [`ManifestLog`]: reads a partition's manifest from the bucket (latest checkpoint, then the
+//! versions after it) and commits changes with put-if-absent, so that of two writers racing
+//! for a version exactly one wins and the other re-reads and adapts.
+
+use crate::layout::{CHECKPOINT_EXT, PartitionPath, VERSION_EXT, parse_version};
+use crate::store::CreateOutcome;
+use crate::{TierError, TierStore};
+
+use super::file::{self, CheckpointFile};
+use super::state::{Change, ChangeError, ManifestState};
+
+/// A checkpoint every this many versions.
+pub const CHECKPOINT_INTERVAL_DEFAULT: u64 = 10;
+/// Lost races before a commit gives up with [`TierError::Contended`].
+const COMMIT_ATTEMPTS_MAX: u32 = 16;
+
+/// One partition's manifest log in the bucket. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ManifestLog {
+    store: TierStore,
+    partition: PartitionPath,
+    checkpoint_interval: u64,
+}
+
+impl ManifestLog {
+    pub fn new(store: TierStore, partition: PartitionPath) -> ManifestLog {
+        ManifestLog {
+            store,
+            partition,
+            checkpoint_interval: CHECKPOINT_INTERVAL_DEFAULT,
+        }
+    }
+
+    /// Writes a checkpoint every `interval` versions (at least 1).
+    pub fn with_checkpoint_interval(mut self, interval: u64) -> ManifestLog {
+        self.checkpoint_interval = interval.max(1);
+        self
+    }
+
+    pub fn partition(&self) -> &PartitionPath {
+        &self.partition
+    }
+
+    /// The latest state: the newest checkpoint, then every version after it.
+    pub async fn load(&self) -> Result<ManifestState, TierError> {
+        // A collector may delete the checkpoint we listed once a newer one exists: list again.
+        let mut attempts = 0;
+        loop {
+            let listed = self.store.list(&self.partition.manifest_dir()).await?;
+            let checkpoint = listed
+                .iter()
+                .filter_map(|o| parse_version(o.key.rsplit('/').next()?, CHECKPOINT_EXT))
+                .max();
+            let base = match checkpoint {
+                None => ManifestState::default(),
+                Some(v) => match self.read_checkpoint(v).await {
+                    Ok(state) => state,
+                    Err(TierError::NotFound { .. }) if attempts < 3 => {
+                        attempts += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            return self.catch_up(base).await;
+        }
+    }
+
+    /// `known` followed by every version committed after it.
+    pub async fn catch_up(&self, known: ManifestState) -> Result<ManifestState, TierError> {
+        let mut state = known;
+        loop {
+            let key = self.partition.version_key(state.version + 1);
+            let bytes = match self.store.get(&key).await {
+                Ok(bytes) => bytes,
+                Err(TierError::NotFound { .. }) => return Ok(state),
+                Err(e) => return Err(e),
+            };
+            let invalid = |reason: String| TierError::InvalidManifest {
+                key: key.clone(),
+                reason,
+            };
+            let doc = file::decode_version(&bytes).map_err(invalid)?;
+            if doc.version != state.version + 1 {
+                return Err(invalid(format!("says it is version {}", doc.version)));
+            }
+            state = state
+                .apply(&doc.change)
+                .map_err(|e| invalid(e.to_string()))?;
+        }
+    }
+
+    async fn read_checkpoint(&self, version: u64) -> Result<ManifestState, TierError> {
+        let key = self.partition.checkpoint_key(version);
+        let bytes = self.store.get(&key).await?;
+        let doc = file::decode_checkpoint(&bytes).map_err(|reason| TierError::InvalidManifest {
+            key: key.clone(),
+            reason,
+        })?;
+        if doc.state.version != version {
+            return Err(TierError::InvalidManifest {
+                key,
+                reason: format!("holds version {}", doc.state.version),
+            });
+        }
+        Ok(doc.state)
+    }
+
+    /// Commits `change` as the version after the latest one. `known` is the caller's latest
+    /// state (loaded when `None`). On a lost race it re-reads; it retries while the change
+    /// still applies and reports why when it no longer does. Returns the new state.
+    pub async fn commit(
+        &self,
+        known: Option<ManifestState>,
+        change: &Change,
+    ) -> Result<ManifestState, TierError> {
+        let mut state = match known {
+            Some(state) => self.catch_up(state).await?,
+            None => self.load().await?,
+        };
+        for _ in 0..COMMIT_ATTEMPTS_MAX {
+            let next = match state.apply(change) {
+                Ok(next) => next,
+                // An earlier attempt whose answer was lost may have won: the names are unique.
+                Err(_) if already_committed(&state, change) => return Ok(state),
+                Err(ChangeError::Fenced { writer, committed }) => {
+                    return Err(TierError::Fenced { writer, committed });
+                }
+                Err(e) => return Err(TierError::Rejected(e)),
+            };
+            let key = self.partition.version_key(next.version);
+            let doc = file::new_version(next.version, change);
+            match self.store.put_if_absent(&key, file::encode(&doc)).await? {
+                CreateOutcome::Created => {
+                    self.checkpoint_if_due(&next).await?;
+                    return Ok(next);
+                }
+                CreateOutcome::AlreadyExists => state = self.catch_up(state).await?,
+            }
+        }
+        Err(TierError::Contended {
+            version: state.version + 1,
+            attempts: COMMIT_ATTEMPTS_MAX,
+        })
+    }
+
+    async fn checkpoint_if_due(&self, state: &ManifestState) -> Result<(), TierError> {
+        if !state.version.is_multiple_of(self.checkpoint_interval) {
+            return Ok(());
+        }
+        let doc = CheckpointFile {
+            format: super::MANIFEST_FORMAT,
+            state: state.clone(),
+        };
+        let key = self.partition.checkpoint_key(state.version);
+        // Another writer may have checkpointed this very version: same state, nothing to do.
+        let _outcome = self.store.put_if_absent(&key, file::encode(&doc)).await?;
+        Ok(())
+    }
+
+    /// Deletes versions and checkpoints that the latest checkpoint summarises, once they are
+    /// older than `grace_ms`. Returns how many objects it deleted.
+    pub async fn collect(&self, now_ms: i64, grace_ms: i64) -> Result<usize, TierError> {
+        let listed = self.store.list(&self.partition.manifest_dir()).await?;
+        let name = |key: &str| key.rsplit('/').next().unwrap_or("").to_string();
+        let Some(latest) = listed
+            .iter()
+            .filter_map(|o| parse_version(&name(&o.key), CHECKPOINT_EXT))
+            .max()
+        else {
+            return Ok(0);
+        };
+        let mut deleted = 0;
+        for object in &listed {
+            let n = name(&object.key);
+            let covered = match (
+                parse_version(&n, VERSION_EXT),
+                parse_version(&n, CHECKPOINT_EXT),
+            ) {
+                (Some(v), _) => v <= latest,
+                (_, Some(c)) => c < latest,
+                _ => false,
+            };
+            if covered && object.last_modified_ms.saturating_add(grace_ms) <= now_ms {
+                self.store.delete(&object.key).await?;
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+fn already_committed(state: &ManifestState, change: &Change) -> bool {
+    let pending = |name| state.pending_deletion.iter().any(|p| &p.name == name);
+    let added = change.added.iter().all(|s| state.contains(&s.name));
+    let removed = change
+        .removed
+        .iter()
+        .all(|n| !state.contains(n) && pending(n));
+    (!change.added.is_empty() || !change.removed.is_empty()) && added && removed
+}

@@ -1,0 +1,354 @@
+//! [`TierReader`]: reads whole, validated batches from the tier. The manifest (refreshed
+//! after a short time, never going back to an older version) and segment footers are cached
+//! in memory; data comes in fixed-size chunks through a hybrid memory + disk cache.
+
+mod chunks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use floe_wire::Offset;
+use floe_wire::batch::{self, BatchHeader, HEADER_LEN};
+
+use crate::manifest::{ManifestLog, ManifestState, TieredSegment};
+use crate::segment::{Footer, TRAILER_LEN};
+use crate::{CorruptReason, PartitionPath, TierError, TierStore};
+
+pub use chunks::DiskCacheConfig;
+use chunks::{Chunks, ObjectData};
+
+/// How a reader caches and throttles.
+#[derive(Debug, Clone)]
+pub struct ReaderConfig {
+    /// Size of one ranged GET and one cache entry.
+    pub chunk_bytes: u64,
+    pub memory_cache_bytes: usize,
+    /// `None` keeps chunks in memory only.
+    pub disk_cache: Option<DiskCacheConfig>,
+    /// Ranged GETs in flight at once, over all partitions.
+    pub concurrent_gets: usize,
+    /// How long a cached manifest is used before it is read again.
+    pub manifest_ttl: Duration,
+    /// Footer entries cached (16 bytes each).
+    pub footer_cache_entries: u64,
+    /// The first GET of an object's tail asks for this much, so one GET usually finds the
+    /// whole footer.
+    pub tail_guess_bytes: u64,
+}
+
+impl Default for ReaderConfig {
+    fn default() -> Self {
+        ReaderConfig {
+            chunk_bytes: 4 * 1024 * 1024,
+            memory_cache_bytes: 256 * 1024 * 1024,
+            disk_cache: None,
+            concurrent_gets: 8,
+            manifest_ttl: Duration::from_secs(1),
+            footer_cache_entries: 4 * 1024 * 1024,
+            tail_guess_bytes: 128 * 1024,
+        }
+    }
+}
+
+/// Whole batches read from the tier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierRead {
+    pub bytes: Bytes,
+    /// Offset after the last batch in `bytes`.
+    pub next_offset: Offset,
+}
+
+/// Reads tiered data of any partition in the store. Cheap to clone; share one per process.
+#[derive(Debug, Clone)]
+pub struct TierReader {
+    store: TierStore,
+    config: Arc<ReaderConfig>,
+    fresh: moka::future::Cache<PartitionPath, Arc<ManifestState>>,
+    seen: moka::future::Cache<PartitionPath, Arc<ManifestState>>,
+    footers: moka::future::Cache<Arc<str>, Arc<Footer>>,
+    chunks: Chunks,
+}
+
+impl TierReader {
+    pub async fn new(store: TierStore, config: ReaderConfig) -> Result<TierReader, TierError> {
+        let chunks = Chunks::new(
+            store.clone(),
+            config.chunk_bytes,
+            config.memory_cache_bytes,
+            config.disk_cache.as_ref(),
+            config.concurrent_gets,
+        )
+        .await?;
+        Ok(TierReader {
+            fresh: moka::future::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(config.manifest_ttl)
+                .build(),
+            seen: moka::future::Cache::builder().max_capacity(100_000).build(),
+            footers: moka::future::Cache::builder()
+                .max_capacity(config.footer_cache_entries)
+                .weigher(|_, f: &Arc<Footer>| {
+                    u32::try_from(f.entries.len() + 1).unwrap_or(u32::MAX)
+                })
+                .build(),
+            store,
+            config: Arc::new(config),
+            chunks,
+        })
+    }
+
+    /// The partition's manifest as cached, loading it when stale. Never older than a state
+    /// this reader returned before.
+    pub async fn manifest(
+        &self,
+        partition: &PartitionPath,
+    ) -> Result<Arc<ManifestState>, TierError> {
+        let load = async {
+            let loaded = ManifestLog::new(self.store.clone(), partition.clone())
+                .load()
+                .await?;
+            let previous = self.seen.get(partition).await;
+            let state = match previous {
+                Some(p) if p.version > loaded.version => p,
+                _ => Arc::new(loaded),
+            };
+            self.seen.insert(partition.clone(), state.clone()).await;
+            Ok::<_, TierError>(state)
+        };
+        self.fresh
+            .try_get_with(partition.clone(), load)
+            .await
+            .map_err(|e| (*e).clone())
+    }
+
+    /// Forgets the cached manifest so the next read loads it again.
+    pub async fn invalidate_manifest(&self, partition: &PartitionPath) {
+        self.fresh.invalidate(partition).await;
+    }
+
+    /// Reads whole batches from `from` on, up to `max_bytes` (at least one batch), all from
+    /// the one segment object holding `from`; call again at `next_offset` for more.
+    pub async fn read(
+        &self,
+        partition: &PartitionPath,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<TierRead, TierError> {
+        let mut state = self.manifest(partition).await?;
+        if state.segment_for(from).is_none() && from >= state.tier_end() {
+            self.invalidate_manifest(partition).await;
+            state = self.manifest(partition).await?;
+        }
+        match self.read_from(partition, &state, from, max_bytes).await {
+            // Retention removed the segment and the collector deleted it since this manifest
+            // was cached: a fresh manifest says where the tier starts now.
+            Err(TierError::NotFound { .. }) => {
+                self.invalidate_manifest(partition).await;
+                let state = self.manifest(partition).await?;
+                self.read_from(partition, &state, from, max_bytes).await
+            }
+            result => result,
+        }
+    }
+
+    async fn read_from(
+        &self,
+        partition: &PartitionPath,
+        state: &ManifestState,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<TierRead, TierError> {
+        let Some(segment) = state.segment_for(from) else {
+            return Err(TierError::OffsetOutOfRange {
+                requested: from,
+                tier_start: state.start_offset(),
+                tier_end: state.tier_end(),
+            });
+        };
+        let object = ObjectData {
+            key: Arc::from(partition.segment_key(&segment.name)),
+            data_len: segment.data_bytes,
+        };
+        let footer = self.footer(&object.key, segment).await?;
+        let result = self.read_batches(&object, &footer, from, max_bytes).await;
+        if let Err(TierError::Corrupt { .. }) = &result {
+            crate::metrics::bump(&self.store.metrics().corrupt_objects, 1);
+        }
+        result
+    }
+
+    /// The base offset of the first tiered batch holding a record with timestamp ≥
+    /// `timestamp`, or `None` when every tiered record is older. Costs the footer (cached) and
+    /// the chunks between two index entries.
+    pub async fn offset_for_timestamp(
+        &self,
+        partition: &PartitionPath,
+        timestamp: i64,
+    ) -> Result<Option<Offset>, TierError> {
+        let state = self.manifest(partition).await?;
+        // Segments are in offset order; their newest timestamps need not be monotonic.
+        let Some(segment) = state.segments.iter().find(|s| s.max_timestamp >= timestamp) else {
+            return Ok(None);
+        };
+        let object = ObjectData {
+            key: Arc::from(partition.segment_key(&segment.name)),
+            data_len: segment.data_bytes,
+        };
+        let footer = self.footer(&object.key, segment).await?;
+        let corrupt = |reason| TierError::Corrupt {
+            key: object.key.to_string(),
+            reason,
+        };
+        let entry = footer
+            .entry_for_timestamp(timestamp)
+            .ok_or_else(|| corrupt(CorruptReason::Field("time index")))?;
+        let mut position = u64::from(entry.position);
+        while position < footer.data_len {
+            let header_end = (position + HEADER_LEN as u64).min(footer.data_len);
+            let raw = self.chunks.read(&object, position, header_end).await?;
+            let header = BatchHeader::parse(&raw).map_err(|e| {
+                corrupt(CorruptReason::Batch {
+                    position,
+                    detail: e.to_string(),
+                })
+            })?;
+            if header.max_timestamp >= timestamp {
+                return Ok(Some(header.base_offset));
+            }
+            position += u64::from(header.batch_length);
+        }
+        Err(corrupt(CorruptReason::Field("max_timestamp")))
+    }
+
+    async fn read_batches(
+        &self,
+        object: &ObjectData,
+        footer: &Footer,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<TierRead, TierError> {
+        let corrupt = |reason| TierError::Corrupt {
+            key: object.key.to_string(),
+            reason,
+        };
+        let entry = footer
+            .entry_for(from)
+            .ok_or_else(|| corrupt(CorruptReason::Field("index")))?;
+        let mut position = u64::from(entry.position);
+        let mut expected = Offset::new(footer.base_offset.get() + u64::from(entry.relative_offset));
+        let mut out = BytesMut::new();
+        while position < footer.data_len {
+            let header_end = (position + HEADER_LEN as u64).min(footer.data_len);
+            let raw = self.chunks.read(object, position, header_end).await?;
+            let header = BatchHeader::parse(&raw).map_err(|e| {
+                corrupt(CorruptReason::Batch {
+                    position,
+                    detail: e.to_string(),
+                })
+            })?;
+            if header.base_offset != expected {
+                return Err(corrupt(CorruptReason::Batch {
+                    position,
+                    detail: format!(
+                        "base offset {} where {expected} was expected",
+                        header.base_offset
+                    ),
+                }));
+            }
+            let end = position + u64::from(header.batch_length);
+            if end > footer.data_len {
+                return Err(corrupt(CorruptReason::Field("batch runs past the data")));
+            }
+            if header.next_offset() <= from {
+                position = end;
+                expected = header.next_offset();
+                continue;
+            }
+            if !out.is_empty() && out.len() + header.batch_length as usize > max_bytes {
+                break;
+            }
+            let bytes = self.chunks.read(object, position, end).await?;
+            batch::validate(&bytes).map_err(|e| {
+                corrupt(CorruptReason::Batch {
+                    position,
+                    detail: e.to_string(),
+                })
+            })?;
+            out.extend_from_slice(&bytes);
+            position = end;
+            expected = header.next_offset();
+        }
+        if position >= footer.data_len && expected != footer.next_offset {
+            return Err(corrupt(CorruptReason::Field("next_offset")));
+        }
+        self.prefetch_after(object, position);
+        Ok(TierRead {
+            bytes: out.freeze(),
+            next_offset: expected,
+        })
+    }
+
+    /// A reader that got this far is likely to come back for what follows: fetch the next
+    /// chunk once the read is past the middle of the current one.
+    fn prefetch_after(&self, object: &ObjectData, position: u64) {
+        let chunk = self.chunks.chunk_bytes();
+        if position % chunk >= chunk / 2 {
+            self.chunks.prefetch(object, position / chunk + 1);
+        }
+    }
+
+    /// The footer of a segment object, from the cache or its tail.
+    async fn footer(
+        &self,
+        key: &Arc<str>,
+        segment: &TieredSegment,
+    ) -> Result<Arc<Footer>, TierError> {
+        let fetch = async {
+            crate::metrics::bump(&self.store.metrics().footer_misses, 1);
+            let footer = self.fetch_footer(key, segment).await;
+            if let Err(TierError::Corrupt { .. }) = &footer {
+                crate::metrics::bump(&self.store.metrics().corrupt_objects, 1);
+            }
+            footer.map(Arc::new)
+        };
+        self.footers
+            .try_get_with(key.clone(), fetch)
+            .await
+            .map_err(|e| (*e).clone())
+    }
+
+    async fn fetch_footer(&self, key: &str, segment: &TieredSegment) -> Result<Footer, TierError> {
+        let corrupt = |reason| TierError::Corrupt {
+            key: key.to_string(),
+            reason,
+        };
+        let _slot = self.chunks.get_slot().await?;
+        let (mut tail, size) = self
+            .store
+            .get_tail(key, self.config.tail_guess_bytes)
+            .await?;
+        if size != segment.object_bytes {
+            return Err(corrupt(CorruptReason::Field("object size")));
+        }
+        if tail.len() < TRAILER_LEN {
+            return Err(corrupt(CorruptReason::TooShort { size }));
+        }
+        let footer_len =
+            Footer::footer_len(&tail[tail.len() - TRAILER_LEN..], size).map_err(corrupt)?;
+        let needed = u64::from(footer_len) + TRAILER_LEN as u64;
+        if needed > tail.len() as u64 {
+            tail = self.store.get_range(key, size - needed..size).await?;
+        }
+        let footer = Footer::decode(&tail, size).map_err(corrupt)?;
+        let agrees = footer.base_offset.get() == segment.base_offset
+            && footer.next_offset.get() == segment.next_offset
+            && footer.data_len == segment.data_bytes;
+        if !agrees {
+            return Err(corrupt(CorruptReason::Field(
+                "footer disagrees with the manifest",
+            )));
+        }
+        Ok(footer)
+    }
+}

@@ -1,0 +1,296 @@
+//! Turns a local sealed segment into a segment object: streams its data in fixed-size chunks
+//! (memory bounded by the chunk size and the parts in flight), builds the footer on the way
+//! from the batch headers, and writes the object under a fresh, unique key.
+
+use bytes::{Bytes, BytesMut};
+use floe_hot_log::SealedSegment;
+use floe_wire::Offset;
+use floe_wire::batch::{BatchHeader, HEADER_LEN};
+
+use crate::layout::{PartitionPath, SegmentName};
+use crate::segment::footer::{Footer, FooterEntry};
+use crate::store::PART_BYTES;
+use crate::{CorruptReason, TierError, TierStore};
+
+/// A segment object written to the store, not yet in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadedSegment {
+    pub name: SegmentName,
+    pub base_offset: Offset,
+    pub next_offset: Offset,
+    /// The object's size, footer included.
+    pub object_bytes: u64,
+    pub data_bytes: u64,
+    pub record_count: u64,
+    pub max_timestamp: i64,
+    pub epoch: u32,
+}
+
+/// Uploads the batches of `segment` from offset `from` on (its base offset, or the first
+/// batch after data a previous leader already tiered) as one object. `index_interval_bytes`
+/// sets the footer's index density (an entry at least every that many bytes).
+pub async fn upload_segment(
+    store: &TierStore,
+    partition: &PartitionPath,
+    segment: &SealedSegment,
+    from: Offset,
+    epoch: u32,
+    index_interval_bytes: u32,
+) -> Result<UploadedSegment, TierError> {
+    let local = |reason| TierError::LocalSegment {
+        base_offset: segment.base_offset,
+        reason,
+    };
+    let from = from.max(segment.base_offset);
+    if segment.next_offset <= from || segment.size_bytes == 0 {
+        return Err(local(CorruptReason::Field("nothing to upload")));
+    }
+    if segment.size_bytes > u64::from(u32::MAX) {
+        return Err(local(CorruptReason::Field("segment too large")));
+    }
+    let start = start_position(segment, from).await?;
+    let name = SegmentName::generate(from, epoch);
+    let key = partition.segment_key(&name);
+    let mut builder = FooterBuilder::new(from, index_interval_bytes);
+    let data_len = segment.size_bytes - start;
+    let footer = if data_len <= PART_BYTES as u64 {
+        let data = read_chunk(segment, start).await?;
+        builder.feed(&data).map_err(local)?;
+        let footer = builder.finish(segment, data_len).map_err(local)?;
+        let mut object = BytesMut::from(&data[..]);
+        object.extend_from_slice(&footer.encode());
+        store.put(&key, object.freeze()).await?;
+        footer
+    } else {
+        let mut writer = store.put_multipart(&key).await?;
+        match stream_chunks(segment, start, &mut builder, &mut writer).await {
+            Ok(footer) => {
+                writer.write(&footer.encode()).await?;
+                writer.finish().await?;
+                footer
+            }
+            Err(e) => {
+                // The store discards the parts; an abort that fails leaves only invisible parts.
+                let _ignored = writer.abort().await;
+                return Err(e);
+            }
+        }
+    };
+    let object_bytes = footer.data_len + footer.encode().len() as u64;
+    Ok(UploadedSegment {
+        name,
+        base_offset: footer.base_offset,
+        next_offset: footer.next_offset,
+        object_bytes,
+        data_bytes: footer.data_len,
+        record_count: footer.record_count,
+        max_timestamp: footer.max_timestamp,
+        epoch,
+    })
+}
+
+/// The byte position of the batch starting at `from`, found by walking batch headers from
+/// the local index entry at or below it.
+async fn start_position(segment: &SealedSegment, from: Offset) -> Result<u64, TierError> {
+    if from == segment.base_offset {
+        return Ok(0);
+    }
+    let relative = from.distance_from(segment.base_offset);
+    let mut position = segment
+        .index
+        .iter()
+        .rev()
+        .find(|e| u64::from(e.relative_offset) <= relative)
+        .map_or(0, |e| u64::from(e.position));
+    let not_a_boundary = |position| TierError::LocalSegment {
+        base_offset: segment.base_offset,
+        reason: CorruptReason::Batch {
+            position,
+            detail: format!("no batch starts at offset {from}"),
+        },
+    };
+    while position + HEADER_LEN as u64 <= segment.size_bytes {
+        let raw = read_exact(segment, position, HEADER_LEN).await?;
+        let header = BatchHeader::parse(&raw).map_err(|e| TierError::LocalSegment {
+            base_offset: segment.base_offset,
+            reason: CorruptReason::Batch {
+                position,
+                detail: e.to_string(),
+            },
+        })?;
+        if header.base_offset == from {
+            return Ok(position);
+        }
+        if header.next_offset() > from {
+            return Err(not_a_boundary(position));
+        }
+        position += u64::from(header.batch_length);
+    }
+    Err(not_a_boundary(position))
+}
+
+async fn stream_chunks(
+    segment: &SealedSegment,
+    start: u64,
+    builder: &mut FooterBuilder,
+    writer: &mut crate::store::MultipartWriter,
+) -> Result<Footer, TierError> {
+    let local = |reason| TierError::LocalSegment {
+        base_offset: segment.base_offset,
+        reason,
+    };
+    let mut position = start;
+    while position < segment.size_bytes {
+        let chunk = read_chunk(segment, position).await?;
+        builder.feed(&chunk).map_err(local)?;
+        writer.write(&chunk).await?;
+        position += chunk.len() as u64;
+    }
+    builder
+        .finish(segment, segment.size_bytes - start)
+        .map_err(local)
+}
+
+/// Reads up to [`PART_BYTES`] of the segment at `position`.
+async fn read_chunk(segment: &SealedSegment, position: u64) -> Result<Bytes, TierError> {
+    let len = (segment.size_bytes - position).min(PART_BYTES as u64) as usize;
+    read_exact(segment, position, len).await
+}
+
+/// Reads `len` bytes at `position` on a blocking thread.
+async fn read_exact(
+    segment: &SealedSegment,
+    position: u64,
+    len: usize,
+) -> Result<Bytes, TierError> {
+    let base_offset = segment.base_offset;
+    let segment = segment.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0u8; len];
+        segment.read_at(&mut buf, position).map(|()| buf)
+    })
+    .await
+    .map_err(|e| TierError::LocalRead {
+        base_offset,
+        source: std::sync::Arc::new(std::io::Error::other(e.to_string())),
+    })?;
+    read.map(Bytes::from).map_err(|e| TierError::LocalRead {
+        base_offset,
+        source: std::sync::Arc::new(e),
+    })
+}
+
+/// Builds a footer from a segment's data fed in order, in pieces of any size. Pure.
+#[derive(Debug)]
+pub(crate) struct FooterBuilder {
+    base_offset: Offset,
+    interval: u64,
+    fed: u64,
+    crc: u32,
+    /// Where the next batch starts, and its expected base offset.
+    next_batch: u64,
+    expected: Offset,
+    /// The part of the next batch's header seen so far, when it straddles two pieces.
+    carry: Vec<u8>,
+    entries: Vec<FooterEntry>,
+    last_entry_position: u64,
+    running_max: Option<i64>,
+    records: u64,
+}
+
+impl FooterBuilder {
+    pub(crate) fn new(base_offset: Offset, interval_bytes: u32) -> FooterBuilder {
+        FooterBuilder {
+            base_offset,
+            interval: u64::from(interval_bytes.max(1)),
+            fed: 0,
+            crc: 0,
+            next_batch: 0,
+            expected: base_offset,
+            carry: Vec::with_capacity(HEADER_LEN),
+            entries: Vec::new(),
+            last_entry_position: 0,
+            running_max: None,
+            records: 0,
+        }
+    }
+
+    pub(crate) fn feed(&mut self, piece: &[u8]) -> Result<(), CorruptReason> {
+        let piece_start = self.fed;
+        self.crc = crc32c::crc32c_append(self.crc, piece);
+        self.fed += piece.len() as u64;
+        while self.next_batch < self.fed {
+            let from = if self.carry.is_empty() {
+                (self.next_batch - piece_start) as usize
+            } else {
+                0
+            };
+            let take = (HEADER_LEN - self.carry.len()).min(piece.len() - from);
+            self.carry.extend_from_slice(&piece[from..from + take]);
+            if self.carry.len() < HEADER_LEN {
+                break;
+            }
+            let header = BatchHeader::parse(&self.carry).map_err(|e| CorruptReason::Batch {
+                position: self.next_batch,
+                detail: e.to_string(),
+            })?;
+            self.carry.clear();
+            self.on_batch(&header)?;
+        }
+        Ok(())
+    }
+
+    fn on_batch(&mut self, header: &BatchHeader) -> Result<(), CorruptReason> {
+        let position = self.next_batch;
+        if header.base_offset != self.expected {
+            return Err(CorruptReason::Batch {
+                position,
+                detail: format!(
+                    "base offset {} where {} was expected",
+                    header.base_offset, self.expected
+                ),
+            });
+        }
+        let max = self
+            .running_max
+            .map_or(header.max_timestamp, |m| m.max(header.max_timestamp));
+        self.running_max = Some(max);
+        if self.entries.is_empty() || position - self.last_entry_position >= self.interval {
+            let relative = header.base_offset.distance_from(self.base_offset);
+            self.entries.push(FooterEntry {
+                relative_offset: u32::try_from(relative)
+                    .map_err(|_| CorruptReason::Field("relative offset"))?,
+                position: u32::try_from(position).map_err(|_| CorruptReason::Field("position"))?,
+                max_timestamp: max,
+            });
+            self.last_entry_position = position;
+        }
+        self.records += u64::from(header.record_count);
+        self.expected = header.next_offset();
+        self.next_batch += u64::from(header.batch_length);
+        Ok(())
+    }
+
+    /// The footer, once exactly `data_len` bytes were fed ending at the segment's end.
+    pub(crate) fn finish(
+        &self,
+        segment: &SealedSegment,
+        data_len: u64,
+    ) -> Result<Footer, CorruptReason> {
+        if !self.carry.is_empty() || self.next_batch != self.fed || self.fed != data_len {
+            return Err(CorruptReason::Field("data_len"));
+        }
+        if self.expected != segment.next_offset {
+            return Err(CorruptReason::Field("next_offset"));
+        }
+        Ok(Footer {
+            base_offset: self.base_offset,
+            next_offset: self.expected,
+            data_len: self.fed,
+            record_count: self.records,
+            max_timestamp: self.running_max.unwrap_or(i64::MIN),
+            data_crc32c: self.crc,
+            entries: self.entries.clone(),
+        })
+    }
+}

@@ -1,0 +1,332 @@
+//! [`TierStore`]: the object store the tier writes to, built from a URL, with every key below
+//! one prefix. The operations Floe relies on — put-if-absent, ranged GET, list by prefix,
+//! delete, multipart upload — and nothing else; no formats here.
+
+use std::ops::Range;
+use std::sync::{Arc, Once};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    WriteMultipart,
+};
+
+use crate::TierError;
+use crate::metrics::{TierMetrics, bump};
+
+/// Settings for an `s3://` URL beyond what the URL says. Unset fields fall back to the usual
+/// `AWS_*` environment variables (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, …).
+#[derive(Debug, Clone, Default)]
+pub struct S3Settings {
+    /// e.g. `http://127.0.0.1:9000` for an S3-compatible server; implies path-style requests.
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    /// Needed for an `http://` endpoint.
+    pub allow_http: bool,
+}
+
+/// An object store and a prefix inside it. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TierStore {
+    inner: Arc<dyn ObjectStore>,
+    prefix: String,
+    metrics: Arc<TierMetrics>,
+}
+
+/// One object found by [`TierStore::list`]; `key` is relative to the store's prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    pub key: String,
+    pub size: u64,
+    pub last_modified_ms: i64,
+}
+
+/// What a put-if-absent did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum CreateOutcome {
+    Created,
+    AlreadyExists,
+}
+
+/// Multipart part size: S3 needs at least 5 MiB for every part but the last.
+pub(crate) const PART_BYTES: usize = 8 * 1024 * 1024;
+/// Parts in flight per multipart upload.
+const PARTS_IN_FLIGHT: usize = 2;
+
+impl TierStore {
+    /// Opens `file:///dir[/prefix]` (the directory is created) or `s3://bucket[/prefix]`.
+    pub fn open(url: &str, s3: &S3Settings) -> Result<TierStore, TierError> {
+        let parsed = url::Url::parse(url)
+            .map_err(|e| TierError::Config(format!("tier URL {url:?}: {e}")))?;
+        match parsed.scheme() {
+            "file" => {
+                let dir = parsed
+                    .to_file_path()
+                    .map_err(|()| TierError::Config(format!("tier URL {url:?} is not a path")))?;
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| TierError::Config(format!("creating {}: {e}", dir.display())))?;
+                let fs = LocalFileSystem::new_with_prefix(&dir)
+                    .map_err(|e| TierError::Config(format!("opening {}: {e}", dir.display())))?
+                    .with_automatic_cleanup(true)
+                    // Local copies are deleted once tiered: a tiered object must be durable
+                    // when its PUT returns, like any other write Floe acknowledges.
+                    .with_fsync(true);
+                Ok(TierStore::new(Arc::new(fs), ""))
+            }
+            "s3" => {
+                let bucket = parsed
+                    .host_str()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| TierError::Config(format!("tier URL {url:?} has no bucket")))?;
+                let store = s3_store(bucket, s3)?;
+                Ok(TierStore::new(store, parsed.path()))
+            }
+            other => Err(TierError::Config(format!(
+                "tier URL scheme {other:?} is not supported (file or s3)"
+            ))),
+        }
+    }
+
+    /// Wraps an existing store; `prefix` is trimmed of slashes.
+    pub fn new(inner: Arc<dyn ObjectStore>, prefix: &str) -> TierStore {
+        TierStore {
+            inner,
+            prefix: prefix.trim_matches('/').to_string(),
+            metrics: Arc::new(TierMetrics::default()),
+        }
+    }
+
+    pub fn metrics(&self) -> &Arc<TierMetrics> {
+        &self.metrics
+    }
+
+    fn path(&self, key: &str) -> Path {
+        if self.prefix.is_empty() {
+            Path::from(key)
+        } else {
+            Path::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    fn relative(&self, path: &Path) -> String {
+        let full = path.as_ref();
+        if self.prefix.is_empty() {
+            return full.to_string();
+        }
+        full.strip_prefix(&self.prefix)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .unwrap_or(full)
+            .to_string()
+    }
+
+    /// Creates `key` only if no object has that key; atomic on both backends.
+    pub async fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<CreateOutcome, TierError> {
+        let len = bytes.len() as u64;
+        let options = PutOptions::from(PutMode::Create);
+        bump(&self.metrics.puts, 1);
+        match self
+            .inner
+            .put_opts(&self.path(key), PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => {
+                bump(&self.metrics.put_bytes, len);
+                Ok(CreateOutcome::Created)
+            }
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(CreateOutcome::AlreadyExists),
+            Err(e) => Err(TierError::store("put", key, e)),
+        }
+    }
+
+    /// Writes `key` with a single PUT (overwriting).
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), TierError> {
+        let len = bytes.len() as u64;
+        bump(&self.metrics.puts, 1);
+        self.inner
+            .put(&self.path(key), PutPayload::from(bytes))
+            .await
+            .map_err(|e| TierError::store("put", key, e))?;
+        bump(&self.metrics.put_bytes, len);
+        Ok(())
+    }
+
+    /// Starts a multipart upload of `key`; nothing is visible until [`MultipartWriter::finish`].
+    pub async fn put_multipart(&self, key: &str) -> Result<MultipartWriter, TierError> {
+        let upload = self
+            .inner
+            .put_multipart(&self.path(key))
+            .await
+            .map_err(|e| TierError::store("multipart", key, e))?;
+        Ok(MultipartWriter {
+            key: key.to_string(),
+            writer: WriteMultipart::new_with_chunk_size(upload, PART_BYTES),
+            metrics: self.metrics.clone(),
+            bytes: 0,
+        })
+    }
+
+    /// The whole object.
+    pub async fn get(&self, key: &str) -> Result<Bytes, TierError> {
+        bump(&self.metrics.gets, 1);
+        let result = self
+            .inner
+            .get(&self.path(key))
+            .await
+            .map_err(|e| TierError::store("get", key, e))?;
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| TierError::store("get", key, e))?;
+        bump(&self.metrics.get_bytes, bytes.len() as u64);
+        Ok(bytes)
+    }
+
+    /// Bytes `range` of the object (shorter if the object ends first).
+    pub async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, TierError> {
+        bump(&self.metrics.gets, 1);
+        let bytes = self
+            .inner
+            .get_range(&self.path(key), range)
+            .await
+            .map_err(|e| TierError::store("get", key, e))?;
+        bump(&self.metrics.get_bytes, bytes.len() as u64);
+        Ok(bytes)
+    }
+
+    /// The last `len` bytes of the object (all of it if shorter) and the object's size.
+    pub async fn get_tail(&self, key: &str, len: u64) -> Result<(Bytes, u64), TierError> {
+        bump(&self.metrics.gets, 1);
+        let options = GetOptions::default().with_range(Some(GetRange::Suffix(len)));
+        let result = self
+            .inner
+            .get_opts(&self.path(key), options)
+            .await
+            .map_err(|e| TierError::store("get", key, e))?;
+        let size = result.meta.size;
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| TierError::store("get", key, e))?;
+        bump(&self.metrics.get_bytes, bytes.len() as u64);
+        Ok((bytes, size))
+    }
+
+    /// Every object whose key starts with `dir/` (a whole path segment), in no set order.
+    pub async fn list(&self, dir: &str) -> Result<Vec<ListedObject>, TierError> {
+        bump(&self.metrics.lists, 1);
+        let prefix = self.path(dir);
+        let objects: Vec<_> = self
+            .inner
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| TierError::store("list", dir, e))?;
+        Ok(objects
+            .into_iter()
+            .map(|meta| ListedObject {
+                key: self.relative(&meta.location),
+                size: meta.size,
+                last_modified_ms: meta.last_modified.timestamp_millis(),
+            })
+            .collect())
+    }
+
+    /// Deletes `key`; deleting a missing object succeeds.
+    pub async fn delete(&self, key: &str) -> Result<(), TierError> {
+        bump(&self.metrics.deletes, 1);
+        match self.inner.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(TierError::store("delete", key, e)),
+        }
+    }
+}
+
+/// A multipart upload in progress: memory is bounded by the part size times the parts in
+/// flight.
+#[derive(Debug)]
+pub struct MultipartWriter {
+    key: String,
+    writer: WriteMultipart,
+    metrics: Arc<TierMetrics>,
+    bytes: u64,
+}
+
+impl MultipartWriter {
+    /// Buffers `data`, waiting first while too many parts are in flight.
+    pub async fn write(&mut self, data: &[u8]) -> Result<(), TierError> {
+        self.writer
+            .wait_for_capacity(PARTS_IN_FLIGHT)
+            .await
+            .map_err(|e| TierError::store("multipart", &self.key, e))?;
+        self.writer.write(data);
+        self.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    /// Uploads the rest and makes the object visible.
+    pub async fn finish(self) -> Result<(), TierError> {
+        bump(&self.metrics.puts, 1);
+        self.writer
+            .finish()
+            .await
+            .map_err(|e| TierError::store("multipart", &self.key, e))?;
+        bump(&self.metrics.put_bytes, self.bytes);
+        Ok(())
+    }
+
+    /// Gives up; the store discards the parts.
+    pub async fn abort(self) -> Result<(), TierError> {
+        let key = self.key;
+        self.writer
+            .abort()
+            .await
+            .map_err(|e| TierError::store("multipart", &key, e))
+    }
+}
+
+fn s3_store(bucket: &str, s3: &S3Settings) -> Result<Arc<dyn ObjectStore>, TierError> {
+    install_crypto_provider();
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    if let Some(endpoint) = &s3.endpoint {
+        builder = builder
+            .with_endpoint(endpoint)
+            .with_virtual_hosted_style_request(false);
+    }
+    if let Some(region) = &s3.region {
+        builder = builder.with_region(region);
+    }
+    if let Some(key) = &s3.access_key_id {
+        builder = builder.with_access_key_id(key);
+    }
+    if let Some(secret) = &s3.secret_access_key {
+        builder = builder.with_secret_access_key(secret);
+    }
+    if let Some(token) = &s3.session_token {
+        builder = builder.with_token(token);
+    }
+    if s3.allow_http {
+        builder = builder.with_allow_http(true);
+    }
+    let store = builder
+        .build()
+        .map_err(|e| TierError::Config(format!("s3 bucket {bucket}: {e}")))?;
+    Ok(Arc::new(store))
+}
+
+/// The workspace's TLS runs on ring alone; the HTTP client needs it installed as rustls'
+/// process default before its first connection. Installing is idempotent: a provider the
+/// program installed first is kept.
+fn install_crypto_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let _already_installed = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -1,0 +1,256 @@
+//! [`Uploader`]: moves a partition's sealed, committed segments into the tier. The plan
+//! (what to upload) is a pure function of the sealed segments, the high watermark and the
+//! manifest; the shell uploads with bounded concurrency and retries, then commits.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use floe_hot_log::SealedSegment;
+use floe_wire::Offset;
+use futures::StreamExt;
+
+use crate::manifest::{Change, ManifestLog, ManifestState, TieredSegment};
+use crate::retry::RetryPolicy;
+use crate::segment::{UploadedSegment, upload_segment};
+use crate::{PartitionPath, TierError, TierStore};
+
+/// How the uploader works.
+#[derive(Debug, Clone)]
+pub struct UploaderConfig {
+    /// Segment uploads in flight at once (at least 1).
+    pub concurrency: usize,
+    /// Footer index density.
+    pub index_interval_bytes: u32,
+    pub retry: RetryPolicy,
+}
+
+impl Default for UploaderConfig {
+    fn default() -> Self {
+        UploaderConfig {
+            concurrency: 2,
+            index_interval_bytes: 16 * 1024,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Sealed data waiting to be tiered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub segments: u64,
+    pub bytes: u64,
+}
+
+/// What one [`Uploader::run`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use]
+pub struct UploadReport {
+    pub committed: Vec<TieredSegment>,
+    /// The manifest version that holds them (unchanged when nothing was committed).
+    pub version: u64,
+    pub tier_end: Offset,
+}
+
+/// One segment to upload, from `from` on.
+#[derive(Debug, Clone)]
+pub struct PlannedUpload {
+    pub segment: SealedSegment,
+    pub from: Offset,
+}
+
+/// The segments to upload, in order: sealed, entirely below `high_watermark`, and beyond what
+/// the manifest holds. Errors when the local log does not continue where the tier ends.
+pub fn plan_uploads(
+    sealed: &[SealedSegment],
+    high_watermark: Offset,
+    manifest: &ManifestState,
+) -> Result<Vec<PlannedUpload>, TierError> {
+    let mut expected = manifest.end_offset.map(Offset::new);
+    let mut plan = Vec::new();
+    for segment in sealed {
+        if segment.next_offset > high_watermark {
+            break;
+        }
+        if expected.is_some_and(|e| segment.next_offset <= e) {
+            continue;
+        }
+        let from = expected.unwrap_or(segment.base_offset);
+        if segment.base_offset > from {
+            return Err(TierError::LocalGap {
+                tier_end: from,
+                local_start: segment.base_offset,
+            });
+        }
+        plan.push(PlannedUpload {
+            segment: segment.clone(),
+            from,
+        });
+        expected = Some(segment.next_offset);
+    }
+    Ok(plan)
+}
+
+/// Tiers one partition. The driving contract: call [`Uploader::run`] whenever segments were
+/// sealed or the high watermark moved (one run at a time; concurrent calls queue); let local
+/// retention delete only what [`Uploader::is_tiered`] confirms; export [`Uploader::backlog`].
+/// A segment is in the tier only once the manifest version listing it is committed.
+#[derive(Debug)]
+pub struct Uploader {
+    store: TierStore,
+    manifest: ManifestLog,
+    config: UploaderConfig,
+    known: tokio::sync::Mutex<Option<ManifestState>>,
+    tier_end: AtomicU64,
+    backlog_segments: AtomicU64,
+    backlog_bytes: AtomicU64,
+}
+
+impl Uploader {
+    pub fn new(store: TierStore, partition: PartitionPath, config: UploaderConfig) -> Uploader {
+        Uploader {
+            manifest: ManifestLog::new(store.clone(), partition),
+            store,
+            config,
+            known: tokio::sync::Mutex::new(None),
+            tier_end: AtomicU64::new(0),
+            backlog_segments: AtomicU64::new(0),
+            backlog_bytes: AtomicU64::new(0),
+        }
+    }
+
+    pub fn manifest(&self) -> &ManifestLog {
+        &self.manifest
+    }
+
+    /// Uploads every sealed segment wholly below `high_watermark` that the tier lacks, in
+    /// order, one object each, then commits them in one manifest version as leader `epoch`.
+    /// `now_ms` stamps the commit. A failed upload stops the run after committing the ones
+    /// before it; their objects stay and the error is returned.
+    pub async fn run(
+        &self,
+        sealed: &[SealedSegment],
+        high_watermark: Offset,
+        epoch: u32,
+        now_ms: i64,
+    ) -> Result<UploadReport, TierError> {
+        let mut known = self.known.lock().await;
+        self.note_waiting(sealed, high_watermark);
+        let state = match known.take() {
+            Some(state) => self.manifest.catch_up(state).await?,
+            None => self.config.retry.run(|| self.manifest.load()).await?,
+        };
+        self.tier_end
+            .store(state.tier_end().get(), Ordering::Release);
+        if state.epoch > epoch {
+            *known = Some(state.clone());
+            return Err(TierError::Fenced {
+                writer: epoch,
+                committed: state.epoch,
+            });
+        }
+        let plan = plan_uploads(sealed, high_watermark, &state)?;
+        self.set_backlog(&plan);
+        let (done, failure) = match self.upload_in_order(&plan, epoch).await {
+            Ok(done) => (done, None),
+            Err((done, e)) => (done, Some(e)),
+        };
+        let mut report = UploadReport {
+            committed: Vec::new(),
+            version: state.version,
+            tier_end: state.tier_end(),
+        };
+        let mut state = state;
+        if !done.is_empty() {
+            let change = Change {
+                epoch,
+                committed_at_ms: now_ms,
+                added: done.iter().map(TieredSegment::from).collect(),
+                removed: Vec::new(),
+            };
+            state = self
+                .config
+                .retry
+                .run(|| self.manifest.commit(Some(state.clone()), &change))
+                .await?;
+            report = UploadReport {
+                committed: change.added,
+                version: state.version,
+                tier_end: state.tier_end(),
+            };
+            self.tier_end
+                .store(state.tier_end().get(), Ordering::Release);
+            self.set_backlog(&plan[done.len()..]);
+        }
+        *known = Some(state);
+        failure.map_or(Ok(report), Err)
+    }
+
+    /// Until the manifest is read, the last known tier end tells what waits, so that the
+    /// backlog grows while the store is unreachable.
+    fn note_waiting(&self, sealed: &[SealedSegment], high_watermark: Offset) {
+        let tier_end = self.tier_end();
+        let waiting = sealed
+            .iter()
+            .filter(|seg| seg.next_offset <= high_watermark && seg.next_offset > tier_end);
+        let (segments, bytes) = waiting.fold((0, 0), |(n, b), seg| (n + 1, b + seg.size_bytes));
+        self.store_backlog(segments, bytes);
+    }
+
+    async fn upload_in_order(
+        &self,
+        plan: &[PlannedUpload],
+        epoch: u32,
+    ) -> Result<Vec<UploadedSegment>, (Vec<UploadedSegment>, TierError)> {
+        let partition = self.manifest.partition();
+        let mut uploads = futures::stream::iter(plan)
+            .map(|p| {
+                self.config.retry.run(move || {
+                    upload_segment(
+                        &self.store,
+                        partition,
+                        &p.segment,
+                        p.from,
+                        epoch,
+                        self.config.index_interval_bytes,
+                    )
+                })
+            })
+            .buffered(self.config.concurrency.max(1));
+        let mut done = Vec::new();
+        while let Some(result) = uploads.next().await {
+            match result {
+                Ok(uploaded) => done.push(uploaded),
+                Err(e) => return Err((done, e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn set_backlog(&self, plan: &[PlannedUpload]) {
+        self.store_backlog(plan.len(), plan.iter().map(|p| p.segment.size_bytes).sum());
+    }
+
+    fn store_backlog(&self, segments: usize, bytes: u64) {
+        self.backlog_segments
+            .store(segments as u64, Ordering::Relaxed);
+        self.backlog_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Sealed data found waiting by the last run.
+    pub fn backlog(&self) -> Backlog {
+        Backlog {
+            segments: self.backlog_segments.load(Ordering::Relaxed),
+            bytes: self.backlog_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The end of the committed tier as of the last run.
+    pub fn tier_end(&self) -> Offset {
+        Offset::new(self.tier_end.load(Ordering::Acquire))
+    }
+
+    /// Whether every record of `segment` is in a committed manifest version, so that local
+    /// retention may delete it (the callback of `Log::apply_retention`).
+    pub fn is_tiered(&self, segment: &SealedSegment) -> bool {
+        segment.next_offset <= self.tier_end()
+    }
+}
