@@ -167,7 +167,7 @@ async fn publish(
     let producer = Producer::new(client, stream.clone(), ProducerConfig::default()).await?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, floe_client::TimedDelivery)>(1 << 16);
     let collector = tokio::spawn(async move {
-        let mut latency = Histogram::<u64>::new(3)?;
+        let mut latency = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
         while let Some((sent, delivery)) = rx.recv().await {
             let (_, acked) = delivery.await?;
             latency.saturating_record(acked.saturating_duration_since(sent).as_micros() as u64);
@@ -211,7 +211,7 @@ async fn tail_latency(
     let origin = Instant::now();
     let total = rate * seconds;
     let reading = tokio::spawn(async move {
-        let mut latency = Histogram::<u64>::new(3)?;
+        let mut latency = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
         for _ in 0..total {
             let record = consumer.next().await?;
             let mut sent = [0u8; 8];
