@@ -6,9 +6,10 @@
 //! regenerate a fixture to make a test pass: a changed layout is a new protocol version with
 //! its own fixtures, and decoders keep reading these.
 
-mod frame_common;
+mod common;
 
 use bytes::{Bytes, BytesMut};
+use common::{decode_one, hex_rows, name, parse_hex, produced_batch, stored_batch};
 use floe_wire::frame::{AuthToken, ConnectionLimits};
 use floe_wire::frame::{
     BatchAck, CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, ErrorDetails,
@@ -19,7 +20,6 @@ use floe_wire::frame::{
 use floe_wire::{
     AckMode, BrokerId, Endpoint, ErrorCode, Message, Offset, PartitionId, RecordBatch, RetryClass,
 };
-use frame_common::{decode_one, hex_rows, name, parse_hex, produced_batch, stored_batch};
 
 /// Checks one fixture both ways and returns the decoded frame for further checks.
 fn check_golden(fixture: &str, request_id: u64, message: Message) -> Frame {

@@ -1,16 +1,16 @@
 //! Round-trip properties of the frame codec, for every message type, and the decoder's
 //! behaviour on arbitrary, truncated, split and corrupted input.
 
-mod frame_common;
+mod common;
 
 use bytes::Bytes;
+use common::strategies;
+use common::{decode_one, encode, raw_frame};
 use floe_wire::frame::{
     self, FrameDecoder, FrameFlags, FrameLimits, HEADER_LEN, MessageType, ProtocolVersion,
     RequestId,
 };
 use floe_wire::{Frame, Message};
-use frame_common::strategies;
-use frame_common::{decode_one, encode, raw_frame};
 use proptest::collection::vec;
 use proptest::prelude::*;
 

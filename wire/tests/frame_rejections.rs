@@ -4,9 +4,10 @@
 //! cost one request. Each test asserts the exact error, so a check that moves or weakens
 //! fails here.
 
-mod frame_common;
+mod common;
 
 use bytes::{Bytes, BytesMut};
+use common::{decode_one, encode, name, parse_hex, produced_batch, raw_frame};
 use floe_wire::frame::{
     self, BatchAck, BatchFramingError, ConnectionLimits, CreateStream, DeleteStream, EncodeError,
     FetchResponse, FrameDecoder, FrameError, FrameHeader, FrameLimits, HEADER_LEN, Hello, HelloAck,
@@ -17,7 +18,6 @@ use floe_wire::{
     AckMode, BrokerId, EndpointError, ErrorCode, Message, Offset, PartitionId, RetryClass,
     StreamNameError, batch,
 };
-use frame_common::{decode_one, encode, name, parse_hex, produced_batch, raw_frame};
 use proptest::prelude::*;
 
 const LIMITS: FrameLimits = FrameLimits::FORMAT_MAX;

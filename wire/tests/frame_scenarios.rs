@@ -1,16 +1,16 @@
 //! Scenarios that read like a connection's script: the handshake, and a stream carrying a
 //! malformed request among good ones.
 
-mod frame_common;
+mod common;
 
 use bytes::{Bytes, BytesMut};
+use common::{decode_one, encode, name, produced_batch, raw_frame};
 use floe_wire::frame::{
     self, AuthToken, BatchFramingError, ConnectionLimits, ErrorResponse, Fetch, FetchPosition,
     FrameDecoder, FrameLimits, Hello, HelloAck, MessageType, NoCommonVersion, PayloadError,
     Produce, ProtocolVersion, RequestId,
 };
 use floe_wire::{BrokerId, ErrorCode, Message, Offset, PartitionId, RetryClass};
-use frame_common::{decode_one, encode, name, produced_batch, raw_frame};
 
 const BROKER_LIMITS: ConnectionLimits = ConnectionLimits {
     max_frame_bytes: 4096,
