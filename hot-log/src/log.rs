@@ -219,8 +219,14 @@ impl Shared {
     }
 
     pub fn write_epochs(&self, epochs: &EpochHistory) -> Result<(), LogError> {
-        let bytes = state_file::frame(EPOCH_MAGIC, &epochs.encode());
-        state_file::write_atomically(self.storage.as_ref(), &self.dir, EPOCH_FILE, &bytes)
+        let storage = self.storage.as_ref();
+        state_file::write_framed(
+            storage,
+            &self.dir,
+            EPOCH_FILE,
+            EPOCH_MAGIC,
+            &epochs.encode(),
+        )
     }
 
     pub fn write_producer_snapshot(
@@ -228,13 +234,26 @@ impl Shared {
         producers: &ProducerState,
         at: Offset,
     ) -> Result<(), LogError> {
-        let bytes = state_file::frame(PRODUCERS_MAGIC, &producers.encode(at));
-        state_file::write_atomically(
+        state_file::write_framed(
             self.storage.as_ref(),
             &self.dir,
             &Self::producer_snapshot_name(at),
-            &bytes,
+            PRODUCERS_MAGIC,
+            &producers.encode(at),
         )
+    }
+
+    /// Stores the high watermark (atomic state file) and remembers it.
+    pub fn write_high_watermark(&self, w: &mut Writer, offset: Offset) -> Result<(), LogError> {
+        state_file::write_framed(
+            self.storage.as_ref(),
+            &self.dir,
+            HIGH_WATERMARK_FILE,
+            HIGH_WATERMARK_MAGIC,
+            &offset.get().to_le_bytes(),
+        )?;
+        w.high_watermark = offset;
+        Ok(())
     }
 
     /// Seals the active segment and starts a new one at the log end.
@@ -640,15 +659,7 @@ impl Log {
     pub fn store_high_watermark(&self, offset: Offset) -> Result<(), LogError> {
         let mut w = self.shared.writer();
         let offset = offset.min(w.active.state().next_offset);
-        let bytes = state_file::frame(HIGH_WATERMARK_MAGIC, &offset.get().to_le_bytes());
-        state_file::write_atomically(
-            self.shared.storage.as_ref(),
-            &self.shared.dir,
-            HIGH_WATERMARK_FILE,
-            &bytes,
-        )?;
-        w.high_watermark = offset;
-        Ok(())
+        self.shared.write_high_watermark(&mut w, offset)
     }
 
     /// Seals the active segment if it is older than the configured age and not empty.
@@ -720,7 +731,7 @@ impl Drop for Log {
     }
 }
 
-/// Counts an offset for the stats; kept here so every caller adds the same way.
+/// Adds to one of the syncer's counters.
 pub(crate) fn add_stat(counter: &AtomicU64, value: u64) {
     counter.fetch_add(value, Ordering::Relaxed);
 }

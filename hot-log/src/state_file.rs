@@ -46,6 +46,17 @@ pub(crate) fn write_atomically(
     Ok(())
 }
 
+/// Frames `payload` with `magic` and replaces `dir/name` with it atomically and durably.
+pub(crate) fn write_framed(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    magic: [u8; 4],
+    payload: &[u8],
+) -> Result<(), LogError> {
+    write_atomically(storage, dir, name, &frame(magic, payload))
+}
+
 /// Reads a whole file, or `None` when it does not exist.
 pub(crate) fn read_file(storage: &dyn Storage, path: &Path) -> Result<Option<Vec<u8>>, LogError> {
     let file = match storage.open(path, false) {

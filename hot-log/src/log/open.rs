@@ -5,7 +5,7 @@
 //! index file; a missing or wrong index is rebuilt by scanning, and corruption found while
 //! doing so refuses the open with the file and byte position.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::Instant;
@@ -18,7 +18,7 @@ use crate::group_commit::Pending;
 use crate::producer_state::{PRODUCERS_EXT, PRODUCERS_MAGIC, ProducerState};
 use crate::segment::{self, INDEX_EXT, LOG_EXT, Segment, SegmentIndex, scan};
 use crate::state_file::{self, TEMP_SUFFIX};
-use crate::storage::Storage;
+use crate::storage::{Storage, StorageFile};
 use crate::{LogConfig, LogError};
 
 use super::{
@@ -162,6 +162,20 @@ pub(super) fn open(
     Log::from_shared(shared)
 }
 
+/// Opens the data file of the segment at `base`; returns its path, handle and length.
+fn open_segment_file(
+    storage: &dyn Storage,
+    dir: &Path,
+    base: Offset,
+) -> Result<(PathBuf, Arc<dyn StorageFile>, u64), LogError> {
+    let path = dir.join(segment::file_name(base, LOG_EXT));
+    let file = storage
+        .open(&path, false)
+        .map_err(LogError::io("open", &path))?;
+    let len = file.len().map_err(LogError::io("stat", &path))?;
+    Ok((path, file, len))
+}
+
 /// Opens a sealed segment through its index, rebuilding the index when it is missing or
 /// disagrees with the data.
 fn open_sealed(
@@ -172,11 +186,7 @@ fn open_sealed(
     has_index: bool,
     config: &LogConfig,
 ) -> Result<Segment, LogError> {
-    let path = dir.join(segment::file_name(base, LOG_EXT));
-    let file = storage
-        .open(&path, false)
-        .map_err(LogError::io("open", &path))?;
-    let len = file.len().map_err(LogError::io("stat", &path))?;
+    let (path, file, len) = open_segment_file(storage, dir, base)?;
     let index_path = dir.join(segment::file_name(base, INDEX_EXT));
     let from_index = if has_index {
         let bytes = state_file::read_file(storage, &index_path)?.unwrap_or_default();
@@ -241,11 +251,7 @@ fn open_active(
     listing: &Listing,
     config: &LogConfig,
 ) -> Result<Segment, LogError> {
-    let path = dir.join(segment::file_name(base, LOG_EXT));
-    let file = storage
-        .open(&path, false)
-        .map_err(LogError::io("open", &path))?;
-    let len = file.len().map_err(LogError::io("stat", &path))?;
+    let (path, file, len) = open_segment_file(storage, dir, base)?;
     let (state, stop) =
         Segment::scan_state(file.as_ref(), &path, base, len, config.index_interval_bytes)?;
     if let Some(stop) = stop {
@@ -286,8 +292,7 @@ fn recover_epochs(
     })?;
     // Epochs whose first batch did not survive the crash never happened.
     if epochs.truncate_from(log_end) {
-        let bytes = state_file::frame(EPOCH_MAGIC, &epochs.encode());
-        state_file::write_atomically(storage, dir, EPOCH_FILE, &bytes)?;
+        state_file::write_framed(storage, dir, EPOCH_FILE, EPOCH_MAGIC, &epochs.encode())?;
     }
     Ok(epochs)
 }

@@ -9,10 +9,9 @@ use floe_wire::Offset;
 use crate::LogError;
 use crate::group_commit::Pending;
 use crate::segment::{self, INDEX_EXT, Segment};
-use crate::state_file;
 use crate::storage::Storage;
 
-use super::{HIGH_WATERMARK_FILE, HIGH_WATERMARK_MAGIC, Log, Shared, Writer, open};
+use super::{Log, Shared, Writer, open};
 
 /// Removes a file; a file that is already gone is fine.
 pub(super) fn remove_if_exists(storage: &dyn Storage, path: &Path) -> Result<(), LogError> {
@@ -131,9 +130,7 @@ fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), Lo
     let listing = open::list(storage, dir)?;
     w.producers = open::recover_producers(storage, dir, &listing, &remaining, &shared.config)?;
     if w.high_watermark > to {
-        w.high_watermark = to;
-        let bytes = state_file::frame(HIGH_WATERMARK_MAGIC, &to.get().to_le_bytes());
-        state_file::write_atomically(storage, dir, HIGH_WATERMARK_FILE, &bytes)?;
+        shared.write_high_watermark(w, to)?;
     }
     {
         let mut s = shared.sync_state();
