@@ -10,6 +10,8 @@ scripts/install-test-deps.sh
 echo "== S3-compatible test server =="
 FLOE_TEST_S3_ENDPOINT=$(scripts/moto.sh)
 export FLOE_TEST_S3_ENDPOINT
+# Tests that must pause object storage start a private server of their own.
+export FLOE_TEST_MOTO_SERVER="$PWD/.venv/bin/moto_server"
 trap 'kill "$(cat .venv/moto.pid)" 2>/dev/null || true' EXIT
 echo "serving on $FLOE_TEST_S3_ENDPOINT"
 

@@ -17,8 +17,16 @@ pub struct StreamEntry {
     pub ack_mode: String,
     pub segment_bytes: Option<u64>,
     pub segment_age_ms: Option<u64>,
+    /// Sealed segments beyond these leave the local disk once they are tiered.
+    pub local_retention_bytes: Option<u64>,
+    pub local_retention_ms: Option<u64>,
+    /// Retention of the whole partition, tier included.
     pub retention_bytes: Option<u64>,
     pub retention_ms: Option<u64>,
+    /// Deleted: its logs are gone and its objects are being deleted from the tier. The name
+    /// stays taken until they are.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -119,8 +127,11 @@ mod tests {
             ack_mode: "leader".into(),
             segment_bytes: Some(1 << 20),
             segment_age_ms: None,
+            local_retention_bytes: Some(1 << 30),
+            local_retention_ms: None,
             retention_bytes: None,
             retention_ms: Some(60_000),
+            deleting: false,
         };
         catalog
             .update("orders", Some(entry.clone()))

@@ -1,8 +1,10 @@
-//! `floe-broker`: the broker process. It assembles the hot log behind a QUIC server.
+//! `floe-broker`: the broker process. It assembles the hot log and the tier behind a QUIC
+//! server.
 //!
-//! Layers, bottom up: [`partitions`] (one hot log per partition, from the local
-//! [`catalog`]), [`server`] (QUIC: one request per stream), [`run`] (start and stop),
-//! [`dev`] (the zero-configuration embedded default).
+//! Layers, bottom up: [`partitions`] (one hot log and tier uploader per partition, from the
+//! local [`catalog`]), [`tiering`] (object storage, uploads, tiered reads), [`server`] (QUIC:
+//! one request per stream), [`run`] (start and stop), [`dev`] (the zero-configuration
+//! embedded default).
 
 pub mod catalog;
 pub mod dev;
@@ -10,4 +12,5 @@ pub mod metrics;
 pub mod partitions;
 pub mod run;
 pub mod server;
+pub mod tiering;
 pub mod tls;

@@ -4,9 +4,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use floe_broker::run::{self, Settings};
+use floe_broker::run::{self, DiskHighWater, Settings};
 use floe_broker::tls::CertificatePaths;
 use floe_broker::{dev, tls};
 
@@ -40,6 +42,71 @@ struct DevArgs {
     /// Where to write the client profile [default: $FLOE_PROFILE or ~/.config/floe/profile.json]
     #[arg(long)]
     profile: Option<PathBuf>,
+    #[command(flatten)]
+    storage: StorageArgs,
+}
+
+/// Object storage, the tier cache and the disk, for `dev` and `serve` alike.
+#[derive(Args, Debug)]
+struct StorageArgs {
+    /// Object storage for sealed segments: `s3://bucket[/prefix]` or `file:///dir`
+    /// [default: the directory `objects` in the data directory]
+    #[arg(long, env = "FLOE_OBJECT_STORE")]
+    object_store: Option<String>,
+    /// Endpoint of an S3-compatible server, e.g. http://127.0.0.1:9000 (path-style requests).
+    /// Credentials and region otherwise come from the usual AWS_* variables.
+    #[arg(long, env = "FLOE_S3_ENDPOINT")]
+    s3_endpoint: Option<String>,
+    #[arg(long, env = "FLOE_S3_REGION")]
+    s3_region: Option<String>,
+    /// Allow an http:// endpoint.
+    #[arg(long, env = "FLOE_S3_ALLOW_HTTP")]
+    s3_allow_http: bool,
+    /// Memory for cached tier chunks, e.g. 256MiB.
+    #[arg(long, env = "FLOE_TIER_CACHE_MEMORY", default_value = "256MiB", value_parser = floe_wire::units::parse_size)]
+    tier_cache_memory: u64,
+    /// Local disk for cached tier chunks (0 for none), e.g. 1GiB.
+    #[arg(long, env = "FLOE_TIER_CACHE_DISK", default_value = "1GiB", value_parser = floe_wire::units::parse_size)]
+    tier_cache_disk: u64,
+    /// How often tier retention runs and unreferenced objects are collected.
+    #[arg(long, env = "FLOE_TIER_COLLECT_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    tier_collect_interval: Duration,
+    /// How long an unreferenced object stays before it is collected.
+    #[arg(long, env = "FLOE_TIER_COLLECT_GRACE", default_value = "10m", value_parser = parse_duration)]
+    tier_collect_grace: Duration,
+    /// Refuse publishes (retryably) past this: `90%` of the data directory's filesystem, or a
+    /// size such as `200GiB` of partition logs.
+    #[arg(long, env = "FLOE_DISK_HIGH_WATER", default_value = "90%")]
+    disk_high_water: DiskHighWater,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("`{text}` is not a duration (try 10m or 30s): {e}"))
+}
+
+impl StorageArgs {
+    fn apply(self, settings: &mut Settings) {
+        settings.object_store = self.object_store;
+        settings.tier.s3.endpoint = self.s3_endpoint;
+        settings.tier.s3.region = self.s3_region;
+        settings.tier.s3.allow_http = self.s3_allow_http;
+        settings.tier.reader.memory_cache_bytes =
+            usize::try_from(self.tier_cache_memory).unwrap_or(usize::MAX);
+        settings.tier_cache_disk_bytes =
+            usize::try_from(self.tier_cache_disk).unwrap_or(usize::MAX);
+        settings.tier.collect_interval = self.tier_collect_interval;
+        settings.tier.collect_grace = self.tier_collect_grace;
+        settings.disk_high_water = self.disk_high_water;
+        // Crash tests stop the process at chosen points; never set in production.
+        if std::env::var("FLOE_TEST_FAILPOINT").as_deref() == Ok("tier-before-commit") {
+            settings.tier.uploader.before_commit =
+                Some(floe_tier::BeforeCommit(std::sync::Arc::new(|| {
+                    tracing::error!("failpoint tier-before-commit: aborting");
+                    std::process::abort()
+                })));
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -61,6 +128,8 @@ struct ServeArgs {
     advertise: Option<String>,
     #[arg(long, env = "FLOE_BROKER_ID", default_value_t = 0)]
     broker_id: u32,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 fn main() -> Result<()> {
@@ -91,7 +160,12 @@ async fn run_dev(args: DevArgs) -> Result<()> {
         Some(dir) => dir,
         None => dev::default_data_dir()?,
     };
-    let settings = dev::prepare(&data_dir, args.listen, args.metrics_listen)?;
+    let mut settings = dev::prepare(&data_dir, args.listen, args.metrics_listen)?;
+    args.storage.apply(&mut settings);
+    let objects = settings
+        .object_store
+        .clone()
+        .unwrap_or_else(|| data_dir.join("objects").display().to_string());
     let ca = data_dir.join("tls").join("ca.pem");
     let running = run::start(settings).await?;
     let profile = match args.profile {
@@ -109,7 +183,7 @@ async fn run_dev(args: DevArgs) -> Result<()> {
             .map_or_else(|| "-".into(), |a| a.to_string())
     );
     eprintln!(
-        "floe dev: data in {}, client profile {}",
+        "floe dev: data in {}, objects in {objects}, client profile {}",
         data_dir.display(),
         profile.display()
     );
@@ -130,6 +204,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     settings.metrics_listen = args.metrics_listen;
     settings.advertised = args.advertise;
     settings.broker_id = args.broker_id;
+    args.storage.apply(&mut settings);
     let _ = tls::ALPN;
     let running = run::start(settings).await?;
     wait_for_signal().await?;

@@ -1,7 +1,7 @@
 //! The broker's Prometheus metrics and the `/metrics` HTTP endpoint.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -23,6 +23,21 @@ pub struct ErrorLabels {
     pub code: String,
 }
 
+/// Labels of per-kind object-store series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
+}
+
+/// Brings gauges and mirrored counters up to date just before a scrape.
+pub struct ScrapeHook(pub Box<dyn Fn(&Metrics) + Send + Sync>);
+
+impl std::fmt::Debug for ScrapeHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScrapeHook")
+    }
+}
+
 /// Every metric the broker exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -38,6 +53,23 @@ pub struct Metrics {
     pub fsync_latency: Histogram,
     pub errors: Family<ErrorLabels, Counter>,
     pub connections: Gauge,
+    /// Bytes of every partition log on local disk.
+    pub local_log_bytes: Gauge,
+    /// 1 while publishes are refused at the disk high-water mark.
+    pub disk_high_water: Gauge,
+    pub tier_backlog_segments: Family<StreamLabels, Gauge>,
+    pub tier_backlog_bytes: Family<StreamLabels, Gauge>,
+    pub tier_upload_failures: Counter,
+    /// Object-store requests by kind (mirrored from the tier's counters at scrape time).
+    pub tier_requests: Family<KindLabels, Counter>,
+    pub tier_request_latency: Family<KindLabels, Histogram>,
+    pub tier_get_bytes: Counter,
+    pub tier_put_bytes: Counter,
+    pub tier_cache_hits: Counter,
+    pub tier_cache_misses: Counter,
+    pub tier_cache_memory_bytes: Gauge,
+    pub tier_corrupt_objects: Counter,
+    scrape_hook: OnceLock<ScrapeHook>,
     registry: Registry,
 }
 
@@ -60,6 +92,20 @@ impl Metrics {
             fsync_latency: latency_histogram(),
             errors: Family::default(),
             connections: Gauge::default(),
+            local_log_bytes: Gauge::default(),
+            disk_high_water: Gauge::default(),
+            tier_backlog_segments: Family::default(),
+            tier_backlog_bytes: Family::default(),
+            tier_upload_failures: Counter::default(),
+            tier_requests: Family::default(),
+            tier_request_latency: Family::new_with_constructor(latency_histogram),
+            tier_get_bytes: Counter::default(),
+            tier_put_bytes: Counter::default(),
+            tier_cache_hits: Counter::default(),
+            tier_cache_misses: Counter::default(),
+            tier_cache_memory_bytes: Gauge::default(),
+            tier_corrupt_objects: Counter::default(),
+            scrape_hook: OnceLock::new(),
             registry: Registry::default(),
         };
         registry.register(
@@ -112,16 +158,97 @@ impl Metrics {
             "Open client connections",
             m.connections.clone(),
         );
+        registry.register(
+            "local_log_bytes",
+            "Bytes of every partition log on local disk",
+            m.local_log_bytes.clone(),
+        );
+        registry.register(
+            "disk_high_water",
+            "1 while publishes are refused at the disk high-water mark",
+            m.disk_high_water.clone(),
+        );
+        registry.register(
+            "tier_upload_backlog_segments",
+            "Sealed, committed segments waiting for upload",
+            m.tier_backlog_segments.clone(),
+        );
+        registry.register(
+            "tier_upload_backlog_bytes",
+            "Bytes of sealed, committed segments waiting for upload",
+            m.tier_backlog_bytes.clone(),
+        );
+        registry.register(
+            "tier_upload_failures",
+            "Upload runs that failed and will be retried",
+            m.tier_upload_failures.clone(),
+        );
+        registry.register(
+            "tier_requests",
+            "Object-store requests by kind",
+            m.tier_requests.clone(),
+        );
+        registry.register(
+            "tier_request_duration_seconds",
+            "Object-store request duration by kind (a multipart upload counts as one put)",
+            m.tier_request_latency.clone(),
+        );
+        registry.register(
+            "tier_get_bytes",
+            "Bytes read from object storage",
+            m.tier_get_bytes.clone(),
+        );
+        registry.register(
+            "tier_put_bytes",
+            "Bytes written to object storage",
+            m.tier_put_bytes.clone(),
+        );
+        registry.register(
+            "tier_cache_hits",
+            "Tier chunk reads served by the cache",
+            m.tier_cache_hits.clone(),
+        );
+        registry.register(
+            "tier_cache_misses",
+            "Tier chunk reads that needed a GET",
+            m.tier_cache_misses.clone(),
+        );
+        registry.register(
+            "tier_cache_memory_bytes",
+            "Bytes of tier chunks cached in memory",
+            m.tier_cache_memory_bytes.clone(),
+        );
+        registry.register(
+            "tier_corrupt_objects",
+            "Tier reads that found a corrupt object (never served)",
+            m.tier_corrupt_objects.clone(),
+        );
         Arc::new(Metrics { registry, ..m })
+    }
+
+    /// Sets the hook run before every scrape; only the first call takes effect.
+    pub fn set_scrape_hook(&self, hook: ScrapeHook) {
+        let _ = self.scrape_hook.set(hook);
     }
 
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
+        if let Some(hook) = self.scrape_hook.get() {
+            (hook.0)(self);
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
         out
+    }
+}
+
+/// Raises `counter` to `total`, a monotonic count kept elsewhere.
+pub fn mirror(counter: &Counter, total: u64) {
+    let seen = counter.get();
+    if total > seen {
+        counter.inc_by(total - seen);
     }
 }
 

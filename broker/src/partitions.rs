@@ -1,5 +1,6 @@
-//! The partitions this broker leads: one hot log each, opened from the catalog, created and
-//! deleted with their streams, and maintained (segment age, retention) in the background.
+//! The partitions this broker leads: one hot log and one tier uploader each, opened from the
+//! catalog, created and deleted with their streams, and maintained (segment age, local
+//! retention) in the background.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use floe_hot_log::{FsStorage, Log, LogConfig, RetentionPolicy, SyncObserver};
+use floe_tier::{PartitionPath, TierRetention, TierStore, Uploader, UploaderConfig};
+use floe_wire::Offset;
 
 use crate::catalog::{Catalog, StreamEntry};
 
@@ -39,7 +42,49 @@ pub struct Partition {
     pub id: u32,
     pub log: Log,
     pub durability: Durability,
-    pub retention: RetentionPolicy,
+    /// Sealed segments beyond it leave the local disk, once tiered.
+    pub local_retention: RetentionPolicy,
+    /// What the tier keeps.
+    pub tier_retention: TierRetention,
+    pub tier_path: PartitionPath,
+    pub uploader: Uploader,
+}
+
+impl Partition {
+    /// The first readable offset, tiered history included.
+    pub fn log_start(&self) -> Offset {
+        let local = self.log.log_start();
+        match self.uploader.tier_start() {
+            Some(tier) if tier < local => tier,
+            _ => local,
+        }
+    }
+
+    /// The end of the tiered range `[log_start, tier_end)`.
+    pub fn tier_end(&self) -> Offset {
+        self.uploader.tier_end().max(self.log_start())
+    }
+}
+
+/// The settings a stream gets when its creator leaves them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamDefaults {
+    pub local_retention_bytes: Option<u64>,
+    pub local_retention_ms: Option<u64>,
+    pub retention_bytes: Option<u64>,
+    pub retention_ms: Option<u64>,
+}
+
+impl Default for StreamDefaults {
+    /// A 1 GiB local window per partition; the tier keeps everything.
+    fn default() -> Self {
+        StreamDefaults {
+            local_retention_bytes: Some(1 << 30),
+            local_retention_ms: None,
+            retention_bytes: None,
+            retention_ms: None,
+        }
+    }
 }
 
 type Key = (String, u32);
@@ -51,6 +96,9 @@ pub struct Partitions {
     catalog: Mutex<Catalog>,
     map: RwLock<HashMap<Key, Arc<Partition>>>,
     log_defaults: LogConfig,
+    stream_defaults: StreamDefaults,
+    tier: TierStore,
+    uploader: UploaderConfig,
 }
 
 /// Why a stream operation was refused.
@@ -58,6 +106,8 @@ pub struct Partitions {
 pub enum StreamError {
     #[error("stream `{0}` already exists")]
     Exists(String),
+    #[error("stream `{0}` is still being deleted from object storage; retry shortly")]
+    Deleting(String),
     #[error("stream `{0}` does not exist")]
     Unknown(String),
     #[error("invalid stream settings: {0}")]
@@ -67,8 +117,14 @@ pub enum StreamError {
 }
 
 impl Partitions {
-    /// Opens every partition the catalog in `data_dir` lists.
-    pub fn open(data_dir: &Path, log_defaults: LogConfig) -> Result<Partitions> {
+    /// Opens every partition the catalog in `data_dir` lists; they tier into `tier`.
+    pub fn open(
+        data_dir: &Path,
+        log_defaults: LogConfig,
+        stream_defaults: StreamDefaults,
+        tier: TierStore,
+        uploader: UploaderConfig,
+    ) -> Result<Partitions> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating {}", data_dir.display()))?;
         let catalog = Catalog::load(data_dir)?;
@@ -76,12 +132,32 @@ impl Partitions {
             data_dir: data_dir.to_path_buf(),
             map: RwLock::new(HashMap::new()),
             log_defaults,
+            stream_defaults,
+            tier,
+            uploader,
             catalog: Mutex::new(Catalog::load(data_dir)?),
         };
         for (name, entry) in catalog.streams() {
-            partitions.open_stream(name, entry)?;
+            if !entry.deleting {
+                partitions.open_stream(name, entry)?;
+            }
         }
         Ok(partitions)
+    }
+
+    /// A stream's settings with this broker's defaults filled in.
+    pub fn effective(&self, entry: &StreamEntry) -> StreamEntry {
+        let d = &self.stream_defaults;
+        let config = self.log_config(entry);
+        StreamEntry {
+            segment_bytes: Some(config.segment_bytes_max),
+            segment_age_ms: Some(config.segment_age_max.as_millis() as u64),
+            local_retention_bytes: entry.local_retention_bytes.or(d.local_retention_bytes),
+            local_retention_ms: entry.local_retention_ms.or(d.local_retention_ms),
+            retention_bytes: entry.retention_bytes.or(d.retention_bytes),
+            retention_ms: entry.retention_ms.or(d.retention_ms),
+            ..entry.clone()
+        }
     }
 
     fn stream_dir(&self, name: &str) -> PathBuf {
@@ -101,21 +177,33 @@ impl Partitions {
 
     fn open_stream(&self, name: &str, entry: &StreamEntry) -> Result<()> {
         let durability = Durability::parse(&entry.ack_mode)?;
-        let retention = RetentionPolicy {
-            bytes_max: entry.retention_bytes,
-            age_max_ms: entry.retention_ms,
+        let effective = self.effective(entry);
+        let local_retention = RetentionPolicy {
+            bytes_max: effective.local_retention_bytes,
+            age_max_ms: effective.local_retention_ms,
+        };
+        let tier_retention = TierRetention {
+            bytes_max: effective.retention_bytes,
+            age_max_ms: effective.retention_ms,
         };
         let mut opened = Vec::new();
         for id in 0..entry.partitions {
             let dir = self.stream_dir(name).join(id.to_string());
             let log = Log::open(Arc::new(FsStorage), &dir, self.log_config(entry))
                 .with_context(|| format!("opening stream {name} partition {id}"))?;
+            let tier_path = PartitionPath::new(name, id)
+                .with_context(|| format!("stream {name} partition {id} in the tier"))?;
+            let uploader =
+                Uploader::new(self.tier.clone(), tier_path.clone(), self.uploader.clone());
             opened.push(Arc::new(Partition {
                 stream: name.to_string(),
                 id,
                 log,
                 durability,
-                retention,
+                local_retention,
+                tier_retention,
+                tier_path,
+                uploader,
             }));
         }
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -138,8 +226,10 @@ impl Partitions {
             .validate()
             .map_err(StreamError::Invalid)?;
         let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        if catalog.get(name).is_some() {
-            return Err(StreamError::Exists(name.to_string()));
+        match catalog.get(name) {
+            Some(e) if e.deleting => return Err(StreamError::Deleting(name.to_string())),
+            Some(_) => return Err(StreamError::Exists(name.to_string())),
+            None => {}
         }
         catalog.update(name, Some(entry.clone()))?;
         self.open_stream(name, &entry)?;
@@ -151,13 +241,22 @@ impl Partitions {
         Ok(())
     }
 
-    /// Deletes a stream: closes its logs, removes it from the catalog and deletes its data.
+    /// Deletes a stream: marks it deleting in the catalog, closes its logs and deletes its
+    /// local data. Its objects go next, from the tiering loop ([`Partitions::deleting`]),
+    /// which then forgets the name.
     pub fn delete_stream(&self, name: &str) -> Result<(), StreamError> {
         let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        if catalog.get(name).is_none() {
-            return Err(StreamError::Unknown(name.to_string()));
-        }
-        catalog.update(name, None)?;
+        let entry = match catalog.get(name) {
+            Some(e) if !e.deleting => e.clone(),
+            _ => return Err(StreamError::Unknown(name.to_string())),
+        };
+        catalog.update(
+            name,
+            Some(StreamEntry {
+                deleting: true,
+                ..entry
+            }),
+        )?;
         let removed: Vec<_> = {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
             let keys: Vec<_> = map.keys().filter(|(s, _)| s == name).cloned().collect();
@@ -174,17 +273,44 @@ impl Partitions {
         Ok(())
     }
 
+    /// Streams deleted whose objects are still in the tier.
+    pub fn deleting(&self) -> Vec<String> {
+        let catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+        catalog
+            .streams()
+            .iter()
+            .filter(|(_, e)| e.deleting)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Forgets a deleted stream once its objects are gone, freeing its name.
+    pub fn forget_deleted(&self, name: &str) -> Result<()> {
+        let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+        if catalog.get(name).is_some_and(|e| e.deleting) {
+            catalog.update(name, None)?;
+            tracing::info!(stream = name, "deleted stream's objects are gone");
+        }
+        Ok(())
+    }
+
+    /// Bytes of every partition log on this broker.
+    pub fn local_bytes(&self) -> u64 {
+        self.all().iter().map(|p| p.log.size_bytes()).sum()
+    }
+
     pub fn get(&self, stream: &str, partition: u32) -> Option<Arc<Partition>> {
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
         map.get(&(stream.to_string(), partition)).cloned()
     }
 
-    /// The catalog's streams, by name.
+    /// The catalog's live streams (not being deleted), by name.
     pub fn streams(&self) -> Vec<(String, StreamEntry)> {
         let catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
         catalog
             .streams()
             .iter()
+            .filter(|(_, e)| !e.deleting)
             .map(|(n, e)| (n.clone(), e.clone()))
             .collect()
     }
@@ -194,7 +320,8 @@ impl Partitions {
         map.values().cloned().collect()
     }
 
-    /// Seals aged segments and applies retention on every partition.
+    /// Seals aged segments and applies local retention on every partition: a sealed segment
+    /// leaves the disk only once the tier manifest holds it.
     pub fn maintain(&self, now: Instant) {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -203,10 +330,22 @@ impl Partitions {
             if let Err(e) = p.log.maintain(now) {
                 tracing::warn!(stream = %p.stream, partition = p.id, error = %e, "segment maintenance failed");
             }
-            if p.retention != RetentionPolicy::default()
-                && let Err(e) = p.log.apply_retention(p.retention, now_ms, |_| true)
-            {
-                tracing::warn!(stream = %p.stream, partition = p.id, error = %e, "retention failed");
+            if p.local_retention != RetentionPolicy::default() {
+                match p
+                    .log
+                    .apply_retention(p.local_retention, now_ms, |s| p.uploader.is_tiered(s))
+                {
+                    Ok(deleted) if !deleted.is_empty() => tracing::debug!(
+                        stream = %p.stream,
+                        partition = p.id,
+                        segments = deleted.len(),
+                        "tiered segments left the local disk"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(stream = %p.stream, partition = p.id, error = %e, "local retention failed");
+                    }
+                }
             }
         }
     }

@@ -1,20 +1,72 @@
-//! Starting and stopping a broker: partitions, QUIC server, metrics, maintenance.
+//! Starting and stopping a broker: partitions, tiering, QUIC server, metrics, maintenance.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use floe_hot_log::LogConfig;
+use floe_tier::{DiskCacheConfig, RequestKind, RequestObserver};
 use floe_wire::frame::ConnectionLimits;
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
-use crate::metrics::Metrics;
-use crate::partitions::{Partitions, fsync_observer};
+use crate::metrics::{KindLabels, Metrics, ScrapeHook, StreamLabels, mirror};
+use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::server::{self, BrokerState};
+use crate::tiering::{self, TierSettings, Tiering};
 use crate::tls::{self, CertificatePaths};
+
+/// When the broker stops accepting publishes to protect its disk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DiskHighWater {
+    /// The data directory's filesystem is this full (a fraction, e.g. 0.9).
+    UsedFraction(f64),
+    /// The partition logs hold this many bytes.
+    LogBytes(u64),
+}
+
+impl FromStr for DiskHighWater {
+    type Err = String;
+
+    /// `90%` (of the filesystem) or a size such as `200GiB` (of the partition logs).
+    fn from_str(s: &str) -> Result<DiskHighWater, String> {
+        if let Some(percent) = s.trim().strip_suffix('%') {
+            let value: f64 = percent
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{s}`: not a percentage"))?;
+            if !(value > 0.0 && value <= 100.0) {
+                return Err(format!("`{s}`: a percentage above 0 and at most 100"));
+            }
+            return Ok(DiskHighWater::UsedFraction(value / 100.0));
+        }
+        floe_wire::units::parse_size(s).map(DiskHighWater::LogBytes)
+    }
+}
+
+impl DiskHighWater {
+    /// Whether the mark is reached.
+    fn reached(&self, data_dir: &Path, log_bytes: u64) -> bool {
+        match *self {
+            DiskHighWater::LogBytes(max) => log_bytes >= max,
+            DiskHighWater::UsedFraction(fraction) => match rustix::fs::statvfs(data_dir) {
+                Ok(fs) if fs.f_blocks > 0 => {
+                    let used = fs.f_blocks.saturating_sub(fs.f_bavail) as f64;
+                    used / fs.f_blocks as f64 >= fraction
+                }
+                Ok(_) => false,
+                Err(e) => {
+                    tracing::warn!(dir = %data_dir.display(), error = %e, "cannot read the filesystem's usage");
+                    false
+                }
+            },
+        }
+    }
+}
 
 /// Everything a broker needs to start.
 #[derive(Debug, Clone)]
@@ -34,6 +86,13 @@ pub struct Settings {
     pub streams_per_connection: u32,
     /// Bytes of fetch responses one connection may hold at once.
     pub fetch_bytes_per_connection: u32,
+    /// Object storage: `None` is a directory under the data directory.
+    pub object_store: Option<String>,
+    pub tier: TierSettings,
+    /// Bytes of the tier cache's disk half under the data directory (0: memory only).
+    pub tier_cache_disk_bytes: usize,
+    pub stream_defaults: StreamDefaults,
+    pub disk_high_water: DiskHighWater,
 }
 
 impl Settings {
@@ -51,6 +110,11 @@ impl Settings {
             fetch_wait_max: Duration::from_secs(30),
             streams_per_connection: 256,
             fetch_bytes_per_connection: 32 * 1024 * 1024,
+            object_store: None,
+            tier: TierSettings::default(),
+            tier_cache_disk_bytes: 1 << 30,
+            stream_defaults: StreamDefaults::default(),
+            disk_high_water: DiskHighWater::UsedFraction(0.9),
         }
     }
 }
@@ -74,6 +138,7 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
     maintenance: tokio::task::JoinHandle<()>,
+    tiering: tokio::task::JoinHandle<()>,
     metrics_server: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -87,9 +152,17 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let mut log = settings.log.clone();
     log.sync_observer = Some(fsync_observer(metrics.fsync_latency.clone()));
     log.batch_bytes_max = log.batch_bytes_max.min(settings.limits.max_batch_bytes);
+    let tiering = open_tiering(&settings, &metrics).await?;
     let data_dir = settings.data_dir.clone();
-    let partitions =
-        tokio::task::spawn_blocking(move || Partitions::open(&data_dir, log)).await??;
+    let (store, uploader, defaults) = (
+        tiering.store.clone(),
+        settings.tier.uploader.clone(),
+        settings.stream_defaults,
+    );
+    let partitions = tokio::task::spawn_blocking(move || {
+        Partitions::open(&data_dir, log, defaults, store, uploader)
+    })
+    .await??;
 
     let transport =
         tls::transport_config(settings.streams_per_connection, Duration::from_secs(30))?;
@@ -107,6 +180,8 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let (shutdown, shutdown_rx) = watch::channel(false);
     let state = Arc::new(BrokerState {
         partitions,
+        tiering,
+        disk_high_water: std::sync::atomic::AtomicBool::new(false),
         metrics: metrics.clone(),
         limits: settings.limits,
         broker_id: BrokerId::new(settings.broker_id),
@@ -117,13 +192,19 @@ pub async fn start(settings: Settings) -> Result<Running> {
     });
     let (metrics_addr, metrics_server) = match settings.metrics_listen {
         Some(addr) => {
-            let (bound, handle) = crate::metrics::serve(metrics, addr).await?;
+            let (bound, handle) = crate::metrics::serve(metrics.clone(), addr).await?;
             (Some(bound), Some(handle))
         }
         None => (None, None),
     };
+    metrics.set_scrape_hook(scrape_hook(Arc::downgrade(&state)));
     let server = tokio::spawn(server::serve(endpoint, state.clone()));
-    let maintenance = tokio::spawn(maintain(state.clone()));
+    let maintenance = tokio::spawn(maintain(
+        state.clone(),
+        settings.data_dir.clone(),
+        settings.disk_high_water,
+    ));
+    let tiering = tokio::spawn(tiering::run(state.clone()));
     tracing::info!(%quic_addr, ?metrics_addr, data_dir = %settings.data_dir.display(), "broker serving");
     Ok(Running {
         quic_addr,
@@ -132,18 +213,106 @@ pub async fn start(settings: Settings) -> Result<Running> {
         shutdown,
         server,
         maintenance,
+        tiering,
         metrics_server,
     })
 }
 
-async fn maintain(state: Arc<BrokerState>) {
+/// Opens object storage (the local directory by default) with its request latencies feeding
+/// the metrics, and the tier cache under the data directory.
+async fn open_tiering(settings: &Settings, metrics: &Arc<Metrics>) -> Result<Tiering> {
+    let mut tier = settings.tier.clone();
+    tier.url = match &settings.object_store {
+        Some(url) => url.clone(),
+        None => TierSettings::local_url(&settings.data_dir)?,
+    };
+    if settings.tier_cache_disk_bytes > 0 {
+        tier.reader.disk_cache = Some(DiskCacheConfig {
+            dir: settings.data_dir.join("cache"),
+            capacity_bytes: settings.tier_cache_disk_bytes,
+            block_bytes: (16 << 20).max(2 * tier.reader.chunk_bytes as usize),
+        });
+    }
+    let latency = metrics.tier_request_latency.clone();
+    let observer = RequestObserver(Arc::new(move |kind: RequestKind, took: Duration| {
+        latency
+            .get_or_create(&KindLabels {
+                kind: kind.as_str(),
+            })
+            .observe(took.as_secs_f64());
+    }));
+    Tiering::open(tier, observer).await
+}
+
+/// Updates the gauges and mirrored counters from the broker's state before a scrape.
+fn scrape_hook(state: std::sync::Weak<BrokerState>) -> ScrapeHook {
+    ScrapeHook(Box::new(move |m: &Metrics| {
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        let mut backlog: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        let mut local_bytes = 0;
+        for p in state.partitions.all() {
+            let b = p.uploader.backlog();
+            let entry = backlog.entry(p.stream.clone()).or_default();
+            entry.0 += b.segments;
+            entry.1 += b.bytes;
+            local_bytes += p.log.size_bytes();
+        }
+        m.tier_backlog_segments.clear();
+        m.tier_backlog_bytes.clear();
+        for (stream, (segments, bytes)) in backlog {
+            let labels = StreamLabels { stream };
+            m.tier_backlog_segments
+                .get_or_create(&labels)
+                .set(i64::try_from(segments).unwrap_or(i64::MAX));
+            m.tier_backlog_bytes
+                .get_or_create(&labels)
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
+        m.local_log_bytes
+            .set(i64::try_from(local_bytes).unwrap_or(i64::MAX));
+        m.disk_high_water
+            .set(i64::from(state.disk_high_water.load(Ordering::Relaxed)));
+        let tier = state.tiering.store.metrics().snapshot();
+        for kind in RequestKind::ALL {
+            mirror(
+                &m.tier_requests.get_or_create(&KindLabels {
+                    kind: kind.as_str(),
+                }),
+                tier.requests(kind),
+            );
+        }
+        mirror(&m.tier_get_bytes, tier.get_bytes);
+        mirror(&m.tier_put_bytes, tier.put_bytes);
+        mirror(&m.tier_cache_hits, tier.chunk_hits);
+        mirror(&m.tier_cache_misses, tier.chunk_misses);
+        mirror(&m.tier_corrupt_objects, tier.corrupt_objects);
+        m.tier_cache_memory_bytes
+            .set(i64::try_from(state.tiering.reader.cache_memory_bytes()).unwrap_or(i64::MAX));
+    }))
+}
+
+async fn maintain(state: Arc<BrokerState>, data_dir: PathBuf, high_water: DiskHighWater) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut shutdown = state.shutdown.clone();
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 let state = state.clone();
-                let _ = tokio::task::spawn_blocking(move || state.partitions.maintain(Instant::now())).await;
+                let data_dir = data_dir.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    state.partitions.maintain(Instant::now());
+                    let reached = high_water.reached(&data_dir, state.partitions.local_bytes());
+                    let was = state.disk_high_water.swap(reached, Ordering::Relaxed);
+                    if reached != was {
+                        if reached {
+                            tracing::warn!(?high_water, "disk high-water mark reached: refusing publishes until tiering frees space");
+                        } else {
+                            tracing::info!("disk below its high-water mark: accepting publishes again");
+                        }
+                    }
+                }).await;
             }
             _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
         }
@@ -156,6 +325,7 @@ impl Running {
         let _ = self.shutdown.send(true);
         let _ = self.server.await;
         let _ = self.maintenance.await;
+        let _ = self.tiering.await;
         if let Some(handle) = self.metrics_server {
             handle.abort();
         }

@@ -27,11 +27,15 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::metrics::{ErrorLabels, Metrics};
 use crate::partitions::Partitions;
+use crate::tiering::Tiering;
 
 /// What every connection handler shares.
 #[derive(Debug)]
 pub struct BrokerState {
     pub partitions: Partitions,
+    pub tiering: Tiering,
+    /// Set while the disk is past its high-water mark: publishes are refused (retryable).
+    pub disk_high_water: std::sync::atomic::AtomicBool,
     pub metrics: Arc<Metrics>,
     pub limits: ConnectionLimits,
     pub broker_id: BrokerId,
@@ -272,7 +276,7 @@ async fn handle(
     }
     match message {
         Message::MetadataRequest(request) => admin::metadata(state, request),
-        Message::CreateStream(request) => admin::create_stream(state, request),
+        Message::CreateStream(request) => admin::create_stream(state, *request).await,
         Message::DeleteStream(request) => admin::delete_stream(state, request),
         Message::Produce(request) => produce::produce(state, request, started).await,
         Message::Fetch(request) => fetch::fetch(state, request, started).await,

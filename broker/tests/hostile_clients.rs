@@ -12,7 +12,7 @@ use floe_wire::{AckMode, BatchBuilder, Offset, PartitionId, StreamName};
 use rand::{Rng, SeedableRng};
 
 fn create(name: &str) -> Message {
-    Message::CreateStream(CreateStream {
+    Message::from(CreateStream {
         name: StreamName::new(name).expect("name"),
         partition_count: 1,
         ack_mode: AckMode::Leader,

@@ -58,7 +58,7 @@ async fn sigterm_syncs_every_log_before_exiting() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut broker = BrokerProcess::start(dir.path());
     let conn = ready(broker.addr(), broker.ca()).await;
-    let create = Message::CreateStream(CreateStream {
+    let create = Message::from(CreateStream {
         name: name(),
         partition_count: 1,
         ack_mode: AckMode::None,

@@ -42,7 +42,7 @@ async fn a_stalled_consumer_bounds_broker_memory_and_does_not_block_producers() 
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = BrokerProcess::start(dir.path());
     let producer = ready(broker.addr(), broker.ca()).await;
-    let create = Message::CreateStream(CreateStream {
+    let create = Message::from(CreateStream {
         name: StreamName::new("s").expect("name"),
         partition_count: 1,
         ack_mode: AckMode::Leader,

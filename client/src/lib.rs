@@ -53,6 +53,6 @@ pub use record::{ConsumedRecord, ProducerRecord};
 
 pub use floe_wire::frame::{
     ConnectionLimits, ErrorCode, ErrorDetails, FetchPosition, PartitionMetadata, RetryClass,
-    StreamInfo, StreamMetadata, StreamSettings,
+    StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 pub use floe_wire::{AckMode, Offset, PartitionId, StreamName, StreamNameError};

@@ -139,7 +139,21 @@ fn create_publish_and_consume_through_the_cli() {
 
     let created = floe(
         &profile,
-        &["stream", "create", "lines", "--segment-bytes", "1MiB"],
+        &[
+            "stream",
+            "create",
+            "lines",
+            "--segment-bytes",
+            "1MiB",
+            "--segment-age",
+            "10m",
+            "--local-retention-bytes",
+            "64MiB",
+            "--local-retention-age",
+            "6h",
+            "--retention-age",
+            "30days",
+        ],
         None,
     );
     assert_eq!(created.stdout, "created stream lines with 1 partition\n");
@@ -181,8 +195,31 @@ fn create_publish_and_consume_through_the_cli() {
 
     let described = floe(&profile, &["--json", "stream", "describe", "lines"], None);
     let description = &json_lines(&described.stdout)[0];
-    assert_eq!(description["partitions"][0]["high_watermark"], 3);
-    assert_eq!(description["partitions"][0]["log_start"], 0);
+    let partition = &description["partitions"][0];
+    assert_eq!(partition["high_watermark"], 3);
+    assert_eq!(partition["log_start"], 0);
+    assert_eq!(partition["local_start"], 0);
+    assert_eq!(partition["tier_end"], 0);
+    assert_eq!(partition["upload_backlog_segments"], 0);
+    assert_eq!(
+        description["settings"],
+        serde_json::json!({
+            "segment_bytes": 1 << 20,
+            "segment_age_ms": 600_000,
+            "local_retention_bytes": 64 << 20,
+            "local_retention_ms": 6 * 3600 * 1000,
+            "retention_bytes": null,
+            "retention_ms": 30u64 * 24 * 3600 * 1000,
+        })
+    );
+    let table = floe(&profile, &["stream", "describe", "lines"], None).stdout;
+    assert!(
+        table.contains(
+            "segments: 1.0MiB or 10m; local retention: 64.0MiB, 6h; retention: unlimited, 30days"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("UPLOAD BACKLOG"), "{table}");
 
     let listed = floe(&profile, &["stream", "list"], None);
     assert!(

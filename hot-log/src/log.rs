@@ -625,6 +625,18 @@ impl Log {
         Ok(None)
     }
 
+    /// The offset after the newest sealed segment (the log start when none is sealed). Cheap:
+    /// tells whether [`Log::sealed_segments`] holds anything new.
+    pub fn sealed_end(&self) -> Offset {
+        let segments = self.shared.segments();
+        segments
+            .iter()
+            .rev()
+            .map(|s| s.state())
+            .find(|st| st.sealed)
+            .map_or_else(|| self.log_start(), |st| st.next_offset)
+    }
+
     /// The sealed segments, oldest first.
     pub fn sealed_segments(&self) -> Vec<SealedSegment> {
         let segments = self.shared.segments();
@@ -692,6 +704,11 @@ impl Log {
             shared.fail(e);
         }
         result
+    }
+
+    /// Bytes of every segment file's data, the active segment's unsynced tail included.
+    pub fn size_bytes(&self) -> u64 {
+        self.shared.segments().iter().map(|s| s.state().size).sum()
     }
 
     /// The syncer's counters.

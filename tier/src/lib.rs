@@ -21,7 +21,7 @@ mod store;
 
 pub use error::{CorruptReason, TierError};
 pub use layout::{PartitionPath, SegmentName};
-pub use metrics::{TierMetrics, TierMetricsSnapshot};
+pub use metrics::{RequestKind, RequestObserver, TierMetrics, TierMetricsSnapshot};
 pub use store::{CreateOutcome, ListedObject, MultipartWriter, S3Settings, TierStore};
 
 mod collector;
@@ -34,4 +34,6 @@ pub use collector::{CollectReport, Collector, delete_stream};
 pub use reader::{DiskCacheConfig, ReaderConfig, TierRead, TierReader};
 pub use retention::{TierRetention, apply_tier_retention, plan_removal};
 pub use retry::RetryPolicy;
-pub use uploader::{Backlog, PlannedUpload, UploadReport, Uploader, UploaderConfig, plan_uploads};
+pub use uploader::{
+    Backlog, BeforeCommit, PlannedUpload, UploadReport, Uploader, UploaderConfig, plan_uploads,
+};

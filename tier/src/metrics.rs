@@ -1,7 +1,47 @@
 //! Counters of the tier's object-store traffic and cache behaviour, cheap to bump and to read
 //! from a metrics exporter. No I/O here.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The kinds of object-store request the tier makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestKind {
+    Get,
+    Put,
+    List,
+    Delete,
+}
+
+impl RequestKind {
+    pub const ALL: [RequestKind; 4] = [
+        RequestKind::Get,
+        RequestKind::Put,
+        RequestKind::List,
+        RequestKind::Delete,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestKind::Get => "get",
+            RequestKind::Put => "put",
+            RequestKind::List => "list",
+            RequestKind::Delete => "delete",
+        }
+    }
+}
+
+/// Told the kind and duration of every finished object-store request (failed ones too), e.g.
+/// to feed a latency histogram. A multipart upload counts as one `Put` from start to finish.
+#[derive(Clone)]
+pub struct RequestObserver(pub Arc<dyn Fn(RequestKind, Duration) + Send + Sync>);
+
+impl std::fmt::Debug for RequestObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestObserver")
+    }
+}
 
 /// Monotonic counters; read them with [`TierMetrics::snapshot`].
 #[derive(Debug, Default)]
@@ -33,6 +73,18 @@ pub struct TierMetricsSnapshot {
     pub prefetches: u64,
     pub footer_misses: u64,
     pub corrupt_objects: u64,
+}
+
+impl TierMetricsSnapshot {
+    /// Requests of one kind.
+    pub fn requests(&self, kind: RequestKind) -> u64 {
+        match kind {
+            RequestKind::Get => self.gets,
+            RequestKind::Put => self.puts,
+            RequestKind::List => self.lists,
+            RequestKind::Delete => self.deletes,
+        }
+    }
 }
 
 impl TierMetrics {

@@ -122,6 +122,16 @@ impl TierReader {
             .map_err(|e| (*e).clone())
     }
 
+    /// Bytes of chunks held in memory by the cache.
+    pub fn cache_memory_bytes(&self) -> usize {
+        self.chunks.memory_usage()
+    }
+
+    /// The store this reader reads from.
+    pub fn store(&self) -> &TierStore {
+        &self.store
+    }
+
     /// Forgets the cached manifest so the next read loads it again.
     pub async fn invalidate_manifest(&self, partition: &PartitionPath) {
         self.fresh.invalidate(partition).await;

@@ -16,7 +16,7 @@ use object_store::{
 };
 
 use crate::TierError;
-use crate::metrics::{TierMetrics, bump};
+use crate::metrics::{RequestKind, RequestObserver, TierMetrics, bump};
 
 /// Settings for an `s3://` URL beyond what the URL says. Unset fields fall back to the usual
 /// `AWS_*` environment variables (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, …).
@@ -38,6 +38,7 @@ pub struct TierStore {
     inner: Arc<dyn ObjectStore>,
     prefix: String,
     metrics: Arc<TierMetrics>,
+    observer: Option<RequestObserver>,
 }
 
 /// One object found by [`TierStore::list`]; `key` is relative to the store's prefix.
@@ -101,11 +102,28 @@ impl TierStore {
             inner,
             prefix: prefix.trim_matches('/').to_string(),
             metrics: Arc::new(TierMetrics::default()),
+            observer: None,
         }
+    }
+
+    /// Reports every request's duration to `observer`.
+    pub fn with_observer(mut self, observer: RequestObserver) -> TierStore {
+        self.observer = Some(observer);
+        self
     }
 
     pub fn metrics(&self) -> &Arc<TierMetrics> {
         &self.metrics
+    }
+
+    /// Runs one request, reporting its duration to the observer.
+    async fn timed<T>(&self, kind: RequestKind, request: impl Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let result = request.await;
+        if let Some(observer) = &self.observer {
+            (observer.0)(kind, started.elapsed());
+        }
+        result
     }
 
     fn path(&self, key: &str) -> Path {
@@ -132,11 +150,9 @@ impl TierStore {
         let len = bytes.len() as u64;
         let options = PutOptions::from(PutMode::Create);
         bump(&self.metrics.puts, 1);
-        match self
-            .inner
-            .put_opts(&self.path(key), PutPayload::from(bytes), options)
-            .await
-        {
+        let path = self.path(key);
+        let put = self.inner.put_opts(&path, PutPayload::from(bytes), options);
+        match self.timed(RequestKind::Put, put).await {
             Ok(_) => {
                 bump(&self.metrics.put_bytes, len);
                 Ok(CreateOutcome::Created)
@@ -150,10 +166,13 @@ impl TierStore {
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), TierError> {
         let len = bytes.len() as u64;
         bump(&self.metrics.puts, 1);
-        self.inner
-            .put(&self.path(key), PutPayload::from(bytes))
-            .await
-            .map_err(|e| TierError::store("put", key, e))?;
+        let path = self.path(key);
+        self.timed(
+            RequestKind::Put,
+            self.inner.put(&path, PutPayload::from(bytes)),
+        )
+        .await
+        .map_err(|e| TierError::store("put", key, e))?;
         bump(&self.metrics.put_bytes, len);
         Ok(())
     }
@@ -169,6 +188,8 @@ impl TierStore {
             key: key.to_string(),
             writer: WriteMultipart::new_with_chunk_size(upload, PART_BYTES),
             metrics: self.metrics.clone(),
+            observer: self.observer.clone(),
+            started: std::time::Instant::now(),
             bytes: 0,
         })
     }
@@ -176,13 +197,13 @@ impl TierStore {
     /// The whole object.
     pub async fn get(&self, key: &str) -> Result<Bytes, TierError> {
         bump(&self.metrics.gets, 1);
-        let result = self
-            .inner
-            .get(&self.path(key))
-            .await
-            .map_err(|e| TierError::store("get", key, e))?;
-        let bytes = result
-            .bytes()
+        let path = self.path(key);
+        let get = async {
+            let result = self.inner.get(&path).await?;
+            result.bytes().await
+        };
+        let bytes = self
+            .timed(RequestKind::Get, get)
             .await
             .map_err(|e| TierError::store("get", key, e))?;
         bump(&self.metrics.get_bytes, bytes.len() as u64);
@@ -192,9 +213,9 @@ impl TierStore {
     /// Bytes `range` of the object (shorter if the object ends first).
     pub async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, TierError> {
         bump(&self.metrics.gets, 1);
+        let path = self.path(key);
         let bytes = self
-            .inner
-            .get_range(&self.path(key), range)
+            .timed(RequestKind::Get, self.inner.get_range(&path, range))
             .await
             .map_err(|e| TierError::store("get", key, e))?;
         bump(&self.metrics.get_bytes, bytes.len() as u64);
@@ -205,14 +226,14 @@ impl TierStore {
     pub async fn get_tail(&self, key: &str, len: u64) -> Result<(Bytes, u64), TierError> {
         bump(&self.metrics.gets, 1);
         let options = GetOptions::default().with_range(Some(GetRange::Suffix(len)));
-        let result = self
-            .inner
-            .get_opts(&self.path(key), options)
-            .await
-            .map_err(|e| TierError::store("get", key, e))?;
-        let size = result.meta.size;
-        let bytes = result
-            .bytes()
+        let path = self.path(key);
+        let get = async {
+            let result = self.inner.get_opts(&path, options).await?;
+            let size = result.meta.size;
+            result.bytes().await.map(|bytes| (bytes, size))
+        };
+        let (bytes, size) = self
+            .timed(RequestKind::Get, get)
             .await
             .map_err(|e| TierError::store("get", key, e))?;
         bump(&self.metrics.get_bytes, bytes.len() as u64);
@@ -223,10 +244,9 @@ impl TierStore {
     pub async fn list(&self, dir: &str) -> Result<Vec<ListedObject>, TierError> {
         bump(&self.metrics.lists, 1);
         let prefix = self.path(dir);
-        let objects: Vec<_> = self
-            .inner
-            .list(Some(&prefix))
-            .try_collect()
+        let list = self.inner.list(Some(&prefix)).try_collect::<Vec<_>>();
+        let objects = self
+            .timed(RequestKind::List, list)
             .await
             .map_err(|e| TierError::store("list", dir, e))?;
         Ok(objects
@@ -242,7 +262,11 @@ impl TierStore {
     /// Deletes `key`; deleting a missing object succeeds.
     pub async fn delete(&self, key: &str) -> Result<(), TierError> {
         bump(&self.metrics.deletes, 1);
-        match self.inner.delete(&self.path(key)).await {
+        let path = self.path(key);
+        match self
+            .timed(RequestKind::Delete, self.inner.delete(&path))
+            .await
+        {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(TierError::store("delete", key, e)),
         }
@@ -256,6 +280,8 @@ pub struct MultipartWriter {
     key: String,
     writer: WriteMultipart,
     metrics: Arc<TierMetrics>,
+    observer: Option<RequestObserver>,
+    started: std::time::Instant,
     bytes: u64,
 }
 
@@ -274,10 +300,11 @@ impl MultipartWriter {
     /// Uploads the rest and makes the object visible.
     pub async fn finish(self) -> Result<(), TierError> {
         bump(&self.metrics.puts, 1);
-        self.writer
-            .finish()
-            .await
-            .map_err(|e| TierError::store("multipart", &self.key, e))?;
+        let result = self.writer.finish().await;
+        if let Some(observer) = &self.observer {
+            (observer.0)(RequestKind::Put, self.started.elapsed());
+        }
+        result.map_err(|e| TierError::store("multipart", &self.key, e))?;
         bump(&self.metrics.put_bytes, self.bytes);
         Ok(())
     }

@@ -2,7 +2,8 @@
 //! (what to upload) is a pure function of the sealed segments, the high watermark and the
 //! manifest; the shell uploads with bounded concurrency and retries, then commits.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use floe_hot_log::SealedSegment;
 use floe_wire::Offset;
@@ -21,6 +22,19 @@ pub struct UploaderConfig {
     /// Footer index density.
     pub index_interval_bytes: u32,
     pub retry: RetryPolicy,
+    /// Called after a run's objects are uploaded, just before their commit: a failpoint
+    /// for crash tests (the broker sets it only from `FLOE_TEST_FAILPOINT`).
+    pub before_commit: Option<BeforeCommit>,
+}
+
+/// See [`UploaderConfig::before_commit`].
+#[derive(Clone)]
+pub struct BeforeCommit(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for BeforeCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeCommit")
+    }
 }
 
 impl Default for UploaderConfig {
@@ -29,6 +43,7 @@ impl Default for UploaderConfig {
             concurrency: 2,
             index_interval_bytes: 16 * 1024,
             retry: RetryPolicy::default(),
+            before_commit: None,
         }
     }
 }
@@ -99,6 +114,8 @@ pub struct Uploader {
     manifest: ManifestLog,
     config: UploaderConfig,
     known: tokio::sync::Mutex<Option<ManifestState>>,
+    loaded: AtomicBool,
+    tier_start: AtomicU64,
     tier_end: AtomicU64,
     backlog_segments: AtomicU64,
     backlog_bytes: AtomicU64,
@@ -111,6 +128,8 @@ impl Uploader {
             store,
             config,
             known: tokio::sync::Mutex::new(None),
+            loaded: AtomicBool::new(false),
+            tier_start: AtomicU64::new(0),
             tier_end: AtomicU64::new(0),
             backlog_segments: AtomicU64::new(0),
             backlog_bytes: AtomicU64::new(0),
@@ -138,8 +157,7 @@ impl Uploader {
             Some(state) => self.manifest.catch_up(state).await?,
             None => self.config.retry.run(|| self.manifest.load()).await?,
         };
-        self.tier_end
-            .store(state.tier_end().get(), Ordering::Release);
+        self.note_state(&state);
         if state.epoch > epoch {
             *known = Some(state.clone());
             return Err(TierError::Fenced {
@@ -160,6 +178,9 @@ impl Uploader {
         };
         let mut state = state;
         if !done.is_empty() {
+            if let Some(hook) = &self.config.before_commit {
+                (hook.0)();
+            }
             let change = Change {
                 epoch,
                 committed_at_ms: now_ms,
@@ -176,12 +197,40 @@ impl Uploader {
                 version: state.version,
                 tier_end: state.tier_end(),
             };
-            self.tier_end
-                .store(state.tier_end().get(), Ordering::Release);
+            self.note_state(&state);
             self.set_backlog(&plan[done.len()..]);
         }
         *known = Some(state);
         failure.map_or(Ok(report), Err)
+    }
+
+    /// Reads the manifest's newer versions, e.g. after tier retention committed a removal,
+    /// so that [`Uploader::tier_start`] and [`Uploader::tier_end`] are current.
+    pub async fn refresh(&self) -> Result<(), TierError> {
+        let mut known = self.known.lock().await;
+        let state = match known.clone() {
+            Some(state) => self.manifest.catch_up(state).await?,
+            None => self.manifest.load().await?,
+        };
+        self.note_state(&state);
+        *known = Some(state);
+        Ok(())
+    }
+
+    /// Whether a [`Uploader::run`] may have work: the manifest was never read, or sealed data
+    /// below `high_watermark` reaches beyond the tier (`sealed_end` is the end of the newest
+    /// sealed segment). Costs no I/O; may say yes when a run then finds the only new segment
+    /// reaches above the high watermark.
+    pub fn has_work(&self, sealed_end: Offset, high_watermark: Offset) -> bool {
+        !self.loaded.load(Ordering::Acquire) || sealed_end.min(high_watermark) > self.tier_end()
+    }
+
+    fn note_state(&self, state: &ManifestState) {
+        self.tier_start
+            .store(state.start_offset().get(), Ordering::Release);
+        self.tier_end
+            .store(state.tier_end().get(), Ordering::Release);
+        self.loaded.store(true, Ordering::Release);
     }
 
     /// Until the manifest is read, the last known tier end tells what waits, so that the
@@ -201,7 +250,10 @@ impl Uploader {
         epoch: u32,
     ) -> Result<Vec<UploadedSegment>, (Vec<UploadedSegment>, TierError)> {
         let partition = self.manifest.partition();
-        let mut uploads = futures::stream::iter(plan)
+        // The futures are built before they enter the stream: a closure inside the stream
+        // would make this future not `Send` for every lifetime, and so not spawnable.
+        let pending: Vec<_> = plan
+            .iter()
             .map(|p| {
                 self.config.retry.run(move || {
                     upload_segment(
@@ -214,7 +266,8 @@ impl Uploader {
                     )
                 })
             })
-            .buffered(self.config.concurrency.max(1));
+            .collect();
+        let mut uploads = futures::stream::iter(pending).buffered(self.config.concurrency.max(1));
         let mut done = Vec::new();
         while let Some(result) = uploads.next().await {
             match result {
@@ -246,6 +299,14 @@ impl Uploader {
     /// The end of the committed tier as of the last run.
     pub fn tier_end(&self) -> Offset {
         Offset::new(self.tier_end.load(Ordering::Acquire))
+    }
+
+    /// The first tiered offset as of the last run (the end when the tier holds nothing), or
+    /// `None` before the manifest was first read.
+    pub fn tier_start(&self) -> Option<Offset> {
+        self.loaded
+            .load(Ordering::Acquire)
+            .then(|| Offset::new(self.tier_start.load(Ordering::Acquire)))
     }
 
     /// Whether every record of `segment` is in a committed manifest version, so that local

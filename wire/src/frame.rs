@@ -54,7 +54,7 @@ pub use message::{
     AuthToken, BatchAck, CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse,
     EncodedFrame, ErrorDetails, ErrorResponse, Fetch, FetchPosition, FetchResponse, Hello,
     HelloAck, Message, MetadataRequest, MetadataResponse, PartitionMetadata, Produce, ProduceAck,
-    StreamInfo, StreamMetadata, StreamSettings,
+    StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 pub use version::{NoCommonVersion, ProtocolVersion, negotiate};
 

@@ -15,6 +15,7 @@ mod offset;
 mod partition_id;
 pub mod profile;
 mod stream_name;
+pub mod units;
 
 pub use ack_mode::AckMode;
 pub use batch::{BatchBuilder, BatchError, BatchHeader, Record, RecordBatch, RecordFault};

@@ -16,6 +16,7 @@ use floe_wire::frame::{
     ErrorResponse, Fetch, FetchPosition, FetchResponse, Frame, FrameFlags, FrameLimits, HEADER_LEN,
     Hello, HelloAck, MessageType, MetadataRequest, MetadataResponse, PartitionMetadata, Produce,
     ProduceAck, ProtocolVersion, RequestId, StreamInfo, StreamMetadata, StreamSettings,
+    UploadBacklog,
 };
 use floe_wire::{
     AckMode, BrokerId, Endpoint, ErrorCode, Message, Offset, PartitionId, RecordBatch, RetryClass,
@@ -99,6 +100,11 @@ fn metadata_response_golden_bytes() {
     let orders = StreamInfo {
         ack_mode: AckMode::Quorum,
         partition_count: 2,
+        settings: StreamSettings {
+            segment_bytes: Some(64 << 20),
+            retention_ms: Some(7 * 24 * 3600 * 1000),
+            ..StreamSettings::default()
+        },
         partitions: vec![
             PartitionMetadata {
                 id: PartitionId::new(0),
@@ -106,6 +112,12 @@ fn metadata_response_golden_bytes() {
                 leader_epoch: 5,
                 log_start: Offset::new(0),
                 high_watermark: Offset::new(1200),
+                local_start: Offset::new(800),
+                tier_end: Offset::new(800),
+                upload_backlog: UploadBacklog {
+                    segments: 1,
+                    bytes: 4096,
+                },
             },
             PartitionMetadata {
                 id: PartitionId::new(1),
@@ -113,6 +125,9 @@ fn metadata_response_golden_bytes() {
                 leader_epoch: 4,
                 log_start: Offset::new(10),
                 high_watermark: Offset::new(10),
+                local_start: Offset::new(10),
+                tier_end: Offset::new(10),
+                upload_backlog: UploadBacklog::default(),
             },
         ],
     };
@@ -144,8 +159,10 @@ fn create_stream_golden_bytes() {
         settings: StreamSettings {
             segment_bytes: Some(64 << 20),
             segment_age_ms: None,
-            retention_bytes: None,
-            retention_ms: Some(7 * 24 * 3600 * 1000),
+            local_retention_bytes: None,
+            local_retention_ms: Some(7 * 24 * 3600 * 1000),
+            retention_bytes: Some(1 << 40),
+            retention_ms: None,
         },
     };
     check_golden(
@@ -336,7 +353,7 @@ fn message_type_discriminants_are_stable() {
 #[test]
 fn error_codes_and_retry_classes_are_stable() {
     use RetryClass::{Fatal, RefreshMetadata, Retry};
-    let expected: [(ErrorCode, u16, RetryClass); 24] = [
+    let expected: [(ErrorCode, u16, RetryClass); 26] = [
         (ErrorCode::Malformed, 1, Fatal),
         (ErrorCode::UnsupportedVersion, 2, Fatal),
         (ErrorCode::FrameTooLarge, 3, Fatal),
@@ -354,12 +371,14 @@ fn error_codes_and_retry_classes_are_stable() {
         (ErrorCode::BatchTooLarge, 66, Fatal),
         (ErrorCode::ProducerFenced, 67, Fatal),
         (ErrorCode::OutOfOrderSequence, 68, Fatal),
+        (ErrorCode::CorruptData, 69, Fatal),
         (ErrorCode::Throttled, 96, Retry),
         (ErrorCode::DiskHighWater, 97, Retry),
         (ErrorCode::Timeout, 98, Retry),
         (ErrorCode::NotEnoughReplicas, 99, Retry),
         (ErrorCode::ShuttingDown, 100, RefreshMetadata),
         (ErrorCode::LogFailed, 101, RefreshMetadata),
+        (ErrorCode::TierUnavailable, 102, Retry),
         (ErrorCode::Internal, 128, Fatal),
     ];
     assert_eq!(ErrorCode::ALL.len(), expected.len());

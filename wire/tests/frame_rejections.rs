@@ -13,6 +13,7 @@ use floe_wire::frame::{
     FetchResponse, FrameDecoder, FrameError, FrameHeader, FrameLimits, HEADER_LEN, Hello, HelloAck,
     MAX_FRAME_BYTES, MessageType, MetadataResponse, PartitionMetadata, PayloadError, Produce,
     ProduceAck, ProtocolVersion, RequestId, StreamInfo, StreamMetadata, StreamSettings,
+    UploadBacklog,
 };
 use floe_wire::{
     AckMode, BrokerId, EndpointError, ErrorCode, Message, Offset, PartitionId, RetryClass,
@@ -465,11 +466,12 @@ fn invalid_leader_endpoint_is_rejected() {
     payload.extend_from_slice(&0u16.to_le_bytes()); // ok
     payload.push(AckMode::Leader.as_u8());
     payload.extend_from_slice(&1u32.to_le_bytes()); // partition_count
+    payload.extend_from_slice(&[0; 6]); // six absent settings
     payload.extend_from_slice(&1u32.to_le_bytes()); // entries
     payload.extend_from_slice(&0u32.to_le_bytes()); // id
     payload.push(1); // leader present
     payload.extend(string(b"broker-1"));
-    payload.extend_from_slice(&[0; 4 + 8 + 8]);
+    payload.extend_from_slice(&[0; 4 + 8 + 8 + 4 * 8]);
     assert_eq!(
         decode_payload(MessageType::MetadataResponse, &payload, &LIMITS),
         Err(PayloadError::InvalidEndpoint {
@@ -780,6 +782,9 @@ fn partition(id: u32) -> PartitionMetadata {
         leader_epoch: 1,
         log_start: Offset::new(0),
         high_watermark: Offset::new(0),
+        local_start: Offset::new(0),
+        tier_end: Offset::new(0),
+        upload_backlog: UploadBacklog::default(),
     }
 }
 
@@ -806,6 +811,7 @@ fn metadata_partitions_must_be_ordered_and_in_range_both_ways() {
         let message = metadata_with(StreamInfo {
             ack_mode: AckMode::Quorum,
             partition_count,
+            settings: StreamSettings::default(),
             partitions: partitions.clone(),
         });
         assert_eq!(
@@ -819,13 +825,15 @@ fn metadata_partitions_must_be_ordered_and_in_range_both_ways() {
         let valid = metadata_with(StreamInfo {
             ack_mode: AckMode::Quorum,
             partition_count: 10,
+            settings: StreamSettings::default(),
             partitions: (0..partitions.len() as u32).map(partition).collect(),
         });
         let mut bytes = encode(&valid, 1).to_vec();
         bytes[HEADER_LEN + 4 + 8 + 2 + 1..][..4].copy_from_slice(&partition_count.to_le_bytes());
-        let first_id_at = HEADER_LEN + 4 + 8 + 2 + 1 + 4 + 4;
+        // After the partition count: six absent settings, then the entry count.
+        let first_id_at = HEADER_LEN + 4 + 8 + 2 + 1 + 4 + 6 + 4;
         for (index, partition) in partitions.iter().enumerate() {
-            bytes[first_id_at + index * 25..][..4]
+            bytes[first_id_at + index * (25 + 4 * 8)..][..4]
                 .copy_from_slice(&partition.id.get().to_le_bytes());
         }
         let frame = decode_one(&Bytes::from(bytes), &LIMITS);
@@ -868,6 +876,7 @@ fn zero_partitions_are_rejected_both_ways() {
     let metadata = metadata_with(StreamInfo {
         ack_mode: AckMode::Leader,
         partition_count: 0,
+        settings: StreamSettings::default(),
         partitions: Vec::new(),
     });
     assert_eq!(

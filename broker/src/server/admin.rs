@@ -5,6 +5,7 @@ use std::sync::Arc;
 use floe_wire::frame::{
     CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, ErrorCode, Message,
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
+    StreamSettings, UploadBacklog,
 };
 use floe_wire::{AckMode, PartitionId, StreamName};
 
@@ -81,30 +82,80 @@ pub(crate) fn metadata(state: &BrokerState, request: MetadataRequest) -> Message
 fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> StreamInfo {
     let partitions = (0..entry.partitions)
         .filter_map(|id| state.partitions.get(name.as_str(), id))
-        .map(|p| PartitionMetadata {
-            id: PartitionId::new(p.id),
-            leader: Some(state.advertised.clone()),
-            leader_epoch: LOCAL_EPOCH,
-            log_start: p.log.log_start(),
-            high_watermark: p.log.synced_end(),
+        .map(|p| {
+            let backlog = p.uploader.backlog();
+            PartitionMetadata {
+                id: PartitionId::new(p.id),
+                leader: Some(state.advertised.clone()),
+                leader_epoch: LOCAL_EPOCH,
+                log_start: p.log_start(),
+                high_watermark: p.log.synced_end(),
+                local_start: p.log.log_start(),
+                tier_end: p.tier_end(),
+                upload_backlog: UploadBacklog {
+                    segments: backlog.segments,
+                    bytes: backlog.bytes,
+                },
+            }
         })
         .collect();
+    let effective = state.partitions.effective(entry);
     StreamInfo {
         ack_mode: ack_mode(&entry.ack_mode),
         partition_count: entry.partitions,
+        settings: StreamSettings {
+            segment_bytes: effective.segment_bytes,
+            segment_age_ms: effective.segment_age_ms,
+            local_retention_bytes: effective.local_retention_bytes,
+            local_retention_ms: effective.local_retention_ms,
+            retention_bytes: effective.retention_bytes,
+            retention_ms: effective.retention_ms,
+        },
         partitions,
     }
 }
 
-pub(crate) fn create_stream(state: &BrokerState, request: CreateStream) -> Message {
+pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) -> Message {
+    let settings = request.settings;
     let entry = StreamEntry {
         partitions: request.partition_count,
         ack_mode: ack_mode_name(request.ack_mode).to_string(),
-        segment_bytes: request.settings.segment_bytes,
-        segment_age_ms: request.settings.segment_age_ms,
-        retention_bytes: request.settings.retention_bytes,
-        retention_ms: request.settings.retention_ms,
+        segment_bytes: settings.segment_bytes,
+        segment_age_ms: settings.segment_age_ms,
+        local_retention_bytes: settings.local_retention_bytes,
+        local_retention_ms: settings.local_retention_ms,
+        retention_bytes: settings.retention_bytes,
+        retention_ms: settings.retention_ms,
+        deleting: false,
     };
+    let name = request.name.as_str();
+    if state.partitions.streams().iter().any(|(n, _)| n == name) {
+        return stream_error(StreamError::Exists(name.to_string()));
+    }
+    if state.partitions.deleting().iter().any(|n| n == name) {
+        return stream_error(StreamError::Deleting(name.to_string()));
+    }
+    // A new stream must not adopt objects an earlier one of that name left in the bucket:
+    // its uploader would take them for its own history.
+    match state.tiering.has_objects(request.name.as_str()).await {
+        Ok(false) => {}
+        Ok(true) => {
+            return error(
+                ErrorCode::StreamExists,
+                format!(
+                    "object storage still holds objects under `{}/` from an earlier stream of \
+                     that name; remove them or choose another name",
+                    request.name
+                ),
+            );
+        }
+        Err(e) => {
+            return error(
+                ErrorCode::TierUnavailable,
+                format!("checking object storage for stream {}: {e:#}", request.name),
+            );
+        }
+    }
     match state.partitions.create_stream(request.name.as_str(), entry) {
         Ok(()) => Message::CreateStreamResponse(CreateStreamResponse { name: request.name }),
         Err(e) => stream_error(e),
@@ -120,7 +171,7 @@ pub(crate) fn delete_stream(state: &BrokerState, request: DeleteStream) -> Messa
 
 fn stream_error(e: StreamError) -> Message {
     let code = match &e {
-        StreamError::Exists(_) => ErrorCode::StreamExists,
+        StreamError::Exists(_) | StreamError::Deleting(_) => ErrorCode::StreamExists,
         StreamError::Unknown(_) => ErrorCode::UnknownStream,
         StreamError::Invalid(_) => ErrorCode::InvalidRequest,
         StreamError::Storage(_) => ErrorCode::Internal,

@@ -1,5 +1,7 @@
 //! Fetch: whole stored batches from a position, up to a byte budget, only below the synced
 //! end (what a crash cannot take back); long-polls on the tail until data or the deadline.
+//! A position below the local log is served from the tier, one segment object at a time, so
+//! a consumer reading from the start crosses into the hot log with no gap and no duplicate.
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +11,7 @@ use floe_wire::frame::{FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse
 
 use super::{BrokerState, admin, error_map};
 use crate::metrics::StreamLabels;
+use crate::partitions::Partition;
 
 pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant) -> Message {
     let partition = match admin::partition(state, &request.stream, request.partition) {
@@ -28,11 +31,26 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
     let wait = Duration::from_millis(u64::from(request.max_wait_ms)).min(state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
     let mut synced = log.sync_status();
-    let from = match resolve(log, request.position) {
+    let from = match resolve(state, &partition, request.position).await {
         Ok(offset) => offset,
-        Err(e) => return error_map::message(&e),
+        Err(message) => return message,
     };
     loop {
+        if from < log.log_start() {
+            let response = tiered(state, &partition, from, max_bytes).await;
+            if let Message::FetchResponse(r) = &response {
+                state
+                    .metrics
+                    .fetch_bytes
+                    .get_or_create(&labels)
+                    .inc_by(r.records.len() as u64);
+            }
+            state
+                .metrics
+                .fetch_latency
+                .observe(started.elapsed().as_secs_f64());
+            return response;
+        }
         let high_watermark = log.synced_end();
         let read = if from > log.log_end() {
             Err(LogError::OffsetOutOfRange {
@@ -58,7 +76,7 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
                     .fetch_latency
                     .observe(started.elapsed().as_secs_f64());
                 return Message::FetchResponse(FetchResponse {
-                    log_start: log.log_start(),
+                    log_start: partition.log_start(),
                     high_watermark,
                     next_offset: batches.next_offset,
                     records: batches.bytes,
@@ -72,25 +90,88 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
                         .fetch_latency
                         .observe(started.elapsed().as_secs_f64());
                     return Message::FetchResponse(FetchResponse {
-                        log_start: log.log_start(),
+                        log_start: partition.log_start(),
                         high_watermark: log.synced_end(),
                         next_offset: from,
                         records: bytes::Bytes::new(),
                     });
                 }
             }
+            // Local retention deleted the segment since the check above: the tier has it.
+            Err(LogError::OffsetOutOfRange { .. }) if from < log.log_start() => continue,
+            Err(LogError::OffsetOutOfRange { .. }) => {
+                let range = LogError::OffsetOutOfRange {
+                    requested: from,
+                    log_start: partition.log_start(),
+                    log_end: log.log_end(),
+                };
+                return error_map::message(&range);
+            }
             Err(e) => return error_map::message(&e),
         }
     }
 }
 
-fn resolve(log: &floe_hot_log::Log, position: FetchPosition) -> Result<Offset, LogError> {
+/// Whole batches from the tier, from `from` (below the local log) on.
+async fn tiered(
+    state: &BrokerState,
+    partition: &Partition,
+    from: Offset,
+    max_bytes: usize,
+) -> Message {
+    let read = state
+        .tiering
+        .reader
+        .read(&partition.tier_path, from, max_bytes)
+        .await;
+    let log = &partition.log;
+    match read {
+        Ok(read) => Message::FetchResponse(FetchResponse {
+            log_start: partition.log_start(),
+            high_watermark: log.synced_end(),
+            next_offset: read.next_offset,
+            records: read.bytes,
+        }),
+        Err(e) => {
+            tracing::debug!(stream = %partition.stream, partition = partition.id, %from, error = %e, "tiered read failed");
+            error_map::tier_message(&e, partition.log_start(), log.log_end())
+        }
+    }
+}
+
+/// The offset a position names. History older than the local log is looked up in the tier.
+async fn resolve(
+    state: &BrokerState,
+    partition: &Partition,
+    position: FetchPosition,
+) -> Result<Offset, Message> {
+    let log = &partition.log;
     Ok(match position {
         FetchPosition::Offset(offset) => offset,
-        FetchPosition::Earliest => log.log_start(),
+        FetchPosition::Earliest => partition.log_start(),
         FetchPosition::Latest => log.synced_end(),
-        FetchPosition::Timestamp(ms) => log
-            .offset_for_timestamp(ms)?
-            .unwrap_or_else(|| log.synced_end()),
+        FetchPosition::Timestamp(ms) => {
+            let local = log
+                .offset_for_timestamp(ms)
+                .map_err(|e| error_map::message(&e))?;
+            let tiered_history = partition.log_start() < log.log_start();
+            match local {
+                // A record at or after `ms` may sit in the tier only if the local answer is
+                // the local log's first batch.
+                Some(offset) if offset > log.log_start() || !tiered_history => offset,
+                _ if tiered_history => {
+                    let tier = state
+                        .tiering
+                        .reader
+                        .offset_for_timestamp(&partition.tier_path, ms)
+                        .await
+                        .map_err(|e| {
+                            error_map::tier_message(&e, partition.log_start(), log.log_end())
+                        })?;
+                    tier.or(local).unwrap_or_else(|| log.synced_end())
+                }
+                _ => log.synced_end(),
+            }
+        }
     })
 }

@@ -10,8 +10,7 @@ use super::{BrokerState, admin, error_map};
 use crate::metrics::StreamLabels;
 use crate::partitions::Durability;
 
-/// The leader epoch of a broker that owns its partitions alone (no controlplane yet).
-pub(crate) const LOCAL_EPOCH: u32 = 0;
+pub(crate) use crate::tiering::LOCAL_EPOCH;
 
 pub(crate) async fn produce(state: &BrokerState, request: Produce, started: Instant) -> Message {
     let partition = match admin::partition(state, &request.stream, request.partition) {
@@ -21,6 +20,16 @@ pub(crate) async fn produce(state: &BrokerState, request: Produce, started: Inst
     let labels = StreamLabels {
         stream: partition.stream.clone(),
     };
+    if state
+        .disk_high_water
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        // Nothing is appended: the producer retries once tiering and local retention have
+        // freed space.
+        return Message::ProduceAck(ProduceAck {
+            results: vec![Err(ErrorCode::DiskHighWater); request.batches.len()],
+        });
+    }
     let mut results = Vec::with_capacity(request.batches.len());
     let mut durable_at = None;
     let mut failed = None;

@@ -138,6 +138,16 @@ impl BrokerProcess {
 
     /// Like [`BrokerProcess::start`], on a given QUIC address (to restart on the same port).
     pub fn start_on(dir: &Path, listen: &str) -> BrokerProcess {
+        BrokerProcess::start_with(dir, listen, &[], &[])
+    }
+
+    /// Like [`BrokerProcess::start_on`], with more `dev` flags and environment variables.
+    pub fn start_with(
+        dir: &Path,
+        listen: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> BrokerProcess {
         use std::io::{BufRead, Write};
         std::fs::create_dir_all(dir).expect("broker directory");
         let profile_path = dir.join("profile.json");
@@ -150,6 +160,8 @@ impl BrokerProcess {
             .arg(&data_dir)
             .arg("--profile")
             .arg(&profile_path)
+            .args(args)
+            .envs(env.iter().copied())
             .env("FLOE_LOG", "info")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

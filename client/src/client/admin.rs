@@ -20,7 +20,7 @@ impl Client {
         ack_mode: AckMode,
         settings: StreamSettings,
     ) -> Result<(), Error> {
-        let request = Message::CreateStream(CreateStream {
+        let request = Message::from(CreateStream {
             name: name.clone(),
             partition_count,
             ack_mode,

@@ -89,6 +89,11 @@ impl Chunks {
         self.chunk_bytes
     }
 
+    /// Bytes held by the memory half of the cache.
+    pub fn memory_usage(&self) -> usize {
+        self.cache.memory().usage()
+    }
+
     /// A GET slot, for the reader's other GETs (footers).
     pub async fn get_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, TierError> {
         self.gets

@@ -69,6 +69,9 @@ pub enum ErrorCode {
     /// The batch's sequence does not follow the last one the partition accepted from this
     /// producer; batches were lost in between.
     OutOfOrderSequence = 68,
+    /// Stored data (a segment or a tiered object) failed its checksum or structure checks;
+    /// it is never served.
+    CorruptData = 69,
 
     // 96–127: transient conditions.
     /// The broker sheds load (in-flight bytes, request rate): back off, then retry. The
@@ -87,6 +90,9 @@ pub enum ErrorCode {
     /// The partition's log failed a write or fsync and refuses writes until it has been
     /// recovered, possibly under another leader.
     LogFailed = 101,
+    /// History below the broker's local log could not be read from object storage right
+    /// now (unreachable, slow or failing); retry.
+    TierUnavailable = 102,
 
     // 128–: the broker itself.
     /// An unexpected failure inside the broker.
@@ -95,7 +101,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in discriminant order.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::Malformed,
         ErrorCode::UnsupportedVersion,
         ErrorCode::FrameTooLarge,
@@ -113,12 +119,14 @@ impl ErrorCode {
         ErrorCode::BatchTooLarge,
         ErrorCode::ProducerFenced,
         ErrorCode::OutOfOrderSequence,
+        ErrorCode::CorruptData,
         ErrorCode::Throttled,
         ErrorCode::DiskHighWater,
         ErrorCode::Timeout,
         ErrorCode::NotEnoughReplicas,
         ErrorCode::ShuttingDown,
         ErrorCode::LogFailed,
+        ErrorCode::TierUnavailable,
         ErrorCode::Internal,
     ];
 
@@ -140,7 +148,8 @@ impl ErrorCode {
             ErrorCode::Throttled
             | ErrorCode::DiskHighWater
             | ErrorCode::Timeout
-            | ErrorCode::NotEnoughReplicas => RetryClass::Retry,
+            | ErrorCode::NotEnoughReplicas
+            | ErrorCode::TierUnavailable => RetryClass::Retry,
             ErrorCode::UnknownStream
             | ErrorCode::UnknownPartition
             | ErrorCode::NotLeader
@@ -160,6 +169,7 @@ impl ErrorCode {
             | ErrorCode::BatchTooLarge
             | ErrorCode::ProducerFenced
             | ErrorCode::OutOfOrderSequence
+            | ErrorCode::CorruptData
             | ErrorCode::Internal => RetryClass::Fatal,
         }
     }

@@ -16,7 +16,7 @@ pub use error_response::{ErrorDetails, ErrorResponse};
 pub use fetch::{Fetch, FetchPosition, FetchResponse};
 pub use handshake::{AuthToken, Hello, HelloAck};
 pub use metadata::{
-    MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
+    MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata, UploadBacklog,
 };
 pub use produce::{BatchAck, Produce, ProduceAck};
 pub use stream_admin::{
@@ -38,7 +38,8 @@ pub enum Message {
     HelloAck(HelloAck),
     MetadataRequest(MetadataRequest),
     MetadataResponse(MetadataResponse),
-    CreateStream(CreateStream),
+    /// Boxed: the rarest message is also the largest, and every `Message` would pay for it.
+    CreateStream(Box<CreateStream>),
     CreateStreamResponse(CreateStreamResponse),
     DeleteStream(DeleteStream),
     DeleteStreamResponse(DeleteStreamResponse),
@@ -239,7 +240,9 @@ impl Message {
             MessageType::MetadataResponse => {
                 Message::MetadataResponse(MetadataResponse::read(input)?)
             }
-            MessageType::CreateStream => Message::CreateStream(CreateStream::read(input)?),
+            MessageType::CreateStream => {
+                Message::CreateStream(Box::new(CreateStream::read(input)?))
+            }
             MessageType::CreateStreamResponse => {
                 Message::CreateStreamResponse(CreateStreamResponse::read(input)?)
             }
@@ -271,7 +274,6 @@ from_message!(
     HelloAck(HelloAck),
     MetadataRequest(MetadataRequest),
     MetadataResponse(MetadataResponse),
-    CreateStream(CreateStream),
     CreateStreamResponse(CreateStreamResponse),
     DeleteStream(DeleteStream),
     DeleteStreamResponse(DeleteStreamResponse),
@@ -281,3 +283,9 @@ from_message!(
     FetchResponse(FetchResponse),
     Error(ErrorResponse)
 );
+
+impl From<CreateStream> for Message {
+    fn from(message: CreateStream) -> Message {
+        Message::CreateStream(Box::new(message))
+    }
+}

@@ -6,7 +6,7 @@ use floe_wire::frame::{
     DeleteStreamResponse, ErrorDetails, ErrorResponse, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition,
     FetchResponse, Hello, HelloAck, MAX_FRAME_BYTES, MetadataRequest, MetadataResponse,
     PartitionMetadata, Produce, ProduceAck, ProtocolVersion, StreamInfo, StreamMetadata,
-    StreamSettings,
+    StreamSettings, UploadBacklog,
 };
 use floe_wire::{
     AckMode, BatchBuilder, BrokerId, Endpoint, ErrorCode, Message, Offset, PartitionId, StreamName,
@@ -127,27 +127,62 @@ pub fn metadata_request() -> impl Strategy<Value = MetadataRequest> {
 }
 
 fn partition(id: u32) -> impl Strategy<Value = PartitionMetadata> {
-    (option::of(endpoint()), any::<u32>(), offset(), offset()).prop_map(
-        move |(leader, leader_epoch, log_start, high_watermark)| PartitionMetadata {
-            id: PartitionId::new(id),
-            leader,
-            leader_epoch,
-            log_start,
-            high_watermark,
-        },
+    (
+        (option::of(endpoint()), any::<u32>(), offset(), offset()),
+        (offset(), offset(), any::<u64>(), any::<u64>()),
     )
+        .prop_map(
+            move |(
+                (leader, leader_epoch, log_start, high_watermark),
+                (local_start, tier_end, segments, bytes),
+            )| PartitionMetadata {
+                id: PartitionId::new(id),
+                leader,
+                leader_epoch,
+                log_start,
+                high_watermark,
+                local_start,
+                tier_end,
+                upload_backlog: UploadBacklog { segments, bytes },
+            },
+        )
+}
+
+fn stream_settings() -> impl Strategy<Value = StreamSettings> {
+    (
+        (option::of(any::<u64>()), option::of(any::<u64>())),
+        (option::of(any::<u64>()), option::of(any::<u64>())),
+        (option::of(any::<u64>()), option::of(any::<u64>())),
+    )
+        .prop_map(
+            |(
+                (segment_bytes, segment_age_ms),
+                (local_retention_bytes, local_retention_ms),
+                (retention_bytes, retention_ms),
+            )| StreamSettings {
+                segment_bytes,
+                segment_age_ms,
+                local_retention_bytes,
+                local_retention_ms,
+                retention_bytes,
+                retention_ms,
+            },
+        )
 }
 
 pub fn stream_info() -> impl Strategy<Value = StreamInfo> {
-    (ack_mode(), 1..=u32::MAX).prop_flat_map(|(ack_mode, partition_count)| {
-        btree_set(0..partition_count, 0..6)
-            .prop_flat_map(|ids| ids.into_iter().map(partition).collect::<Vec<_>>())
-            .prop_map(move |partitions| StreamInfo {
-                ack_mode,
-                partition_count,
-                partitions,
-            })
-    })
+    (ack_mode(), 1..=u32::MAX, stream_settings()).prop_flat_map(
+        |(ack_mode, partition_count, settings)| {
+            btree_set(0..partition_count, 0..6)
+                .prop_flat_map(|ids| ids.into_iter().map(partition).collect::<Vec<_>>())
+                .prop_map(move |partitions| StreamInfo {
+                    ack_mode,
+                    partition_count,
+                    settings,
+                    partitions,
+                })
+        },
+    )
 }
 
 pub fn metadata_response() -> impl Strategy<Value = MetadataResponse> {
@@ -160,20 +195,7 @@ pub fn metadata_response() -> impl Strategy<Value = MetadataResponse> {
 }
 
 pub fn create_stream() -> impl Strategy<Value = CreateStream> {
-    let settings = (
-        option::of(any::<u64>()),
-        option::of(any::<u64>()),
-        option::of(any::<u64>()),
-        option::of(any::<u64>()),
-    )
-        .prop_map(
-            |(segment_bytes, segment_age_ms, retention_bytes, retention_ms)| StreamSettings {
-                segment_bytes,
-                segment_age_ms,
-                retention_bytes,
-                retention_ms,
-            },
-        );
+    let settings = stream_settings();
     (stream_name(), 1..=u32::MAX, ack_mode(), settings).prop_map(
         |(name, partition_count, ack_mode, settings)| CreateStream {
             name,

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Subcommand, ValueEnum};
-use floe_client::{AckMode, ClientConfig, StreamInfo, StreamName, StreamSettings};
+use floe_client::{AckMode, ClientConfig, Offset, StreamInfo, StreamName, StreamSettings};
 use serde_json::json;
 
 use crate::output::{print, print_json, table};
@@ -25,16 +25,26 @@ pub enum StreamCommand {
         /// Seal a segment at this age, e.g. 10m [default: the broker's]
         #[arg(long, value_parser = parse_duration)]
         segment_age: Option<std::time::Duration>,
-        /// Keep at most this much per partition locally, e.g. 10GiB [default: no limit]
+        /// Keep at most this much per partition on the broker's disk; older sealed segments
+        /// are read from object storage once tiered, e.g. 1GiB [default: the broker's]
+        #[arg(long, value_parser = parse_size)]
+        local_retention_bytes: Option<u64>,
+        /// Keep records this long on the broker's disk, e.g. 6h [default: the broker's]
+        #[arg(long, value_parser = parse_duration)]
+        local_retention_age: Option<std::time::Duration>,
+        /// Keep at most this much per partition in all, object storage included, e.g. 1TiB
+        /// [default: no limit]
         #[arg(long, value_parser = parse_size)]
         retention_bytes: Option<u64>,
-        /// Keep records this long locally, e.g. 7days [default: no limit]
+        /// Keep records this long in all, object storage included, e.g. 30days
+        /// [default: no limit]
         #[arg(long, value_parser = parse_duration)]
         retention_age: Option<std::time::Duration>,
     },
     /// List streams.
     List,
-    /// Show a stream's partitions: leader, epoch, log start and high watermark.
+    /// Show a stream's settings and partitions: leader, epoch, local and tiered ranges, high
+    /// watermark and upload backlog.
     Describe { name: String },
     /// Delete a stream and all its records.
     Delete { name: String },
@@ -82,6 +92,8 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
             ack_mode,
             segment_bytes,
             segment_age,
+            local_retention_bytes,
+            local_retention_age,
             retention_bytes,
             retention_age,
         } => {
@@ -89,6 +101,8 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
             let settings = StreamSettings {
                 segment_bytes,
                 segment_age_ms: segment_age.map(duration_ms),
+                local_retention_bytes,
+                local_retention_ms: local_retention_age.map(duration_ms),
                 retention_bytes,
                 retention_ms: retention_age.map(duration_ms),
             };
@@ -185,6 +199,52 @@ async fn list(client: &floe_client::Client, json: bool) -> Result<()> {
     Ok(())
 }
 
+fn settings_json(settings: &StreamSettings) -> serde_json::Value {
+    json!({
+        "segment_bytes": settings.segment_bytes,
+        "segment_age_ms": settings.segment_age_ms,
+        "local_retention_bytes": settings.local_retention_bytes,
+        "local_retention_ms": settings.local_retention_ms,
+        "retention_bytes": settings.retention_bytes,
+        "retention_ms": settings.retention_ms,
+    })
+}
+
+fn size_text(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "unlimited".into(), human_bytes)
+}
+
+fn age_text(ms: Option<u64>) -> String {
+    ms.map_or_else(
+        || "unlimited".into(),
+        |ms| humantime::format_duration(std::time::Duration::from_millis(ms)).to_string(),
+    )
+}
+
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes}B")
+    } else {
+        format!("{value:.1}{}", UNITS[unit])
+    }
+}
+
+/// `a..b`, or `-` for an empty range.
+fn range_text(start: Offset, end: Offset) -> String {
+    if end > start {
+        format!("{start}..{end}")
+    } else {
+        "-".into()
+    }
+}
+
 fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
     if json {
         let partitions: Vec<serde_json::Value> = info
@@ -197,6 +257,10 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
                     "leader_epoch": p.leader_epoch,
                     "log_start": p.log_start.get(),
                     "high_watermark": p.high_watermark.get(),
+                    "local_start": p.local_start.get(),
+                    "tier_end": p.tier_end.get(),
+                    "upload_backlog_segments": p.upload_backlog.segments,
+                    "upload_backlog_bytes": p.upload_backlog.bytes,
                 })
             })
             .collect();
@@ -204,6 +268,7 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
             "name": stream.as_str(),
             "partition_count": info.partition_count,
             "ack_mode": ack_mode_name(info.ack_mode),
+            "settings": settings_json(&info.settings),
             "partitions": partitions,
         }))?;
         return Ok(());
@@ -216,23 +281,39 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
                 p.id.to_string(),
                 p.leader.as_ref().map_or("-".into(), |l| l.to_string()),
                 p.leader_epoch.to_string(),
-                p.log_start.to_string(),
+                range_text(p.log_start, p.tier_end),
+                range_text(p.local_start, p.high_watermark),
                 p.high_watermark.to_string(),
+                format!(
+                    "{} ({})",
+                    p.upload_backlog.segments,
+                    human_bytes(p.upload_backlog.bytes)
+                ),
             ]
         })
         .collect();
+    let s = &info.settings;
     print(&format!(
-        "stream {stream}: {} partition{}, ack mode {}\n{}",
+        "stream {stream}: {} partition{}, ack mode {}\n\
+         segments: {} or {}; local retention: {}, {}; retention: {}, {}\n{}",
         info.partition_count,
         if info.partition_count == 1 { "" } else { "s" },
         ack_mode_name(info.ack_mode),
+        size_text(s.segment_bytes),
+        age_text(s.segment_age_ms),
+        size_text(s.local_retention_bytes),
+        age_text(s.local_retention_ms),
+        size_text(s.retention_bytes),
+        age_text(s.retention_ms),
         table(
             &[
                 "PARTITION",
                 "LEADER",
                 "EPOCH",
-                "LOG START",
-                "HIGH WATERMARK"
+                "TIERED",
+                "LOCAL",
+                "HIGH WATERMARK",
+                "UPLOAD BACKLOG"
             ],
             &rows
         )

@@ -6,11 +6,15 @@
 //! MetadataResponse   list<stream entry>
 //!   stream entry     string name, u16 result code,
 //!                    and when the code is 0: u8 ack_mode, u32 partition_count,
+//!                                            settings (as in CreateStream),
 //!                                            list<partition entry>
 //!   partition entry  u32 id, option<string leader endpoint>, u32 leader_epoch,
-//!                    u64 log_start, u64 high_watermark
+//!                    u64 log_start, u64 high_watermark,
+//!                    u64 local_start, u64 tier_end,
+//!                    u64 upload_backlog_segments, u64 upload_backlog_bytes
 //! ```
 
+use crate::frame::StreamSettings;
 use crate::frame::error::{EncodeError, PayloadError};
 use crate::frame::error_code::ErrorCode;
 use crate::frame::payload::{PayloadReader, PayloadWriter, invalid_message, invalid_payload};
@@ -21,7 +25,7 @@ const MIN_NAME_LEN: usize = 2 + 1;
 /// Smallest stream entry: a name and an error code.
 const MIN_STREAM_ENTRY_LEN: usize = MIN_NAME_LEN + 2;
 /// Smallest partition entry: every fixed field and an absent leader.
-const MIN_PARTITION_ENTRY_LEN: usize = 4 + 1 + 4 + 8 + 8;
+const MIN_PARTITION_ENTRY_LEN: usize = 4 + 1 + 4 + 8 + 8 + 4 * 8;
 
 /// Asks for the metadata of some streams, or of all of them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -50,6 +54,8 @@ pub struct StreamInfo {
     pub ack_mode: AckMode,
     /// Number of partitions; at least 1.
     pub partition_count: u32,
+    /// The stream's settings as the broker applies them (its defaults filled in).
+    pub settings: StreamSettings,
     /// Partitions in strictly increasing id order, each id below `partition_count`. Normally
     /// every partition; a broker that knows only some lists those.
     pub partitions: Vec<PartitionMetadata>,
@@ -67,6 +73,20 @@ pub struct PartitionMetadata {
     pub log_start: Offset,
     /// Offsets below it are committed and visible to consumers.
     pub high_watermark: Offset,
+    /// First offset on the leader's local disk; history below it is read from the tier.
+    pub local_start: Offset,
+    /// End of the tiered range `[log_start, tier_end)`; equal to `log_start` when nothing is
+    /// tiered.
+    pub tier_end: Offset,
+    /// Sealed, committed data waiting to be tiered.
+    pub upload_backlog: UploadBacklog,
+}
+
+/// Sealed data of a partition waiting for upload to object storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UploadBacklog {
+    pub segments: u64,
+    pub bytes: u64,
 }
 
 impl StreamInfo {
@@ -120,6 +140,7 @@ impl MetadataResponse {
                     out.result_code(None);
                     out.u8(info.ack_mode.as_u8());
                     out.u32(info.partition_count);
+                    info.settings.write(out)?;
                     out.count("partitions", info.partitions.len())?;
                     for partition in &info.partitions {
                         write_partition(out, partition)?;
@@ -148,6 +169,7 @@ impl MetadataResponse {
 fn read_info(input: &mut PayloadReader) -> Result<StreamInfo, PayloadError> {
     let ack_mode = input.ack_mode("ack_mode")?;
     let partition_count = input.u32("partition_count")?;
+    let settings = StreamSettings::read(input)?;
     let count = input.count("partitions", MIN_PARTITION_ENTRY_LEN)?;
     let mut partitions = Vec::with_capacity(count as usize);
     for _ in 0..count {
@@ -157,11 +179,18 @@ fn read_info(input: &mut PayloadReader) -> Result<StreamInfo, PayloadError> {
             leader_epoch: input.u32("leader_epoch")?,
             log_start: Offset::new(input.u64("log_start")?),
             high_watermark: Offset::new(input.u64("high_watermark")?),
+            local_start: Offset::new(input.u64("local_start")?),
+            tier_end: Offset::new(input.u64("tier_end")?),
+            upload_backlog: UploadBacklog {
+                segments: input.u64("upload_backlog_segments")?,
+                bytes: input.u64("upload_backlog_bytes")?,
+            },
         });
     }
     let info = StreamInfo {
         ack_mode,
         partition_count,
+        settings,
         partitions,
     };
     info.check().map_err(invalid_payload)?;
@@ -179,5 +208,9 @@ fn write_partition(
     out.u32(partition.leader_epoch);
     out.u64(partition.log_start.get());
     out.u64(partition.high_watermark.get());
+    out.u64(partition.local_start.get());
+    out.u64(partition.tier_end.get());
+    out.u64(partition.upload_backlog.segments);
+    out.u64(partition.upload_backlog.bytes);
     Ok(())
 }

@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! CreateStream           string name, u32 partition_count, u8 ack_mode,
-//!                        option<u64> segment_bytes, option<u64> segment_age_ms,
+//!                        settings
+//!   settings             option<u64> segment_bytes, option<u64> segment_age_ms,
+//!                        option<u64> local_retention_bytes, option<u64> local_retention_ms,
 //!                        option<u64> retention_bytes, option<u64> retention_ms
 //! CreateStreamResponse   string name
 //! DeleteStream           string name
@@ -32,10 +34,62 @@ pub struct StreamSettings {
     pub segment_bytes: Option<u64>,
     /// A segment is sealed once it is this old, so tiering never lags more than this.
     pub segment_age_ms: Option<u64>,
-    /// Local retention by size, per partition.
+    /// Local retention by size, per partition: sealed segments beyond it leave the
+    /// broker's disk once they are tiered.
+    pub local_retention_bytes: Option<u64>,
+    /// Local retention by age (of a segment's newest record).
+    pub local_retention_ms: Option<u64>,
+    /// Retention of the whole partition (tier included) by size.
     pub retention_bytes: Option<u64>,
-    /// Local retention by age.
+    /// Retention of the whole partition (tier included) by age.
     pub retention_ms: Option<u64>,
+}
+
+impl StreamSettings {
+    /// The settings in their wire order, with their field names.
+    fn fields(&self) -> [(&'static str, Option<u64>); 6] {
+        [
+            ("segment_bytes", self.segment_bytes),
+            ("segment_age_ms", self.segment_age_ms),
+            ("local_retention_bytes", self.local_retention_bytes),
+            ("local_retention_ms", self.local_retention_ms),
+            ("retention_bytes", self.retention_bytes),
+            ("retention_ms", self.retention_ms),
+        ]
+    }
+
+    pub(crate) fn write(&self, out: &mut PayloadWriter<'_>) -> Result<(), EncodeError> {
+        for (_, value) in self.fields() {
+            out.option(value.as_ref(), |out, value| {
+                out.u64(*value);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read(input: &mut PayloadReader) -> Result<StreamSettings, PayloadError> {
+        let mut values = [None; 6];
+        for (value, (field, _)) in values.iter_mut().zip(StreamSettings::default().fields()) {
+            *value = input.option(field, |input| input.u64(field))?;
+        }
+        let [
+            segment_bytes,
+            segment_age_ms,
+            local_retention_bytes,
+            local_retention_ms,
+            retention_bytes,
+            retention_ms,
+        ] = values;
+        Ok(StreamSettings {
+            segment_bytes,
+            segment_age_ms,
+            local_retention_bytes,
+            local_retention_ms,
+            retention_bytes,
+            retention_ms,
+        })
+    }
 }
 
 /// The stream was created.
@@ -70,19 +124,7 @@ impl CreateStream {
         out.bytes_u16("name", self.name.as_str().as_bytes())?;
         out.u32(self.partition_count);
         out.u8(self.ack_mode.as_u8());
-        let settings = &self.settings;
-        for value in [
-            settings.segment_bytes,
-            settings.segment_age_ms,
-            settings.retention_bytes,
-            settings.retention_ms,
-        ] {
-            out.option(value.as_ref(), |out, value| {
-                out.u64(*value);
-                Ok(())
-            })?;
-        }
-        Ok(())
+        self.settings.write(out)
     }
 
     pub(crate) fn read(input: &mut PayloadReader) -> Result<CreateStream, PayloadError> {
@@ -90,13 +132,7 @@ impl CreateStream {
         let partition_count = input.u32("partition_count")?;
         check_partition_count(partition_count).map_err(invalid_payload)?;
         let ack_mode = input.ack_mode("ack_mode")?;
-        let settings = StreamSettings {
-            segment_bytes: input.option("segment_bytes", |input| input.u64("segment_bytes"))?,
-            segment_age_ms: input.option("segment_age_ms", |input| input.u64("segment_age_ms"))?,
-            retention_bytes: input
-                .option("retention_bytes", |input| input.u64("retention_bytes"))?,
-            retention_ms: input.option("retention_ms", |input| input.u64("retention_ms"))?,
-        };
+        let settings = StreamSettings::read(input)?;
         Ok(CreateStream {
             name,
             partition_count,

@@ -1,0 +1,308 @@
+//! Tiering on a broker: the object store, the tier reader every fetch below the local log
+//! shares, and the background loop that uploads sealed committed segments, applies tier
+//! retention, collects unreferenced objects and finishes stream deletions.
+//!
+//! Uploads never block publishing: each partition's upload runs as its own task, at most
+//! [`TierSettings::partitions_in_parallel`] at once, and a partition whose store calls hang
+//! holds only its own task. Local retention (in [`crate::partitions::Partitions::maintain`])
+//! deletes a sealed segment only once the manifest holds it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use floe_tier::{
+    Collector, ReaderConfig, RequestObserver, S3Settings, TierReader, TierStore, UploaderConfig,
+    apply_tier_retention,
+};
+use tokio::sync::Semaphore;
+
+use crate::partitions::Partition;
+use crate::server::BrokerState;
+
+/// The leader epoch a single broker tiers with (no controlplane assigns epochs yet).
+pub const LOCAL_EPOCH: u32 = 0;
+
+/// Where and how a broker tiers.
+#[derive(Debug, Clone)]
+pub struct TierSettings {
+    /// `file:///dir[/prefix]` or `s3://bucket[/prefix]`.
+    pub url: String,
+    pub s3: S3Settings,
+    pub uploader: UploaderConfig,
+    pub reader: ReaderConfig,
+    /// How often to look for sealed segments to upload.
+    pub upload_interval: Duration,
+    /// How often to apply tier retention and collect unreferenced objects.
+    pub collect_interval: Duration,
+    /// Unreferenced objects stay this long after their upload or removal: longer than any
+    /// upload-then-commit, and than any reader keeps a manifest.
+    pub collect_grace: Duration,
+    /// Partitions uploading at once.
+    pub partitions_in_parallel: usize,
+}
+
+impl Default for TierSettings {
+    /// No URL yet (the broker fills it in) and no disk cache (the broker places it).
+    fn default() -> Self {
+        TierSettings {
+            url: String::new(),
+            s3: S3Settings::default(),
+            uploader: UploaderConfig::default(),
+            reader: ReaderConfig::default(),
+            upload_interval: Duration::from_secs(1),
+            collect_interval: Duration::from_secs(300),
+            collect_grace: Duration::from_secs(600),
+            partitions_in_parallel: 4,
+        }
+    }
+}
+
+impl TierSettings {
+    /// The URL of the embedded default: a directory under the data directory.
+    pub fn local_url(data_dir: &Path) -> Result<String> {
+        let dir = data_dir.join("objects");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("resolving {}", dir.display()))?;
+        url::Url::from_directory_path(&dir)
+            .map(|u| u.to_string())
+            .map_err(|()| anyhow::anyhow!("{} is not an absolute path", dir.display()))
+    }
+}
+
+/// The broker's tier: the store, the shared reader and the collector.
+#[derive(Debug)]
+pub struct Tiering {
+    pub store: TierStore,
+    pub reader: TierReader,
+    collector: Collector,
+    settings: TierSettings,
+}
+
+impl Tiering {
+    /// Opens the store and the reader's cache; `observer` is told every request's duration.
+    pub async fn open(settings: TierSettings, observer: RequestObserver) -> Result<Tiering> {
+        let store = TierStore::open(&settings.url, &settings.s3)
+            .with_context(|| format!("opening object storage {}", settings.url))?
+            .with_observer(observer);
+        let reader = TierReader::new(store.clone(), settings.reader.clone())
+            .await
+            .context("opening the tier cache")?;
+        let grace = i64::try_from(settings.collect_grace.as_millis()).unwrap_or(i64::MAX);
+        let collector = Collector::new(store.clone(), grace)?;
+        Ok(Tiering {
+            store,
+            reader,
+            collector,
+            settings,
+        })
+    }
+
+    /// Whether the store holds objects under `stream` (left by an earlier stream of that
+    /// name, e.g. when a data directory was wiped but not the bucket).
+    pub async fn has_objects(&self, stream: &str) -> Result<bool> {
+        Ok(!self.store.list(stream).await?.is_empty())
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+type Key = (String, u32);
+
+/// The tiering loop, until shutdown.
+pub(crate) async fn run(state: Arc<BrokerState>) {
+    let settings = state.tiering.settings.clone();
+    let permits = Arc::new(Semaphore::new(settings.partitions_in_parallel.max(1)));
+    let mut uploads: HashMap<Key, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut collecting: Option<tokio::task::JoinHandle<()>> = None;
+    let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
+    let mut last_collect = Instant::now();
+    let mut tick = tokio::time::interval(settings.upload_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+        }
+        uploads.retain(|_, task| !task.is_finished());
+        let deleted = state.partitions.deleting();
+        if !deleted.is_empty() && deleting.as_ref().is_none_or(|t| t.is_finished()) {
+            // A deleted stream's uploads stop before its objects go, so that no commit lands
+            // after the deletion listed the bucket.
+            let doomed: Vec<Key> = uploads
+                .keys()
+                .filter(|(stream, _)| deleted.contains(stream))
+                .cloned()
+                .collect();
+            for key in doomed {
+                if let Some(task) = uploads.remove(&key) {
+                    task.abort();
+                    let _ = task.await;
+                }
+            }
+            deleting = Some(tokio::spawn(delete_streams(state.clone(), deleted)));
+        }
+        for partition in state.partitions.all() {
+            let key = (partition.stream.clone(), partition.id);
+            let high_watermark = partition.log.synced_end();
+            if uploads.contains_key(&key)
+                || !partition
+                    .uploader
+                    .has_work(partition.log.sealed_end(), high_watermark)
+            {
+                continue;
+            }
+            let permits = permits.clone();
+            let state = state.clone();
+            uploads.insert(
+                key,
+                tokio::spawn(async move {
+                    let Ok(_permit) = permits.acquire_owned().await else {
+                        return;
+                    };
+                    upload(&state, &partition).await;
+                }),
+            );
+        }
+        let idle = collecting.as_ref().is_none_or(|task| task.is_finished());
+        if idle && last_collect.elapsed() >= settings.collect_interval {
+            last_collect = Instant::now();
+            collecting = Some(tokio::spawn(collect(state.clone())));
+        }
+    }
+    // Uploads in flight are abandoned: an object whose commit never happens is an orphan the
+    // collector deletes later; nothing local was deleted for it.
+    for (_, task) in uploads {
+        task.abort();
+    }
+    for task in [collecting, deleting].into_iter().flatten() {
+        task.abort();
+    }
+}
+
+/// Uploads what the partition sealed below its high watermark and commits it.
+async fn upload(state: &BrokerState, partition: &Partition) {
+    let sealed = partition.log.sealed_segments();
+    let high_watermark = partition.log.synced_end();
+    let result = partition
+        .uploader
+        .run(&sealed, high_watermark, LOCAL_EPOCH, now_ms())
+        .await;
+    match result {
+        Ok(report) if !report.committed.is_empty() => {
+            tracing::debug!(
+                stream = %partition.stream,
+                partition = partition.id,
+                segments = report.committed.len(),
+                version = report.version,
+                tier_end = %report.tier_end,
+                "tiered"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => {
+            state.metrics.tier_upload_failures.inc();
+            tracing::warn!(
+                stream = %partition.stream,
+                partition = partition.id,
+                error = %e,
+                backlog_segments = partition.uploader.backlog().segments,
+                "tier upload failed; the data stays on local disk and is retried"
+            );
+        }
+    }
+}
+
+/// Tier retention and collection for every partition.
+async fn collect(state: Arc<BrokerState>) {
+    let tiering = &state.tiering;
+    for partition in state.partitions.all() {
+        if partition.tier_retention != floe_tier::TierRetention::default() {
+            let removal = apply_tier_retention(
+                partition.uploader.manifest(),
+                partition.tier_retention,
+                LOCAL_EPOCH,
+                now_ms(),
+            )
+            .await;
+            match removal {
+                Ok(Some(manifest)) => {
+                    tracing::info!(
+                        stream = %partition.stream,
+                        partition = partition.id,
+                        tier_start = %manifest.start_offset(),
+                        "tier retention removed the oldest segments"
+                    );
+                    if let Err(e) = partition.uploader.refresh().await {
+                        tracing::warn!(stream = %partition.stream, partition = partition.id, error = %e, "reading the manifest after retention");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(stream = %partition.stream, partition = partition.id, error = %e, "tier retention failed");
+                }
+            }
+        }
+        match tiering
+            .collector
+            .collect_partition(&partition.tier_path, now_ms())
+            .await
+        {
+            Ok(report) if report.segments_deleted > 0 => tracing::info!(
+                stream = %partition.stream,
+                partition = partition.id,
+                deleted = report.segments_deleted,
+                "collected unreferenced segment objects"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(stream = %partition.stream, partition = partition.id, error = %e, "tier collection failed");
+            }
+        }
+    }
+}
+
+/// Deletes the objects of deleted streams; a stream's name is freed once a listing finds
+/// none left.
+async fn delete_streams(state: Arc<BrokerState>, streams: Vec<String>) {
+    let store = &state.tiering.store;
+    for stream in streams {
+        let result = async {
+            let deleted = floe_tier::delete_stream(store, &stream).await?;
+            let left = store.list(&stream).await?.len();
+            Ok::<_, floe_tier::TierError>((deleted, left))
+        }
+        .await;
+        match result {
+            Ok((deleted, 0)) => {
+                tracing::info!(
+                    stream,
+                    objects = deleted,
+                    "deleted a deleted stream's objects"
+                );
+                if let Err(e) = state.partitions.forget_deleted(&stream) {
+                    tracing::warn!(stream, error = %e, "updating the catalog");
+                }
+            }
+            Ok((_, left)) => {
+                tracing::info!(
+                    stream,
+                    left,
+                    "objects of a deleted stream appeared meanwhile; deleting again"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(stream, error = %e, "deleting a deleted stream's objects; retrying");
+            }
+        }
+    }
+}
