@@ -1,0 +1,242 @@
+//! Reading tiered history through the broker, against the object store's own raw GET speed
+//! measured in the same run.
+//!
+//! `cargo bench -p floe-broker --bench tier_read` runs a `floe-broker dev` process (release
+//! build) on the embedded default (object storage in a local directory), publishes
+//! `FLOE_BENCH_MIB` (default 384) of 1 KiB records to two streams — `tiered` (local
+//! retention 0: every sealed segment leaves the disk once tiered) and `hot` (everything kept
+//! locally) — and measures:
+//! 1. object-store PUTs per GiB ingested (segments and manifest versions);
+//! 2. raw ranged GETs of the tiered segment objects, 4 MiB at a time, one in flight;
+//! 3. a cold read of `tiered` from offset 0 through a restarted broker with an empty cache,
+//!    and the GETs per GiB it made;
+//! 4. a warm read of the same range (now cached);
+//! 5. a read of the same amount from `hot`, served by the local log.
+//!
+//! Before 2 and 3 the page cache is dropped when the process may (root), so both read from
+//! the device.
+
+#![allow(clippy::print_stdout)] // the report is the benchmark's output
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use floe_client::{
+    AckMode, Client, ClientConfig, FetchPosition, PartitionId, PartitionMetadata, Producer,
+    ProducerConfig, ProducerRecord, StreamName, StreamSettings,
+};
+use floe_wire::frame::{Fetch, Message};
+
+const CHUNK: u64 = 4 * 1024 * 1024;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mib_per_s(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64()
+}
+
+fn main() -> anyhow::Result<()> {
+    common::install_crypto();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run())
+}
+
+/// Drops the page cache if allowed; says whether it did.
+fn drop_page_cache() -> bool {
+    let _ = std::process::Command::new("sync").status();
+    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
+async fn run() -> anyhow::Result<()> {
+    let mib = env_u64("FLOE_BENCH_MIB", 384);
+    let work = tempfile::Builder::new()
+        .prefix("floe-bench-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    println!("floe tiered-read benchmark: {mib} MiB of 1 KiB records per stream, local object store");
+    let dir = work.path().join("broker");
+    let broker = common::BrokerProcess::start(&dir);
+    let listen = broker.addr().to_string();
+    let metrics = broker.profile.metrics.clone().expect("metrics address");
+    let client = Client::connect(ClientConfig::from_profile(&broker.profile)).await?;
+    let tiered = StreamName::new("tiered")?;
+    let hot = StreamName::new("hot")?;
+    for (stream, local) in [(&tiered, 0), (&hot, 1 << 40)] {
+        let settings = StreamSettings {
+            local_retention_bytes: Some(local),
+            ..StreamSettings::default()
+        };
+        client
+            .create_stream(stream, 1, AckMode::Leader, settings)
+            .await?;
+        publish(&client, stream, mib * 1024).await?;
+    }
+    let tiered_end = wait_until_tiered(&client, &tiered).await?;
+    wait_until_tiered(&client, &hot).await?;
+    let text = http_get(&metrics, "/metrics").await?;
+    let puts = metric(&text, "floe_tier_requests_total{kind=\"put\"}");
+    let put_bytes = metric(&text, "floe_tier_put_bytes_total");
+    let puts_per_gib = puts / (put_bytes / f64::from(1u32 << 30));
+    println!(
+        "ingest: {puts:.0} PUTs for {:.1} MiB tiered = {puts_per_gib:.1} PUTs/GiB (target ≤ 20)",
+        put_bytes / (1024.0 * 1024.0)
+    );
+    drop(client);
+
+    // Raw GETs of the same objects, the same chunk size, one in flight.
+    let dropped = drop_page_cache();
+    let objects = broker.data_dir.join("objects");
+    let (raw_bytes, raw_elapsed) = raw_gets(&objects, "tiered/0/segments").await?;
+    let raw = mib_per_s(raw_bytes, raw_elapsed);
+    println!(
+        "raw ranged GETs, 4 MiB, 1 in flight: {raw:8.1} MiB/s over {:.1} MiB (page cache dropped: {dropped})",
+        raw_bytes as f64 / (1024.0 * 1024.0)
+    );
+
+    // Cold: a fresh broker process, its cache directory removed.
+    let data_dir = broker.data_dir.clone();
+    drop(broker);
+    let _ = std::fs::remove_dir_all(data_dir.join("cache"));
+    drop_page_cache();
+    let broker = common::BrokerProcess::start_on(&dir, &listen);
+    let metrics = broker.profile.metrics.clone().expect("metrics address");
+    let client = Client::connect(ClientConfig::from_profile(&broker.profile)).await?;
+    let gets_before = metric(
+        &http_get(&metrics, "/metrics").await?,
+        "floe_tier_requests_total{kind=\"get\"}",
+    );
+    let (cold_bytes, cold_elapsed) = read(&client, &tiered, tiered_end).await?;
+    let gets = metric(
+        &http_get(&metrics, "/metrics").await?,
+        "floe_tier_requests_total{kind=\"get\"}",
+    ) - gets_before;
+    let cold = mib_per_s(cold_bytes, cold_elapsed);
+    let gets_per_gib = gets / (cold_bytes as f64 / f64::from(1u32 << 30));
+    println!(
+        "cold read through the broker:        {cold:8.1} MiB/s = {:.2} of raw GET (target ≥ 0.70); {gets:.0} GETs = {gets_per_gib:.0} GETs/GiB (target ≤ 300)",
+        cold / raw
+    );
+
+    let (warm_bytes, warm_elapsed) = read(&client, &tiered, tiered_end).await?;
+    let warm = mib_per_s(warm_bytes, warm_elapsed);
+    let (hot_bytes, hot_elapsed) = read(&client, &hot, tiered_end).await?;
+    let hot_mib = mib_per_s(hot_bytes, hot_elapsed);
+    println!("hot-log read of the same amount:     {hot_mib:8.1} MiB/s");
+    println!(
+        "warm read through the broker:        {warm:8.1} MiB/s = {:.2} of the hot-log read (target ≥ 0.80)",
+        warm / hot_mib
+    );
+    println!(
+        "BENCH_JSON {}",
+        serde_json::json!({
+            "puts_per_gib": puts_per_gib, "raw_get_mib_s": raw, "cold_mib_s": cold,
+            "cold_ratio": cold / raw, "gets_per_gib_cold": gets_per_gib,
+            "warm_mib_s": warm, "hot_mib_s": hot_mib, "warm_ratio": warm / hot_mib,
+            "page_cache_dropped": dropped,
+        })
+    );
+    Ok(())
+}
+
+async fn publish(client: &Client, stream: &StreamName, records: u64) -> anyhow::Result<()> {
+    let producer = Producer::new(client, stream.clone(), ProducerConfig::default()).await?;
+    let value = vec![b'x'; 1024];
+    let mut deliveries = Vec::new();
+    for _ in 0..records {
+        let record = ProducerRecord::new(value.clone()).with_partition(PartitionId::new(0));
+        deliveries.push(producer.send(record).await?);
+    }
+    for delivery in deliveries {
+        delivery.await?;
+    }
+    producer.close().await?;
+    Ok(())
+}
+
+async fn partition(client: &Client, stream: &StreamName) -> anyhow::Result<PartitionMetadata> {
+    Ok(client.stream(stream).await?.partitions[0].clone())
+}
+
+/// Waits until every sealed segment is tiered; returns the tier's end.
+async fn wait_until_tiered(client: &Client, stream: &StreamName) -> anyhow::Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let p = partition(client, stream).await?;
+        if p.upload_backlog.segments == 0 && p.tier_end.get() > 0 && p.tier_end >= p.local_start
+        {
+            return Ok(p.tier_end.get());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "tiering did not finish: {p:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Reads `[0, end)` of partition 0 with back-to-back fetches; returns bytes and time.
+async fn read(client: &Client, stream: &StreamName, end: u64) -> anyhow::Result<(u64, Duration)> {
+    let started = Instant::now();
+    let (mut offset, mut bytes) = (0, 0);
+    while offset < end {
+        let request = Message::Fetch(Fetch {
+            stream: stream.clone(),
+            partition: PartitionId::new(0),
+            position: FetchPosition::Offset(floe_wire::Offset::new(offset)),
+            max_bytes: 8 << 20,
+            max_wait_ms: 0,
+        });
+        match client.request(request).await? {
+            Message::FetchResponse(r) => {
+                anyhow::ensure!(r.next_offset.get() > offset, "no progress at {offset}");
+                bytes += r.records.len() as u64;
+                offset = r.next_offset.get();
+            }
+            other => anyhow::bail!("fetch at {offset}: {other:?}"),
+        }
+    }
+    Ok((bytes, started.elapsed()))
+}
+
+/// Reads every object under `dir` of the local object store with 4 MiB ranged GETs.
+async fn raw_gets(objects: &Path, dir: &str) -> anyhow::Result<(u64, Duration)> {
+    let url = url::Url::from_directory_path(objects.canonicalize()?)
+        .map_err(|()| anyhow::anyhow!("object directory"))?;
+    let store = floe_tier::TierStore::open(url.as_str(), &Default::default())?;
+    let listed = store.list(dir).await?;
+    let started = Instant::now();
+    let mut bytes = 0;
+    for object in listed {
+        let mut at = 0;
+        while at < object.size {
+            let end = (at + CHUNK).min(object.size);
+            bytes += store.get_range(&object.key, at..end).await?.len() as u64;
+            at = end;
+        }
+    }
+    Ok((bytes, started.elapsed()))
+}
+
+async fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    socket.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await?;
+    Ok(response)
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series).map(str::trim))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
