@@ -63,7 +63,9 @@ async fn run() -> anyhow::Result<()> {
     let work = tempfile::Builder::new()
         .prefix("floe-bench-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
-    println!("floe tiered-read benchmark: {mib} MiB of 1 KiB records per stream, local object store");
+    println!(
+        "floe tiered-read benchmark: {mib} MiB of 1 KiB records per stream, local object store"
+    );
     let dir = work.path().join("broker");
     let broker = common::BrokerProcess::start(&dir);
     let listen = broker.addr().to_string();
@@ -172,8 +174,7 @@ async fn wait_until_tiered(client: &Client, stream: &StreamName) -> anyhow::Resu
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let p = partition(client, stream).await?;
-        if p.upload_backlog.segments == 0 && p.tier_end.get() > 0 && p.tier_end >= p.local_start
-        {
+        if p.upload_backlog.segments == 0 && p.tier_end.get() > 0 && p.tier_end >= p.local_start {
             return Ok(p.tier_end.get());
         }
         anyhow::ensure!(Instant::now() < deadline, "tiering did not finish: {p:?}");

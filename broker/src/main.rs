@@ -68,6 +68,10 @@ struct StorageArgs {
     /// Local disk for cached tier chunks (0 for none), e.g. 1GiB.
     #[arg(long, env = "FLOE_TIER_CACHE_DISK", default_value = "1GiB", value_parser = floe_wire::units::parse_size)]
     tier_cache_disk: u64,
+    /// The shortest time between two upload runs of a partition: the segments sealed
+    /// meanwhile share one manifest commit.
+    #[arg(long, env = "FLOE_TIER_UPLOAD_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    tier_upload_interval: Duration,
     /// How often tier retention runs and unreferenced objects are collected.
     #[arg(long, env = "FLOE_TIER_COLLECT_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     tier_collect_interval: Duration,
@@ -95,6 +99,8 @@ impl StorageArgs {
             usize::try_from(self.tier_cache_memory).unwrap_or(usize::MAX);
         settings.tier_cache_disk_bytes =
             usize::try_from(self.tier_cache_disk).unwrap_or(usize::MAX);
+        settings.tier.upload_min_interval = self.tier_upload_interval;
+        settings.tier.upload_interval = self.tier_upload_interval.min(Duration::from_secs(1));
         settings.tier.collect_interval = self.tier_collect_interval;
         settings.tier.collect_grace = self.tier_collect_grace;
         settings.disk_high_water = self.disk_high_water;

@@ -35,6 +35,11 @@ pub struct TierSettings {
     pub reader: ReaderConfig,
     /// How often to look for sealed segments to upload.
     pub upload_interval: Duration,
+    /// The shortest time between two upload runs of one partition. Each run ends in one
+    /// manifest commit (a PUT), so batching the segments sealed meanwhile keeps requests
+    /// per GiB near one PUT per segment at high ingest rates; it delays tiering (and local
+    /// retention) by at most this much.
+    pub upload_min_interval: Duration,
     /// How often to apply tier retention and collect unreferenced objects.
     pub collect_interval: Duration,
     /// Unreferenced objects stay this long after their upload or removal: longer than any
@@ -53,6 +58,7 @@ impl Default for TierSettings {
             uploader: UploaderConfig::default(),
             reader: ReaderConfig::default(),
             upload_interval: Duration::from_secs(1),
+            upload_min_interval: Duration::from_secs(10),
             collect_interval: Duration::from_secs(300),
             collect_grace: Duration::from_secs(600),
             partitions_in_parallel: 4,
@@ -122,6 +128,7 @@ pub(crate) async fn run(state: Arc<BrokerState>) {
     let settings = state.tiering.settings.clone();
     let permits = Arc::new(Semaphore::new(settings.partitions_in_parallel.max(1)));
     let mut uploads: HashMap<Key, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut last_run: HashMap<Key, Instant> = HashMap::new();
     let mut collecting: Option<tokio::task::JoinHandle<()>> = None;
     let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
     let mut last_collect = Instant::now();
@@ -154,13 +161,18 @@ pub(crate) async fn run(state: Arc<BrokerState>) {
         for partition in state.partitions.all() {
             let key = (partition.stream.clone(), partition.id);
             let high_watermark = partition.log.synced_end();
-            if uploads.contains_key(&key)
+            let recent = last_run
+                .get(&key)
+                .is_some_and(|at| at.elapsed() < settings.upload_min_interval);
+            if recent
+                || uploads.contains_key(&key)
                 || !partition
                     .uploader
                     .has_work(partition.log.sealed_end(), high_watermark)
             {
                 continue;
             }
+            last_run.insert(key.clone(), Instant::now());
             let permits = permits.clone();
             let state = state.clone();
             uploads.insert(

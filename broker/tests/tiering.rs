@@ -16,6 +16,8 @@ use floe_client::{
 };
 
 const SEGMENT_BYTES: u64 = 128 * 1024;
+/// Upload runs every second rather than every 10 s, to keep the tests short.
+const FAST_UPLOADS: &[&str] = &["--tier-upload-interval", "1s"];
 const LOCAL_RETENTION_BYTES: u64 = 256 * 1024;
 
 fn settings() -> StreamSettings {
@@ -187,7 +189,7 @@ fn local_segments(data_dir: &Path, stream: &str) -> usize {
 async fn history_is_read_from_offset_zero_across_the_tier_boundary_and_after_a_restart() {
     const RECORDS: u64 = 20_000;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut broker = BrokerProcess::start(dir.path());
+    let mut broker = BrokerProcess::start_with(dir.path(), "127.0.0.1:0", FAST_UPLOADS, &[]);
     let listen = broker.addr().to_string();
     let data_dir = broker.data_dir.clone();
     let client = connect(&broker).await;
@@ -227,7 +229,7 @@ async fn history_is_read_from_offset_zero_across_the_tier_boundary_and_after_a_r
     // A restart with an empty cache reads the same history again from object storage.
     broker.kill();
     let _ = std::fs::remove_dir_all(data_dir.join("cache"));
-    let broker = BrokerProcess::start_on(dir.path(), &listen);
+    let broker = BrokerProcess::start_with(dir.path(), &listen, FAST_UPLOADS, &[]);
     let client = connect(&broker).await;
     let metrics = broker.profile.metrics.clone().expect("metrics address");
     read_all(client, &stream, RECORDS, &acked).await;
@@ -245,7 +247,7 @@ async fn a_crash_between_upload_and_commit_loses_nothing_and_the_orphan_is_colle
     let mut broker = BrokerProcess::start_with(
         dir.path(),
         "127.0.0.1:0",
-        &[],
+        FAST_UPLOADS,
         &[("FLOE_TEST_FAILPOINT", "tier-before-commit")],
     );
     let listen = broker.addr().to_string();
@@ -418,6 +420,8 @@ async fn publishing_goes_on_while_object_storage_is_away_and_the_backlog_drains(
             "--s3-allow-http",
             "--disk-high-water",
             "1536KiB",
+            "--tier-upload-interval",
+            "1s",
         ],
         &[
             ("AWS_ACCESS_KEY_ID", "floe-test"),

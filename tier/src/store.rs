@@ -177,6 +177,19 @@ impl TierStore {
         Ok(())
     }
 
+    /// Writes `key` with a single PUT of `pieces` joined, without copying them.
+    pub async fn put_pieces(&self, key: &str, pieces: Vec<Bytes>) -> Result<(), TierError> {
+        let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        bump(&self.metrics.puts, 1);
+        let path = self.path(key);
+        let payload: PutPayload = pieces.into_iter().collect();
+        self.timed(RequestKind::Put, self.inner.put(&path, payload))
+            .await
+            .map_err(|e| TierError::store("put", key, e))?;
+        bump(&self.metrics.put_bytes, len);
+        Ok(())
+    }
+
     /// Starts a multipart upload of `key`; nothing is visible until [`MultipartWriter::finish`].
     pub async fn put_multipart(&self, key: &str) -> Result<MultipartWriter, TierError> {
         let upload = self
@@ -297,9 +310,11 @@ impl MultipartWriter {
         Ok(())
     }
 
-    /// Uploads the rest and makes the object visible.
+    /// Uploads the rest and makes the object visible. Counts as the PUT-class requests it
+    /// makes: one to create the upload, one per part, one to complete it.
     pub async fn finish(self) -> Result<(), TierError> {
-        bump(&self.metrics.puts, 1);
+        let parts = self.bytes.div_ceil(PART_BYTES as u64).max(1);
+        bump(&self.metrics.puts, parts + 2);
         let result = self.writer.finish().await;
         if let Some(observer) = &self.observer {
             (observer.0)(RequestKind::Put, self.started.elapsed());

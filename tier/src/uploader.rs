@@ -21,10 +21,42 @@ pub struct UploaderConfig {
     pub concurrency: usize,
     /// Footer index density.
     pub index_interval_bytes: u32,
+    /// Segments up to this size go up in one PUT (buffered in memory); larger ones as
+    /// multipart uploads, a request per 8 MiB part. Default 128 MiB, above the default
+    /// segment size: a GiB ingested costs 16 PUTs.
+    pub single_put_max_bytes: u64,
+    /// Memory for single-PUT buffers, shared by every uploader built from clones of this
+    /// config: a single-PUT upload waits here for its size.
+    pub buffer: UploadBuffer,
     pub retry: RetryPolicy,
     /// Called after a run's objects are uploaded, just before their commit: a failpoint
     /// for crash tests (the broker sets it only from `FLOE_TEST_FAILPOINT`).
     pub before_commit: Option<BeforeCommit>,
+}
+
+/// Memory that buffered single-PUT uploads share; see [`UploaderConfig::buffer`].
+#[derive(Debug, Clone)]
+pub struct UploadBuffer {
+    mebibytes: Arc<tokio::sync::Semaphore>,
+    capacity_mib: u32,
+}
+
+impl UploadBuffer {
+    pub fn new(bytes: u64) -> UploadBuffer {
+        let capacity_mib = u32::try_from(bytes.div_ceil(1 << 20).max(1)).unwrap_or(u32::MAX);
+        UploadBuffer {
+            mebibytes: Arc::new(tokio::sync::Semaphore::new(capacity_mib as usize)),
+            capacity_mib,
+        }
+    }
+
+    /// Waits until `bytes` (at most the whole buffer) are free and holds them.
+    async fn hold(&self, bytes: u64) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let mib = u32::try_from(bytes.div_ceil(1 << 20).max(1))
+            .unwrap_or(u32::MAX)
+            .min(self.capacity_mib);
+        self.mebibytes.acquire_many(mib).await.ok()
+    }
 }
 
 /// See [`UploaderConfig::before_commit`].
@@ -42,6 +74,8 @@ impl Default for UploaderConfig {
         UploaderConfig {
             concurrency: 2,
             index_interval_bytes: 16 * 1024,
+            single_put_max_bytes: 128 << 20,
+            buffer: UploadBuffer::new(256 << 20),
             retry: RetryPolicy::default(),
             before_commit: None,
         }
@@ -254,17 +288,26 @@ impl Uploader {
         // would make this future not `Send` for every lifetime, and so not spawnable.
         let pending: Vec<_> = plan
             .iter()
-            .map(|p| {
-                self.config.retry.run(move || {
-                    upload_segment(
-                        &self.store,
-                        partition,
-                        &p.segment,
-                        p.from,
-                        epoch,
-                        self.config.index_interval_bytes,
-                    )
-                })
+            .map(|p| async move {
+                let single_put = p.segment.size_bytes <= self.config.single_put_max_bytes;
+                let _held = match single_put {
+                    true => self.config.buffer.hold(p.segment.size_bytes).await,
+                    false => None,
+                };
+                self.config
+                    .retry
+                    .run(move || {
+                        upload_segment(
+                            &self.store,
+                            partition,
+                            &p.segment,
+                            p.from,
+                            epoch,
+                            self.config.index_interval_bytes,
+                            self.config.single_put_max_bytes,
+                        )
+                    })
+                    .await
             })
             .collect();
         let mut uploads = futures::stream::iter(pending).buffered(self.config.concurrency.max(1));

@@ -293,22 +293,38 @@ async fn a_large_segment_goes_up_in_parts_and_reads_back() {
         let log = open_log(dir.path(), 64 << 20);
         let stored = fill_log(&log, "big", 40, 4, 64 * 1024);
         let sealed = log.sealed_segments();
-        assert!(sealed[0].size_bytes > 9 << 20, "larger than one part");
-        let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
-        let report = uploader
-            .run(&sealed, log.log_end(), 1, now_ms())
-            .await
-            .expect("upload");
-        assert!(!report.committed.is_empty(), "something was tiered");
-        let config = ReaderConfig {
-            chunk_bytes: 1 << 20,
-            ..ReaderConfig::default()
-        };
-        let reader = TierReader::new(s.store.clone(), config)
-            .await
-            .expect("reader");
-        let all = read_all(&reader, &partition(), 0, log.log_end().get()).await;
-        assert_eq!(split_batches(&all), stored, "{}", s.name);
+        assert_eq!(sealed.len(), 1, "one sealed segment");
+        let size = sealed[0].size_bytes;
+        assert!(size > 9 << 20, "larger than one part");
+        // The same segment once in parts and once in a single PUT, under two partitions:
+        // the parts cost a request each, plus creating and completing the upload.
+        let mut puts = Vec::new();
+        for (id, single_put_max_bytes) in [(0, 1 << 20), (1, 128 << 20)] {
+            let partition = PartitionPath::new("big", id).expect("partition");
+            let config = UploaderConfig {
+                single_put_max_bytes,
+                ..UploaderConfig::default()
+            };
+            let before = s.store.metrics().snapshot().puts;
+            let uploader = Uploader::new(s.store.clone(), partition.clone(), config);
+            let report = uploader
+                .run(&sealed, log.log_end(), 1, now_ms())
+                .await
+                .expect("upload");
+            assert!(!report.committed.is_empty(), "something was tiered");
+            puts.push(s.store.metrics().snapshot().puts - before);
+            let config = ReaderConfig {
+                chunk_bytes: 1 << 20,
+                ..ReaderConfig::default()
+            };
+            let reader = TierReader::new(s.store.clone(), config)
+                .await
+                .expect("reader");
+            let all = read_all(&reader, &partition, 0, log.log_end().get()).await;
+            assert_eq!(split_batches(&all), stored, "{}", s.name);
+        }
+        let parts = size.div_ceil(8 << 20);
+        assert_eq!(puts[0] - puts[1], parts + 1, "{}: {puts:?}", s.name);
     }
 }
 
@@ -385,6 +401,7 @@ async fn an_orphan_is_collected_after_the_grace_period() {
         sealed[1].base_offset,
         1,
         4096,
+        128 << 20,
     )
     .await
     .expect("upload without commit");

@@ -2,7 +2,7 @@
 //! (memory bounded by the chunk size and the parts in flight), builds the footer on the way
 //! from the batch headers, and writes the object under a fresh, unique key.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use floe_hot_log::SealedSegment;
 use floe_wire::Offset;
 use floe_wire::batch::{BatchHeader, HEADER_LEN};
@@ -28,7 +28,9 @@ pub struct UploadedSegment {
 
 /// Uploads the batches of `segment` from offset `from` on (its base offset, or the first
 /// batch after data a previous leader already tiered) as one object. `index_interval_bytes`
-/// sets the footer's index density (an entry at least every that many bytes).
+/// sets the footer's index density (an entry at least every that many bytes). Data up to
+/// `single_put_max` bytes goes up in one PUT, held in memory meanwhile; more goes as a
+/// multipart upload, streamed in parts (each part a request of its own).
 pub async fn upload_segment(
     store: &TierStore,
     partition: &PartitionPath,
@@ -36,6 +38,7 @@ pub async fn upload_segment(
     from: Offset,
     epoch: u32,
     index_interval_bytes: u32,
+    single_put_max: u64,
 ) -> Result<UploadedSegment, TierError> {
     let local = |reason| TierError::LocalSegment {
         base_offset: segment.base_offset,
@@ -53,13 +56,18 @@ pub async fn upload_segment(
     let key = partition.segment_key(&name);
     let mut builder = FooterBuilder::new(from, index_interval_bytes);
     let data_len = segment.size_bytes - start;
-    let footer = if data_len <= PART_BYTES as u64 {
-        let data = read_chunk(segment, start).await?;
-        builder.feed(&data).map_err(local)?;
+    let footer = if data_len <= single_put_max.max(PART_BYTES as u64) {
+        let mut pieces = Vec::new();
+        let mut position = start;
+        while position < segment.size_bytes {
+            let chunk = read_chunk(segment, position).await?;
+            builder.feed(&chunk).map_err(local)?;
+            position += chunk.len() as u64;
+            pieces.push(chunk);
+        }
         let footer = builder.finish(segment, data_len).map_err(local)?;
-        let mut object = BytesMut::from(&data[..]);
-        object.extend_from_slice(&footer.encode());
-        store.put(&key, object.freeze()).await?;
+        pieces.push(footer.encode());
+        store.put_pieces(&key, pieces).await?;
         footer
     } else {
         let mut writer = store.put_multipart(&key).await?;
