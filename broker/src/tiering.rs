@@ -56,7 +56,13 @@ impl Default for TierSettings {
             url: String::new(),
             s3: S3Settings::default(),
             uploader: UploaderConfig::default(),
-            reader: ReaderConfig::default(),
+            // A fetch below the local log is below the tier's end, which the cached manifest
+            // knows; a read beyond it or of a removed segment reloads at once. Long-lived
+            // manifests keep cold reads near one GET per chunk.
+            reader: ReaderConfig {
+                manifest_ttl: Duration::from_secs(30),
+                ..ReaderConfig::default()
+            },
             upload_interval: Duration::from_secs(1),
             upload_min_interval: Duration::from_secs(10),
             collect_interval: Duration::from_secs(300),

@@ -316,7 +316,31 @@ async fn a_crash_between_upload_and_commit_loses_nothing_and_the_orphan_is_colle
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let end = partition(&client, &stream).await.high_watermark.get();
-    read_all(client, &stream, end, &acked).await;
+    read_all(client.clone(), &stream, end, &acked).await;
+
+    // Deleting the stream deletes its objects; then the name is free again.
+    client.delete_stream(&stream).await.expect("delete");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !objects(&data_dir, "orphans", "segments").is_empty()
+        || !objects(&data_dir, "orphans", "manifest").is_empty()
+    {
+        assert!(Instant::now() < deadline, "objects of the deleted stream remain");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match client
+            .create_stream(&stream, 1, AckMode::Leader, settings())
+            .await
+        {
+            Ok(()) => break,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "the name stayed taken: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    assert_eq!(partition(&client, &stream).await.high_watermark.get(), 0);
 }
 
 async fn http_get(addr: &str, path: &str) -> String {
