@@ -15,13 +15,16 @@
 //!
 //! Before 2 and 3 the page cache is dropped when the process may (root), so both read from
 //! the device.
+//!
+//! With `FLOE_BENCH_S3_ENDPOINT=http://host:port` (an S3-compatible server such as the one
+//! `scripts/moto.sh` starts) the broker tiers into a fresh bucket there instead, and the raw
+//! GETs go to the same server.
 
 #![allow(clippy::print_stdout)] // the report is the benchmark's output
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use floe_client::{
@@ -63,11 +66,33 @@ async fn run() -> anyhow::Result<()> {
     let work = tempfile::Builder::new()
         .prefix("floe-bench-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let s3 = std::env::var("FLOE_BENCH_S3_ENDPOINT").ok();
+    let store = match &s3 {
+        Some(endpoint) => {
+            create_bucket(endpoint, "floe-bench").await?;
+            format!("S3-compatible server {endpoint}")
+        }
+        None => "local directory".to_string(),
+    };
     println!(
-        "floe tiered-read benchmark: {mib} MiB of 1 KiB records per stream, local object store"
+        "floe tiered-read benchmark: {mib} MiB of 1 KiB records per stream, object store: {store}"
     );
     let dir = work.path().join("broker");
-    let broker = common::BrokerProcess::start(&dir);
+    let mut args: Vec<String> = Vec::new();
+    if let Some(endpoint) = &s3 {
+        args.extend(
+            [
+                "--object-store",
+                "s3://floe-bench/tier",
+                "--s3-endpoint",
+                endpoint,
+                "--s3-allow-http",
+            ]
+            .map(String::from),
+        );
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let broker = common::BrokerProcess::start_with(&dir, "127.0.0.1:0", &args, &S3_ENV);
     let listen = broker.addr().to_string();
     let metrics = broker.profile.metrics.clone().expect("metrics address");
     let client = Client::connect(ClientConfig::from_profile(&broker.profile)).await?;
@@ -97,8 +122,26 @@ async fn run() -> anyhow::Result<()> {
 
     // Raw GETs of the same objects, the same chunk size, one in flight.
     let dropped = drop_page_cache();
-    let objects = broker.data_dir.join("objects");
-    let (raw_bytes, raw_elapsed) = raw_gets(&objects, "tiered/0/segments").await?;
+    let raw_store = match &s3 {
+        Some(endpoint) => floe_tier::TierStore::open(
+            "s3://floe-bench/tier",
+            &floe_tier::S3Settings {
+                endpoint: Some(endpoint.clone()),
+                region: Some("us-east-1".into()),
+                access_key_id: Some("floe-bench".into()),
+                secret_access_key: Some("floe-bench".into()),
+                allow_http: true,
+                ..Default::default()
+            },
+        )?,
+        None => {
+            let objects = broker.data_dir.join("objects").canonicalize()?;
+            let url = url::Url::from_directory_path(objects)
+                .map_err(|()| anyhow::anyhow!("object directory"))?;
+            floe_tier::TierStore::open(url.as_str(), &Default::default())?
+        }
+    };
+    let (raw_bytes, raw_elapsed) = raw_gets(&raw_store, "tiered/0/segments").await?;
     let raw = mib_per_s(raw_bytes, raw_elapsed);
     println!(
         "raw ranged GETs, 4 MiB, 1 in flight: {raw:8.1} MiB/s over {:.1} MiB (page cache dropped: {dropped})",
@@ -110,7 +153,7 @@ async fn run() -> anyhow::Result<()> {
     drop(broker);
     let _ = std::fs::remove_dir_all(data_dir.join("cache"));
     drop_page_cache();
-    let broker = common::BrokerProcess::start_on(&dir, &listen);
+    let broker = common::BrokerProcess::start_with(&dir, &listen, &args, &S3_ENV);
     let metrics = broker.profile.metrics.clone().expect("metrics address");
     let client = Client::connect(ClientConfig::from_profile(&broker.profile)).await?;
     let gets_before = metric(
@@ -125,7 +168,8 @@ async fn run() -> anyhow::Result<()> {
     let cold = mib_per_s(cold_bytes, cold_elapsed);
     let gets_per_gib = gets / (cold_bytes as f64 / f64::from(1u32 << 30));
     println!(
-        "cold read through the broker:        {cold:8.1} MiB/s = {:.2} of raw GET (target ≥ 0.70); {gets:.0} GETs = {gets_per_gib:.0} GETs/GiB (target ≤ 300)",
+        "cold read through the broker:        {cold:8.1} MiB/s over {:.1} MiB = {:.2} of raw GET (target ≥ 0.70); {gets:.0} GETs = {gets_per_gib:.0} GETs/GiB (target ≤ 300)",
+        cold_bytes as f64 / (1024.0 * 1024.0),
         cold / raw
     );
 
@@ -206,11 +250,33 @@ async fn read(client: &Client, stream: &StreamName, end: u64) -> anyhow::Result<
     Ok((bytes, started.elapsed()))
 }
 
-/// Reads every object under `dir` of the local object store with 4 MiB ranged GETs.
-async fn raw_gets(objects: &Path, dir: &str) -> anyhow::Result<(u64, Duration)> {
-    let url = url::Url::from_directory_path(objects.canonicalize()?)
-        .map_err(|()| anyhow::anyhow!("object directory"))?;
-    let store = floe_tier::TierStore::open(url.as_str(), &Default::default())?;
+/// Credentials the S3-compatible test server accepts.
+const S3_ENV: [(&str, &str); 3] = [
+    ("AWS_ACCESS_KEY_ID", "floe-bench"),
+    ("AWS_SECRET_ACCESS_KEY", "floe-bench"),
+    ("AWS_REGION", "us-east-1"),
+];
+
+/// Creates a bucket on the S3-compatible test server (it accepts an unsigned `PUT /bucket`).
+async fn create_bucket(endpoint: &str, bucket: &str) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut socket = tokio::net::TcpStream::connect(authority).await?;
+    let request = format!(
+        "PUT /{bucket} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    socket.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await?;
+    anyhow::ensure!(
+        response.starts_with("HTTP/1.1 200"),
+        "creating bucket {bucket}: {response}"
+    );
+    Ok(())
+}
+
+/// Reads every object under `dir` of `store` with 4 MiB ranged GETs, one at a time.
+async fn raw_gets(store: &floe_tier::TierStore, dir: &str) -> anyhow::Result<(u64, Duration)> {
     let listed = store.list(dir).await?;
     let started = Instant::now();
     let mut bytes = 0;

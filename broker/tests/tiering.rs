@@ -324,7 +324,10 @@ async fn a_crash_between_upload_and_commit_loses_nothing_and_the_orphan_is_colle
     while !objects(&data_dir, "orphans", "segments").is_empty()
         || !objects(&data_dir, "orphans", "manifest").is_empty()
     {
-        assert!(Instant::now() < deadline, "objects of the deleted stream remain");
+        assert!(
+            Instant::now() < deadline,
+            "objects of the deleted stream remain"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let deadline = Instant::now() + Duration::from_secs(30);
