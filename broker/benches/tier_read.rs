@@ -67,9 +67,17 @@ async fn run() -> anyhow::Result<()> {
         .prefix("floe-bench-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
     let s3 = std::env::var("FLOE_BENCH_S3_ENDPOINT").ok();
+    // A bucket of its own per run: the broker refuses streams whose names hold objects.
+    let bucket = format!(
+        "floe-bench-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis()
+    );
+    let url = format!("s3://{bucket}/tier");
     let store = match &s3 {
         Some(endpoint) => {
-            create_bucket(endpoint, "floe-bench").await?;
+            create_bucket(endpoint, &bucket).await?;
             format!("S3-compatible server {endpoint}")
         }
         None => "local directory".to_string(),
@@ -83,7 +91,7 @@ async fn run() -> anyhow::Result<()> {
         args.extend(
             [
                 "--object-store",
-                "s3://floe-bench/tier",
+                &url,
                 "--s3-endpoint",
                 endpoint,
                 "--s3-allow-http",
@@ -124,7 +132,7 @@ async fn run() -> anyhow::Result<()> {
     let dropped = drop_page_cache();
     let raw_store = match &s3 {
         Some(endpoint) => floe_tier::TierStore::open(
-            "s3://floe-bench/tier",
+            &url,
             &floe_tier::S3Settings {
                 endpoint: Some(endpoint.clone()),
                 region: Some("us-east-1".into()),
