@@ -5,6 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 use floe_wire::admin::Role;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -82,6 +83,12 @@ impl Controlplane {
             cluster.clone(),
             shutdown_rx.clone(),
         )));
+        // Small JSON answers: send them now rather than wait for the client's ACK (Nagle).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY");
+            }
+        });
         let router = api::router(cluster.clone());
         let mut serve_shutdown = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {

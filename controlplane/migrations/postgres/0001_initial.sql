@@ -26,6 +26,9 @@ CREATE TABLE partitions (
     partition BIGINT NOT NULL,
     leader BIGINT,
     epoch BIGINT NOT NULL,
+    -- Rows in partition_replicas for this partition, kept with them: finds
+    -- under-replicated partitions without counting.
+    replica_count BIGINT NOT NULL,
     hot_start BIGINT,
     hot_end BIGINT,
     tier_start BIGINT,

@@ -26,6 +26,9 @@ CREATE TABLE partitions (
     partition INTEGER NOT NULL,
     leader INTEGER,
     epoch INTEGER NOT NULL,
+    -- Rows in partition_replicas for this partition, kept with them: finds
+    -- under-replicated partitions without counting.
+    replica_count INTEGER NOT NULL,
     hot_start INTEGER,
     hot_end INTEGER,
     tier_start INTEGER,

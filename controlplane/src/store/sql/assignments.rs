@@ -54,27 +54,25 @@ fn split_range(range: Option<(u64, u64)>) -> (Option<u64>, Option<u64>) {
     (range.map(|r| r.0), range.map(|r| r.1))
 }
 
-/// Partitions with fewer live replicas than their replication factor, or with a replica on a
-/// broker that is not live; one row per replica (or one null row for none).
-const MISPLACED_QUERY: &str = "WITH counts AS ( \
-       SELECT r.stream, r.partition, \
-              SUM(CASE WHEN b.state = 'live' THEN 1 ELSE 0 END) AS live, COUNT(*) AS total \
-       FROM partition_replicas r LEFT JOIN brokers b ON b.id = r.broker_id \
-       GROUP BY r.stream, r.partition \
-     ), misplaced AS ( \
-       SELECT p.stream, p.partition, p.epoch, p.leader, s.replication_factor \
-       FROM partitions p \
-       JOIN streams s ON s.name = p.stream \
-       LEFT JOIN counts c ON c.stream = p.stream AND c.partition = p.partition \
-       WHERE COALESCE(c.live, 0) < s.replication_factor \
-          OR COALESCE(c.total, 0) > COALESCE(c.live, 0) \
+/// Partitions with a replica on a broker that is not live, or with fewer replicas than their
+/// replication factor; one row per replica, or one null row for a partition without any.
+/// Together the two cover "fewer live replicas than the factor, or any replica not live".
+const MISPLACED_QUERY: &str = "WITH misplaced AS ( \
+       SELECT r.stream, r.partition FROM partition_replicas r \
+       LEFT JOIN brokers b ON b.id = r.broker_id \
+       WHERE b.state IS NULL OR b.state <> 'live' \
+       UNION \
+       SELECT p.stream, p.partition FROM partitions p JOIN streams s ON s.name = p.stream \
+       WHERE p.replica_count < s.replication_factor \
      ) \
-     SELECT m.stream, m.partition, m.epoch, m.leader, m.replication_factor, \
+     SELECT p.stream, p.partition, p.epoch, p.leader, s.replication_factor, \
             r.broker_id, b.state \
      FROM misplaced m \
-     LEFT JOIN partition_replicas r ON r.stream = m.stream AND r.partition = m.partition \
+     JOIN partitions p ON p.stream = m.stream AND p.partition = m.partition \
+     JOIN streams s ON s.name = p.stream \
+     LEFT JOIN partition_replicas r ON r.stream = p.stream AND r.partition = p.partition \
      LEFT JOIN brokers b ON b.id = r.broker_id \
-     ORDER BY m.stream, m.partition, r.position";
+     ORDER BY p.stream, p.partition, r.position";
 
 pub(super) async fn misplaced(store: &SqlStore) -> Result<Vec<MisplacedPartition>, StoreError> {
     let rows = sqlx::query(MISPLACED_QUERY).fetch_all(&store.pool).await?;
@@ -121,13 +119,14 @@ pub(super) async fn reassign(
     let mut tx = store.write_tx().await?;
     for change in changes {
         let updated = sqlx::query(
-            "UPDATE partitions SET leader = $1, epoch = epoch + 1 \
+            "UPDATE partitions SET leader = $1, epoch = epoch + 1, replica_count = $5 \
              WHERE stream = $2 AND partition = $3 AND epoch = $4",
         )
         .bind(change.leader.map(|id| i64::from(id.get())))
         .bind(change.stream.as_str())
         .bind(i64::from(change.partition.get()))
         .bind(to_db("expected_epoch", change.expected_epoch)?)
+        .bind(to_db("replica_count", change.replicas.len() as u64)?)
         .execute(&mut *tx)
         .await?;
         if updated.rows_affected() != 1 {

@@ -38,11 +38,11 @@ pub(super) async fn create(
         });
     }
     insert_stream(&mut tx, stream).await?;
-    let partitions: Vec<(u32, Option<BrokerId>, u64)> = (0u32..)
+    let partitions: Vec<(u32, Option<BrokerId>, u64, usize)> = (0u32..)
         .zip(replicas)
         .map(|(partition, set)| {
             let leader = set.first().copied();
-            (partition, leader, u64::from(leader.is_some()))
+            (partition, leader, u64::from(leader.is_some()), set.len())
         })
         .collect();
     insert_partitions(&mut tx, name, &partitions).await?;
@@ -81,25 +81,26 @@ async fn insert_stream(tx: &mut AnyConnection, stream: &StreamInfo) -> Result<()
     Ok(())
 }
 
-/// Inserts `(partition, leader, epoch)` rows of one stream.
+/// Inserts `(partition, leader, epoch, replica count)` rows of one stream.
 async fn insert_partitions(
     tx: &mut AnyConnection,
     stream: &str,
-    partitions: &[(u32, Option<BrokerId>, u64)],
+    partitions: &[(u32, Option<BrokerId>, u64, usize)],
 ) -> Result<(), StoreError> {
     for chunk in partitions.chunks(ROWS_PER_INSERT) {
         let sql = multi_row_insert(
-            "INSERT INTO partitions (stream, partition, leader, epoch) VALUES ",
-            4,
+            "INSERT INTO partitions (stream, partition, leader, epoch, replica_count) VALUES ",
+            5,
             chunk.len(),
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (partition, leader, epoch) in chunk {
+        for (partition, leader, epoch, replica_count) in chunk {
             query = query
                 .bind(stream.to_owned())
                 .bind(i64::from(*partition))
                 .bind(leader.map(|id| i64::from(id.get())))
-                .bind(to_db("epoch", *epoch)?);
+                .bind(to_db("epoch", *epoch)?)
+                .bind(to_db("replica_count", *replica_count as u64)?);
         }
         query.execute(&mut *tx).await?;
     }
