@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Floe's whole test suite on a fresh machine, installing first whatever the tests need
-# (an S3-compatible test server in .venv, cargo-fuzz). Idempotent: a second run installs
-# nothing.
+# (an S3-compatible test server and schemathesis in .venv, PostgreSQL, cargo-fuzz).
+# Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,12 +15,21 @@ export FLOE_TEST_MOTO_SERVER="$PWD/.venv/bin/moto_server"
 trap 'kill "$(cat .venv/moto.pid)" 2>/dev/null || true' EXIT
 echo "serving on $FLOE_TEST_S3_ENDPOINT"
 
+echo "== PostgreSQL test server =="
+FLOE_TEST_POSTGRES_URL=$(scripts/postgres.sh)
+export FLOE_TEST_POSTGRES_URL
+trap 'kill "$(cat .venv/moto.pid)" 2>/dev/null || true; scripts/postgres.sh stop' EXIT
+echo "serving on $FLOE_TEST_POSTGRES_URL"
+
 echo "== cargo build (workspace binaries) =="
 # End-to-end tests run the real binaries: client/tests/cli.rs finds floe-broker next to floe.
 cargo build --workspace --bins --locked
 
 echo "== cargo test (workspace) =="
 cargo test --workspace --locked
+
+echo "== REST API fuzzing (schemathesis, ${FLOE_API_FUZZ_SECONDS:=90}s) =="
+FLOE_API_FUZZ_SECONDS="$FLOE_API_FUZZ_SECONDS" scripts/api-fuzz.sh
 
 if [ -d fuzz/fuzz_targets ]; then
   echo "== fuzz smoke (${FUZZ_SECONDS:=10}s per target) =="

@@ -2,7 +2,10 @@
 
 /// A stream's acknowledgement mode. The discriminants are sent on the wire and stored in
 /// metadata; they are stable and never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// In JSON (the REST API) a mode is its lowercase name: `"none"`, `"leader"`, `"quorum"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[repr(u8)]
 pub enum AckMode {
     /// The leader acknowledges once it has accepted the batch, before any fsync.

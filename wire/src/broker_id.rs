@@ -4,8 +4,21 @@ use std::fmt;
 
 /// A broker's id, assigned by the controlplane and stable across restarts.
 ///
-/// Sent as a little-endian `u32`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// Sent as a little-endian `u32`; a plain number in JSON.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct BrokerId(u32);
 
 impl BrokerId {

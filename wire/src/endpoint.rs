@@ -8,8 +8,9 @@ use std::str::FromStr;
 
 /// A `host:port` address: a DNS name or IPv4 address of `[A-Za-z0-9._-]`, or an IPv6
 /// address in brackets (`[::1]:7400`), then a port from 1 to 65535 in decimal. At most 255
-/// bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// bytes. A JSON string, checked when it is read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Endpoint {
     text: String,
     /// Byte position of the `:` before the port.
@@ -108,6 +109,20 @@ fn parse_port(digits: &[u8]) -> Option<u16> {
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+impl From<Endpoint> for String {
+    fn from(endpoint: Endpoint) -> String {
+        endpoint.text
+    }
+}
+
+impl TryFrom<String> for Endpoint {
+    type Error = EndpointError;
+
+    fn try_from(text: String) -> Result<Endpoint, EndpointError> {
+        Endpoint::new(text)
     }
 }
 

@@ -3,10 +3,12 @@
 //! Today that is the record-batch format ([`batch`]): the unit producers send, the log stores,
 //! replication ships and tiering uploads — the same bytes all the way; and the QUIC client
 //! protocol ([`frame`]): frames, messages and error codes, with the names they carry
-//! ([`StreamName`], [`PartitionId`], [`Endpoint`], …). Pure: no I/O, no clock, no allocation
+//! ([`StreamName`], [`PartitionId`], [`Endpoint`], …); and the JSON types of the controlplane's
+//! REST API ([`admin`]). Pure: no I/O, no clock, no allocation
 //! beyond what an encoder is asked to produce or a decoder's input justifies.
 
 mod ack_mode;
+pub mod admin;
 pub mod batch;
 mod broker_id;
 mod endpoint;

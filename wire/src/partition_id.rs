@@ -4,8 +4,21 @@ use std::fmt;
 
 /// A partition of a stream, numbered from 0 to the stream's partition count minus one.
 ///
-/// Sent as a little-endian `u32`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// Sent as a little-endian `u32`; a plain number in JSON.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct PartitionId(u32);
 
 impl PartitionId {

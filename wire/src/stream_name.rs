@@ -8,8 +8,11 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A validated stream name: 1 to 255 bytes of `[A-Za-z0-9._-]`, and neither `.` nor `..`
-/// (both would be ambiguous as a path segment).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// (both would be ambiguous as a path segment). A JSON string, checked when it is read.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub struct StreamName(String);
 
 /// Why a string is not a stream name.
@@ -84,6 +87,12 @@ impl fmt::Display for StreamName {
 impl AsRef<str> for StreamName {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+impl From<StreamName> for String {
+    fn from(name: StreamName) -> String {
+        name.0
     }
 }
 

@@ -1,0 +1,141 @@
+//! The REST API under `/v1`: routes, the guard every request passes (leadership, admin
+//! token), and JSON failures for unknown routes. Handlers live in the children, one file per
+//! resource; the bodies are [`floe_wire::admin`] types.
+
+mod brokers;
+pub(crate) mod error;
+mod extract;
+mod groups;
+mod health;
+pub(crate) mod openapi;
+mod read_replicas;
+mod streams;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use floe_wire::admin::Role;
+
+use crate::api::error::Failure;
+use crate::cluster::Cluster;
+use crate::store::Store;
+
+/// Every route, as `(method, path)` in OpenAPI's path syntax. The OpenAPI document must
+/// describe exactly these (checked by a test), and the router serves exactly these.
+#[cfg(test)]
+pub(crate) const ROUTES: &[(&str, &str)] = &[
+    ("get", "/v1/health"),
+    ("get", "/v1/ready"),
+    ("get", "/v1/openapi.json"),
+    ("get", "/v1/streams"),
+    ("post", "/v1/streams"),
+    ("get", "/v1/streams/{name}"),
+    ("delete", "/v1/streams/{name}"),
+    ("put", "/v1/streams/{name}/retention"),
+    ("get", "/v1/brokers"),
+    ("post", "/v1/brokers"),
+    ("post", "/v1/brokers/{broker_id}/heartbeat"),
+    ("post", "/v1/brokers/{broker_id}/drain"),
+    ("get", "/v1/brokers/{broker_id}/assignments"),
+    ("get", "/v1/groups"),
+    ("get", "/v1/groups/{group}/offsets"),
+    ("post", "/v1/groups/{group}/offsets"),
+    ("post", "/v1/groups/{group}/reset"),
+    ("get", "/v1/read-replicas"),
+    ("get", "/v1/scaling-policy"),
+    ("put", "/v1/scaling-policy"),
+];
+
+/// Paths served by standbys too, and without a token.
+const OPEN_PATHS: &[&str] = &["/v1/health", "/v1/ready", "/v1/openapi.json"];
+
+/// The API's router over `cluster`.
+pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
+    Router::new()
+        .route("/v1/health", get(health::health))
+        .route("/v1/ready", get(health::ready::<S>))
+        .route("/v1/openapi.json", get(openapi::serve))
+        .route(
+            "/v1/streams",
+            get(streams::list::<S>).post(streams::create::<S>),
+        )
+        .route(
+            "/v1/streams/{name}",
+            get(streams::describe::<S>).delete(streams::delete::<S>),
+        )
+        .route(
+            "/v1/streams/{name}/retention",
+            put(streams::set_retention::<S>),
+        )
+        .route(
+            "/v1/brokers",
+            get(brokers::list::<S>).post(brokers::register::<S>),
+        )
+        .route(
+            "/v1/brokers/{broker_id}/heartbeat",
+            post(brokers::heartbeat::<S>),
+        )
+        .route("/v1/brokers/{broker_id}/drain", post(brokers::drain::<S>))
+        .route(
+            "/v1/brokers/{broker_id}/assignments",
+            get(brokers::assignments::<S>),
+        )
+        .route("/v1/groups", get(groups::list::<S>))
+        .route(
+            "/v1/groups/{group}/offsets",
+            get(groups::offsets::<S>).post(groups::commit::<S>),
+        )
+        .route("/v1/groups/{group}/reset", post(groups::reset::<S>))
+        .route("/v1/read-replicas", get(read_replicas::list::<S>))
+        .route(
+            "/v1/scaling-policy",
+            get(read_replicas::policy::<S>).put(read_replicas::set_policy::<S>),
+        )
+        .fallback(|request: Request| async move {
+            Failure::RouteNotFound(request.uri().path().to_owned())
+        })
+        .method_not_allowed_fallback(|| async { Failure::MethodNotAllowed })
+        .layer(middleware::from_fn_with_state(cluster.clone(), guard::<S>))
+        .with_state(cluster)
+}
+
+/// Refuses API calls on a standby, and mutating calls without the admin token.
+async fn guard<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let open = OPEN_PATHS.contains(&request.uri().path());
+    if !open {
+        let mutating = !matches!(*request.method(), Method::GET | Method::HEAD);
+        if mutating && let Some(token) = &cluster.config.admin_token {
+            let presented = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.strip_prefix("Bearer "));
+            if !presented.is_some_and(|presented| same_secret(presented, token)) {
+                return Failure::Unauthorized.into_response();
+            }
+        }
+        if cluster.role() != Role::Leader {
+            return Failure::NotLeader.into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(presented: &str, expected: &str) -> bool {
+    presented.len() == expected.len()
+        && presented
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}

@@ -1,0 +1,153 @@
+//! `/v1/brokers`: register, heartbeat (lease), list, drain, and the assignments long-poll.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use floe_wire::BrokerId;
+use floe_wire::admin::{
+    Assignments, BrokerInfo, BrokerList, BrokerState, HeartbeatRequest, HeartbeatResponse,
+    RegisterBrokerRequest, RegisterBrokerResponse,
+};
+use serde::Deserialize;
+
+use crate::api::error::Failure;
+use crate::api::extract::{Body, PathParams, QueryParams};
+use crate::cluster::{Cluster, now_ms};
+use crate::store::{BrokerRegistration, Store};
+
+/// The longest zone label, in bytes.
+const MAX_ZONE_LEN: usize = 64;
+/// The most partitions one heartbeat may report.
+const MAX_REPORTS: usize = 100_000;
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(super) async fn register<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    Body(request): Body<RegisterBrokerRequest>,
+) -> Result<Json<RegisterBrokerResponse>, Failure> {
+    if let Some(zone) = &request.zone {
+        let valid = !zone.is_empty()
+            && zone.len() <= MAX_ZONE_LEN
+            && zone
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !valid {
+            return Err(Failure::Invalid(format!(
+                "zone must be 1 to {MAX_ZONE_LEN} bytes of [A-Za-z0-9._-]"
+            )));
+        }
+    }
+    let now = now_ms();
+    let lease_ms = millis(cluster.config.lease);
+    let registration = BrokerRegistration {
+        id: request.broker_id,
+        client_endpoint: request.client_endpoint,
+        peer_endpoint: request.peer_endpoint,
+        zone: request.zone,
+        now_ms: now,
+        lease_expires_at_ms: now.saturating_add(lease_ms),
+    };
+    let broker = {
+        let _writes = cluster.write_lock().await;
+        cluster.store.register_broker(&registration).await?
+    };
+    // A new broker may take replicas that had nowhere to go.
+    cluster.request_repair();
+    Ok(Json(RegisterBrokerResponse {
+        broker_id: broker.broker_id,
+        lease_ms,
+        heartbeat_interval_ms: millis(cluster.config.heartbeat_interval),
+    }))
+}
+
+pub(super) async fn heartbeat<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(id): PathParams<u32>,
+    Body(request): Body<HeartbeatRequest>,
+) -> Result<Json<HeartbeatResponse>, Failure> {
+    if request.partitions.len() > MAX_REPORTS {
+        return Err(Failure::Invalid(format!(
+            "a heartbeat reports at most {MAX_REPORTS} partitions"
+        )));
+    }
+    let id = BrokerId::new(id);
+    let lease_ms = millis(cluster.config.lease);
+    let broker = {
+        let _writes = cluster.write_lock().await;
+        let broker = cluster
+            .store
+            .renew_lease(id, now_ms().saturating_add(lease_ms))
+            .await?;
+        cluster
+            .store
+            .report_partitions(id, &request.partitions)
+            .await?;
+        broker
+    };
+    Ok(Json(HeartbeatResponse {
+        state: broker.state,
+        lease_ms,
+        assignment_version: cluster.version(),
+    }))
+}
+
+pub(super) async fn list<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+) -> Result<Json<BrokerList>, Failure> {
+    let brokers = cluster.store.brokers().await?;
+    Ok(Json(BrokerList { brokers }))
+}
+
+/// Stops placing replicas on the broker and moves its replicas away; it keeps its lease.
+pub(super) async fn drain<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(id): PathParams<u32>,
+) -> Result<Json<BrokerInfo>, Failure> {
+    let broker = {
+        let _writes = cluster.write_lock().await;
+        cluster
+            .store
+            .set_broker_state(BrokerId::new(id), BrokerState::Draining)
+            .await?
+    };
+    cluster.request_repair();
+    Ok(Json(broker))
+}
+
+/// Query of the assignments long-poll.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AssignmentsQuery {
+    /// Answer once the assignment version is above this; at once when absent.
+    after_version: Option<u64>,
+    /// The longest to wait, capped by the controlplane's `long_poll_max`.
+    timeout_ms: Option<u64>,
+}
+
+/// Answers with the broker's assignments once the assignment version exceeds
+/// `after_version`, or when the timeout passes (then with the unchanged version).
+pub(super) async fn assignments<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(id): PathParams<u32>,
+    QueryParams(query): QueryParams<AssignmentsQuery>,
+) -> Result<Json<Assignments>, Failure> {
+    let id = BrokerId::new(id);
+    if let Some(after) = query.after_version {
+        // Refuse an unknown broker before waiting on its behalf.
+        let brokers = cluster.store.brokers().await?;
+        if !brokers.iter().any(|broker| broker.broker_id == id) {
+            return Err(crate::store::StoreError::BrokerNotFound { id }.into());
+        }
+        let max = cluster.config.long_poll_max;
+        let timeout = query
+            .timeout_ms
+            .map_or(max, |ms| Duration::from_millis(ms).min(max));
+        cluster.wait_version_after(after, timeout).await;
+    }
+    Ok(Json(cluster.store.assignments(id).await?))
+}

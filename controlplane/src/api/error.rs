@@ -1,0 +1,91 @@
+//! Every way an API call fails, mapped once to an HTTP status and an [`ApiErrorCode`].
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use floe_wire::admin::{ApiError, ApiErrorCode};
+
+use crate::store::StoreError;
+
+/// A failed call. The message is for people; the code (see [`Failure::status`]) for programs.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Failure {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Malformed JSON, path or query.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The body is not JSON.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// Another extractor rejection, with its own 4xx status (e.g. a body too large).
+    #[error("{message}")]
+    Rejected { status: StatusCode, message: String },
+    /// Well-formed but out of range or inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("this call needs the admin bearer token")]
+    Unauthorized,
+    #[error("no consumer group `{0}`")]
+    GroupNotFound(String),
+    #[error("the end of {stream}/{partition} has not been reported yet")]
+    RangeUnknown { stream: String, partition: u32 },
+    #[error("this controlplane is a standby; ask the leader")]
+    NotLeader,
+    #[error("no route for {0}")]
+    RouteNotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed,
+}
+
+impl Failure {
+    /// The status and code of this failure: the one place they are decided.
+    pub(crate) fn status(&self) -> (StatusCode, ApiErrorCode) {
+        use ApiErrorCode as Code;
+        match self {
+            Failure::Store(error) => match error {
+                StoreError::StreamExists { .. } => (StatusCode::CONFLICT, Code::StreamExists),
+                StoreError::StreamNotFound { .. } => (StatusCode::NOT_FOUND, Code::StreamNotFound),
+                StoreError::PartitionNotFound { .. } => {
+                    (StatusCode::NOT_FOUND, Code::PartitionNotFound)
+                }
+                StoreError::BrokerNotFound { .. } => (StatusCode::NOT_FOUND, Code::BrokerNotFound),
+                StoreError::LeaseExpired { .. } => (StatusCode::CONFLICT, Code::LeaseExpired),
+                StoreError::EpochConflict { .. } => (StatusCode::CONFLICT, Code::Conflict),
+                StoreError::OutOfRange { .. } => {
+                    (StatusCode::UNPROCESSABLE_ENTITY, Code::InvalidArgument)
+                }
+                StoreError::Backend { .. } => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
+                StoreError::Corrupt { .. } | StoreError::MigrationChanged { .. } => {
+                    (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal)
+                }
+            },
+            Failure::BadRequest(_) => (StatusCode::BAD_REQUEST, Code::BadRequest),
+            Failure::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                Code::UnsupportedMediaType,
+            ),
+            Failure::Rejected { status, .. } => (*status, Code::BadRequest),
+            Failure::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, Code::InvalidArgument),
+            Failure::Unauthorized => (StatusCode::UNAUTHORIZED, Code::Unauthorized),
+            Failure::GroupNotFound(_) => (StatusCode::NOT_FOUND, Code::GroupNotFound),
+            Failure::RangeUnknown { .. } => (StatusCode::CONFLICT, Code::RangeUnknown),
+            Failure::NotLeader => (StatusCode::SERVICE_UNAVAILABLE, Code::NotLeader),
+            Failure::RouteNotFound(_) => (StatusCode::NOT_FOUND, Code::RouteNotFound),
+            Failure::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Code::RouteNotFound),
+        }
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status();
+        if matches!(code, ApiErrorCode::Internal | ApiErrorCode::Unavailable) {
+            tracing::warn!(error = %self, source = ?std::error::Error::source(&self), "API call failed");
+        }
+        let mut message = self.to_string();
+        if let Failure::Store(StoreError::Backend { source }) = &self {
+            message = format!("{message}: {source}");
+        }
+        (status, axum::Json(ApiError { code, message })).into_response()
+    }
+}

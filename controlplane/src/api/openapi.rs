@@ -1,0 +1,733 @@
+//! The OpenAPI 3.1 document of the API, served at `/v1/openapi.json`.
+//!
+//! Written by hand here rather than derived: deriving it (e.g. with `utoipa`) would put a
+//! proc-macro dependency and schema attributes into `floe-wire`, which must stay a plain
+//! formats crate. Tests keep it honest: its paths must be exactly [`crate::api::ROUTES`], every
+//! route answers over HTTP, and `scripts/api-fuzz.sh` (schemathesis) checks every response
+//! of the real server against it.
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde_json::{Value, json};
+
+/// The document, built once.
+pub(crate) static DOCUMENT: LazyLock<Value> = LazyLock::new(document);
+
+pub(super) async fn serve() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        DOCUMENT.to_string(),
+    )
+}
+
+fn reference(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn nullable(schema: Value) -> Value {
+    json!({ "anyOf": [schema, { "type": "null" }] })
+}
+
+fn u32_schema() -> Value {
+    json!({ "type": "integer", "minimum": 0, "maximum": u32::MAX })
+}
+
+/// A u64 that the store can hold: at most `i64::MAX`.
+fn u64_schema() -> Value {
+    json!({ "type": "integer", "minimum": 0, "maximum": i64::MAX })
+}
+
+fn name_schema() -> Value {
+    json!({ "type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[A-Za-z0-9._-]+$" })
+}
+
+fn endpoint_schema() -> Value {
+    json!({ "type": "string", "maxLength": 255,
+            "pattern": "^([A-Za-z0-9._-]+|\\[[0-9A-Fa-f:.]+\\]):[1-9][0-9]{0,4}$" })
+}
+
+/// A setting that, when present, is from 1 to `i64::MAX`.
+fn setting_schema() -> Value {
+    json!({ "type": "integer", "minimum": 1, "maximum": i64::MAX })
+}
+
+fn bounded(minimum: u64, maximum: u64) -> Value {
+    json!({ "type": "integer", "minimum": minimum, "maximum": maximum })
+}
+
+/// An object schema; `required` lists the fields that must be present. Request bodies are
+/// closed (unknown fields are refused).
+fn object(fields: &[(&str, Value)], required: &[&str], closed: bool) -> Value {
+    let properties: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|(name, schema)| ((*name).to_owned(), schema.clone()))
+        .collect();
+    let mut schema = json!({ "type": "object", "properties": properties, "required": required });
+    if closed {
+        schema["additionalProperties"] = json!(false);
+    }
+    schema
+}
+
+fn array(items: Value) -> Value {
+    json!({ "type": "array", "items": items })
+}
+
+fn string_enum(values: &[&str]) -> Value {
+    json!({ "type": "string", "enum": values })
+}
+
+fn error_codes() -> Value {
+    string_enum(&[
+        "bad_request",
+        "unsupported_media_type",
+        "invalid_argument",
+        "unauthorized",
+        "stream_not_found",
+        "broker_not_found",
+        "group_not_found",
+        "partition_not_found",
+        "route_not_found",
+        "stream_exists",
+        "lease_expired",
+        "conflict",
+        "range_unknown",
+        "not_leader",
+        "unavailable",
+        "internal",
+    ])
+}
+
+fn stream_schemas() -> Vec<(&'static str, Value)> {
+    let segment = object(
+        &[("bytes", setting_schema()), ("age_ms", setting_schema())],
+        &[],
+        true,
+    );
+    let retention = object(
+        &[
+            ("local_bytes", setting_schema()),
+            ("local_ms", setting_schema()),
+            ("tier_bytes", setting_schema()),
+            ("tier_ms", setting_schema()),
+        ],
+        &[],
+        true,
+    );
+    let config = object(
+        &[
+            ("partitions", u32_schema()),
+            ("replication_factor", u32_schema()),
+            ("ack_mode", reference("AckMode")),
+            ("segment", reference("SegmentSettings")),
+            ("retention", reference("RetentionSettings")),
+        ],
+        &[
+            "partitions",
+            "replication_factor",
+            "ack_mode",
+            "segment",
+            "retention",
+        ],
+        false,
+    );
+    let range = object(
+        &[("start", u64_schema()), ("end", u64_schema())],
+        &["start", "end"],
+        false,
+    );
+    let partition = object(
+        &[
+            ("partition", u32_schema()),
+            ("replicas", array(u32_schema())),
+            ("leader", nullable(u32_schema())),
+            ("epoch", u64_schema()),
+            ("hot", nullable(reference("OffsetRange"))),
+            ("tier", nullable(reference("OffsetRange"))),
+            ("bytes", nullable(u64_schema())),
+            ("upload_backlog_bytes", nullable(u64_schema())),
+        ],
+        &[
+            "partition",
+            "replicas",
+            "leader",
+            "epoch",
+            "hot",
+            "tier",
+            "bytes",
+            "upload_backlog_bytes",
+        ],
+        false,
+    );
+    vec![
+        ("AckMode", string_enum(&["none", "leader", "quorum"])),
+        ("SegmentSettings", segment),
+        ("RetentionSettings", retention),
+        (
+            "CreateStreamRequest",
+            object(
+                &[
+                    ("name", name_schema()),
+                    ("partitions", bounded(1, 100_000)),
+                    ("replication_factor", bounded(1, 16)),
+                    ("ack_mode", reference("AckMode")),
+                    ("segment", reference("SegmentSettings")),
+                    ("retention", reference("RetentionSettings")),
+                ],
+                &["name", "partitions"],
+                true,
+            ),
+        ),
+        ("StreamConfig", config),
+        (
+            "StreamInfo",
+            object(
+                &[
+                    ("name", name_schema()),
+                    ("config", reference("StreamConfig")),
+                    ("created_at_ms", u64_schema()),
+                ],
+                &["name", "config", "created_at_ms"],
+                false,
+            ),
+        ),
+        (
+            "StreamList",
+            object(
+                &[("streams", array(reference("StreamInfo")))],
+                &["streams"],
+                false,
+            ),
+        ),
+        ("OffsetRange", range),
+        ("PartitionDescription", partition),
+        (
+            "StreamDescription",
+            object(
+                &[
+                    ("name", name_schema()),
+                    ("config", reference("StreamConfig")),
+                    ("created_at_ms", u64_schema()),
+                    ("partitions", array(reference("PartitionDescription"))),
+                ],
+                &["name", "config", "created_at_ms", "partitions"],
+                false,
+            ),
+        ),
+    ]
+}
+
+fn broker_schemas() -> Vec<(&'static str, Value)> {
+    let partition_assignment = object(
+        &[
+            ("partition", u32_schema()),
+            ("replicas", array(u32_schema())),
+            ("leader", nullable(u32_schema())),
+            ("epoch", u64_schema()),
+        ],
+        &["partition", "replicas", "leader", "epoch"],
+        false,
+    );
+    let report = object(
+        &[
+            ("stream", name_schema()),
+            ("partition", u32_schema()),
+            ("epoch", u64_schema()),
+            ("hot", reference("OffsetRange")),
+            ("tier", reference("OffsetRange")),
+            ("bytes", u64_schema()),
+            ("upload_backlog_bytes", u64_schema()),
+        ],
+        &[
+            "stream",
+            "partition",
+            "epoch",
+            "bytes",
+            "upload_backlog_bytes",
+        ],
+        true,
+    );
+    vec![
+        ("BrokerState", string_enum(&["live", "draining", "dead"])),
+        (
+            "RegisterBrokerRequest",
+            object(
+                &[
+                    ("broker_id", u32_schema()),
+                    ("client_endpoint", endpoint_schema()),
+                    ("peer_endpoint", endpoint_schema()),
+                    (
+                        "zone",
+                        json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" }),
+                    ),
+                ],
+                &["client_endpoint", "peer_endpoint"],
+                true,
+            ),
+        ),
+        (
+            "RegisterBrokerResponse",
+            object(
+                &[
+                    ("broker_id", u32_schema()),
+                    ("lease_ms", u64_schema()),
+                    ("heartbeat_interval_ms", u64_schema()),
+                ],
+                &["broker_id", "lease_ms", "heartbeat_interval_ms"],
+                false,
+            ),
+        ),
+        ("PartitionReport", report),
+        (
+            "HeartbeatRequest",
+            object(
+                &[("partitions", array(reference("PartitionReport")))],
+                &[],
+                true,
+            ),
+        ),
+        (
+            "HeartbeatResponse",
+            object(
+                &[
+                    ("state", reference("BrokerState")),
+                    ("lease_ms", u64_schema()),
+                    ("assignment_version", u64_schema()),
+                ],
+                &["state", "lease_ms", "assignment_version"],
+                false,
+            ),
+        ),
+        (
+            "BrokerInfo",
+            object(
+                &[
+                    ("broker_id", u32_schema()),
+                    ("client_endpoint", endpoint_schema()),
+                    ("peer_endpoint", endpoint_schema()),
+                    ("zone", nullable(json!({ "type": "string" }))),
+                    ("state", reference("BrokerState")),
+                    ("lease_expires_at_ms", u64_schema()),
+                    ("replicas", u32_schema()),
+                    ("leaders", u32_schema()),
+                ],
+                &[
+                    "broker_id",
+                    "client_endpoint",
+                    "peer_endpoint",
+                    "zone",
+                    "state",
+                    "lease_expires_at_ms",
+                    "replicas",
+                    "leaders",
+                ],
+                false,
+            ),
+        ),
+        (
+            "BrokerList",
+            object(
+                &[("brokers", array(reference("BrokerInfo")))],
+                &["brokers"],
+                false,
+            ),
+        ),
+        ("PartitionAssignment", partition_assignment),
+        (
+            "StreamAssignment",
+            object(
+                &[
+                    ("name", name_schema()),
+                    ("config", reference("StreamConfig")),
+                    ("partitions", array(reference("PartitionAssignment"))),
+                ],
+                &["name", "config", "partitions"],
+                false,
+            ),
+        ),
+        (
+            "Assignments",
+            object(
+                &[
+                    ("broker_id", u32_schema()),
+                    ("version", u64_schema()),
+                    ("streams", array(reference("StreamAssignment"))),
+                ],
+                &["broker_id", "version", "streams"],
+                false,
+            ),
+        ),
+    ]
+}
+
+fn group_schemas() -> Vec<(&'static str, Value)> {
+    let commit = object(
+        &[
+            ("stream", name_schema()),
+            ("partition", u32_schema()),
+            ("offset", u64_schema()),
+        ],
+        &["stream", "partition", "offset"],
+        true,
+    );
+    let target = json!({ "oneOf": [
+        object(&[("kind", json!({ "const": "earliest" }))], &["kind"], true),
+        object(&[("kind", json!({ "const": "latest" }))], &["kind"], true),
+        object(
+            &[("kind", json!({ "const": "offset" })), ("offset", u64_schema())],
+            &["kind", "offset"],
+            true,
+        ),
+    ]});
+    vec![
+        (
+            "GroupSummary",
+            object(
+                &[
+                    ("group", name_schema()),
+                    ("streams", u32_schema()),
+                    ("partitions", u32_schema()),
+                ],
+                &["group", "streams", "partitions"],
+                false,
+            ),
+        ),
+        (
+            "GroupList",
+            object(
+                &[("groups", array(reference("GroupSummary")))],
+                &["groups"],
+                false,
+            ),
+        ),
+        (
+            "CommittedOffset",
+            object(
+                &[
+                    ("stream", name_schema()),
+                    ("partition", u32_schema()),
+                    ("offset", u64_schema()),
+                    ("updated_at_ms", u64_schema()),
+                ],
+                &["stream", "partition", "offset", "updated_at_ms"],
+                false,
+            ),
+        ),
+        (
+            "GroupOffsets",
+            object(
+                &[
+                    ("group", name_schema()),
+                    ("offsets", array(reference("CommittedOffset"))),
+                ],
+                &["group", "offsets"],
+                false,
+            ),
+        ),
+        ("OffsetCommit", commit),
+        (
+            "CommitOffsetsRequest",
+            object(
+                &[("offsets", array(reference("OffsetCommit")))],
+                &["offsets"],
+                true,
+            ),
+        ),
+        ("ResetTarget", target),
+        (
+            "ResetOffsetsRequest",
+            object(
+                &[
+                    ("stream", name_schema()),
+                    ("partitions", array(u32_schema())),
+                    ("to", reference("ResetTarget")),
+                ],
+                &["stream", "to"],
+                true,
+            ),
+        ),
+    ]
+}
+
+fn other_schemas() -> Vec<(&'static str, Value)> {
+    let policy_fields = [
+        ("min_replicas", u32_schema()),
+        ("max_replicas", u32_schema()),
+        ("target_bytes_per_second", u64_schema()),
+        ("target_consumers", u32_schema()),
+        ("hysteresis_percent", bounded(0, 100)),
+        ("scale_up_cooldown_ms", u64_schema()),
+        ("scale_down_cooldown_ms", u64_schema()),
+    ];
+    let policy_names: Vec<&str> = policy_fields.iter().map(|(name, _)| *name).collect();
+    vec![
+        (
+            "ApiError",
+            object(
+                &[
+                    ("code", error_codes()),
+                    ("message", json!({ "type": "string" })),
+                ],
+                &["code", "message"],
+                false,
+            ),
+        ),
+        (
+            "Health",
+            object(&[("status", json!({ "const": "ok" }))], &["status"], false),
+        ),
+        (
+            "Readiness",
+            object(
+                &[
+                    ("ready", json!({ "type": "boolean" })),
+                    ("role", string_enum(&["leader", "standby"])),
+                ],
+                &["ready", "role"],
+                false,
+            ),
+        ),
+        (
+            "ReadReplicaState",
+            string_enum(&["live", "draining", "dead"]),
+        ),
+        (
+            "ReadReplicaInfo",
+            object(
+                &[
+                    ("replica_id", json!({ "type": "string" })),
+                    ("endpoint", endpoint_schema()),
+                    ("zone", nullable(json!({ "type": "string" }))),
+                    ("state", reference("ReadReplicaState")),
+                    ("lease_expires_at_ms", u64_schema()),
+                    ("bytes_served_per_second", u64_schema()),
+                    ("consumers", u32_schema()),
+                ],
+                &[
+                    "replica_id",
+                    "endpoint",
+                    "zone",
+                    "state",
+                    "lease_expires_at_ms",
+                    "bytes_served_per_second",
+                    "consumers",
+                ],
+                false,
+            ),
+        ),
+        (
+            "ReadReplicaList",
+            object(
+                &[("replicas", array(reference("ReadReplicaInfo")))],
+                &["replicas"],
+                false,
+            ),
+        ),
+        ("ScalingPolicy", object(&policy_fields, &policy_names, true)),
+    ]
+}
+
+fn path_parameter(name: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "schema": schema })
+}
+
+fn query_parameter(name: &str, schema: Value, description: &str) -> Value {
+    json!({ "name": name, "in": "query", "required": false, "schema": schema,
+            "description": description })
+}
+
+/// One operation: parameters, an optional JSON body, the success status and its schema
+/// (`None` for no content); every failure is an `ApiError`.
+fn operation(
+    summary: &str,
+    parameters: Vec<Value>,
+    body: Option<&str>,
+    status: u16,
+    response: Option<&str>,
+) -> Value {
+    let success = match response {
+        Some(schema) => json!({ "description": summary,
+            "content": { "application/json": { "schema": reference(schema) } } }),
+        None => json!({ "description": summary }),
+    };
+    let mut operation = json!({
+        "summary": summary,
+        "parameters": parameters,
+        "responses": {
+            status.to_string(): success,
+            "default": { "description": "failure", "content": { "application/json": {
+                "schema": reference("ApiError") } } },
+        },
+    });
+    if let Some(body) = body {
+        operation["requestBody"] = json!({ "required": true,
+            "content": { "application/json": { "schema": reference(body) } } });
+        operation["security"] = json!([{ "adminToken": [] }, {}]);
+    }
+    operation
+}
+
+fn paths() -> Value {
+    let name = path_parameter("name", name_schema());
+    let broker = path_parameter("broker_id", u32_schema());
+    let group = path_parameter("group", name_schema());
+    let mut delete = operation(
+        "Delete a stream and its data",
+        vec![name.clone()],
+        None,
+        204,
+        None,
+    );
+    delete["security"] = json!([{ "adminToken": [] }, {}]);
+    let mut drain = operation(
+        "Drain a broker: no new replicas, its replicas move away",
+        vec![broker.clone()],
+        None,
+        200,
+        Some("BrokerInfo"),
+    );
+    drain["security"] = json!([{ "adminToken": [] }, {}]);
+    json!({
+        "/v1/health": { "get": operation("The process serves HTTP", vec![], None, 200, Some("Health")) },
+        "/v1/ready": { "get": {
+            "summary": "Whether this controlplane leads (200) or stands by (503)",
+            "responses": {
+                "200": { "description": "leader", "content": { "application/json": {
+                    "schema": reference("Readiness") } } },
+                "503": { "description": "standby", "content": { "application/json": {
+                    "schema": reference("Readiness") } } },
+            },
+        } },
+        "/v1/openapi.json": { "get": {
+            "summary": "This document",
+            "responses": { "200": { "description": "the OpenAPI document",
+                "content": { "application/json": { "schema": { "type": "object" } } } } },
+        } },
+        "/v1/streams": {
+            "get": operation("List streams", vec![], None, 200, Some("StreamList")),
+            "post": operation("Create a stream and place its partitions", vec![],
+                Some("CreateStreamRequest"), 201, Some("StreamInfo")),
+        },
+        "/v1/streams/{name}": {
+            "get": operation("Describe a stream and its partitions", vec![name.clone()], None, 200,
+                Some("StreamDescription")),
+            "delete": delete,
+        },
+        "/v1/streams/{name}/retention": {
+            "put": operation("Replace a stream's retention", vec![name], Some("RetentionSettings"),
+                200, Some("StreamInfo")),
+        },
+        "/v1/brokers": {
+            "get": operation("List brokers", vec![], None, 200, Some("BrokerList")),
+            "post": operation("Register a broker and take a lease", vec![],
+                Some("RegisterBrokerRequest"), 200, Some("RegisterBrokerResponse")),
+        },
+        "/v1/brokers/{broker_id}/heartbeat": {
+            "post": operation("Renew a broker's lease and report its partitions",
+                vec![broker.clone()], Some("HeartbeatRequest"), 200, Some("HeartbeatResponse")),
+        },
+        "/v1/brokers/{broker_id}/drain": { "post": drain },
+        "/v1/brokers/{broker_id}/assignments": {
+            "get": operation("A broker's assignments; long-polls with after_version",
+                vec![broker,
+                  query_parameter("after_version", u64_schema(),
+                    "answer once the assignment version is above this"),
+                  query_parameter("timeout_ms", u64_schema(),
+                    "the longest to wait (capped by the controlplane)")],
+                None, 200, Some("Assignments")),
+        },
+        "/v1/groups": { "get": operation("List consumer groups", vec![], None, 200, Some("GroupList")) },
+        "/v1/groups/{group}/offsets": {
+            "get": operation("A group's committed offsets", vec![group.clone()], None, 200,
+                Some("GroupOffsets")),
+            "post": operation("Commit offsets, all or none", vec![group.clone()],
+                Some("CommitOffsetsRequest"), 200, Some("GroupOffsets")),
+        },
+        "/v1/groups/{group}/reset": {
+            "post": operation("Move a group's offsets in one stream", vec![group],
+                Some("ResetOffsetsRequest"), 200, Some("GroupOffsets")),
+        },
+        "/v1/read-replicas": {
+            "get": operation("List read replicas", vec![], None, 200, Some("ReadReplicaList")),
+        },
+        "/v1/scaling-policy": {
+            "get": operation("The read-replica scaling policy", vec![], None, 200,
+                Some("ScalingPolicy")),
+            "put": operation("Replace the read-replica scaling policy", vec![],
+                Some("ScalingPolicy"), 200, Some("ScalingPolicy")),
+        },
+    })
+}
+
+fn document() -> Value {
+    let schemas: serde_json::Map<String, Value> = [
+        stream_schemas(),
+        broker_schemas(),
+        group_schemas(),
+        other_schemas(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(name, schema)| (name.to_owned(), schema))
+    .collect();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Floe controlplane",
+            "version": "1",
+            "description": "Administer Floe: streams, brokers, consumer groups, read replicas. \
+                Every failure is an ApiError. When an admin token is configured, every \
+                POST, PUT and DELETE needs it as a bearer token.",
+        },
+        "paths": paths(),
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": { "adminToken": { "type": "http", "scheme": "bearer" } },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::api::ROUTES;
+
+    #[test]
+    fn the_document_describes_exactly_the_routes() {
+        let documented: BTreeSet<(String, String)> = DOCUMENT["paths"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(path, operations)| {
+                operations
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(move |(method, _)| (method.clone(), path.clone()))
+            })
+            .collect();
+        let routed: BTreeSet<(String, String)> = ROUTES
+            .iter()
+            .map(|(method, path)| ((*method).to_owned(), (*path).to_owned()))
+            .collect();
+        assert_eq!(documented, routed);
+    }
+
+    #[test]
+    fn every_reference_names_a_schema() {
+        let text = DOCUMENT.to_string();
+        let schemas = DOCUMENT["components"]["schemas"]
+            .as_object()
+            .map(|schemas| schemas.keys().cloned().collect::<BTreeSet<_>>())
+            .unwrap_or_default();
+        let prefix = "#/components/schemas/";
+        for piece in text.split(prefix).skip(1) {
+            let name: String = piece.chars().take_while(|c| *c != '"').collect();
+            assert!(schemas.contains(&name), "dangling reference {name}");
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! `/v1/streams`: create (placing every partition), list, describe, alter retention, delete.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use floe_wire::admin::{
+    CreateStreamRequest, RetentionSettings, SegmentSettings, StreamConfig, StreamDescription,
+    StreamInfo, StreamList,
+};
+use floe_wire::{AckMode, BrokerId, StreamName};
+
+use crate::api::error::Failure;
+use crate::api::extract::{Body, PathParams};
+use crate::cluster::{Cluster, now_ms};
+use crate::placement::place_new;
+use crate::reconcile::live_placer;
+use crate::store::{Store, StoreError};
+
+/// The most replicas a partition may have.
+const MAX_REPLICATION_FACTOR: u32 = 16;
+
+pub(super) async fn list<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+) -> Result<Json<StreamList>, Failure> {
+    let streams = cluster.store.streams().await?;
+    Ok(Json(StreamList { streams }))
+}
+
+pub(super) async fn create<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    Body(request): Body<CreateStreamRequest>,
+) -> Result<(StatusCode, Json<StreamInfo>), Failure> {
+    let config = resolve_config(&request, &cluster.config)?;
+    let stream = StreamInfo {
+        name: request.name,
+        config,
+        created_at_ms: now_ms(),
+    };
+    let _writes = cluster.write_lock().await;
+    let brokers = cluster.store.brokers().await?;
+    let mut placer = live_placer(&brokers);
+    let placements = place_new(&mut placer, config.partitions, config.replication_factor);
+    let under_replicated = placements
+        .iter()
+        .any(|p| p.replicas.len() < config.replication_factor as usize);
+    let replicas: Vec<Vec<BrokerId>> = placements.into_iter().map(|p| p.replicas).collect();
+    let version = cluster.store.create_stream(&stream, &replicas).await?;
+    cluster.announce(version);
+    if under_replicated {
+        // Topped up as brokers register.
+        cluster.request_repair();
+    }
+    Ok((StatusCode::CREATED, Json(stream)))
+}
+
+/// The stream's settings with defaults filled in, or why the request is out of range.
+fn resolve_config(
+    request: &CreateStreamRequest,
+    config: &crate::Config,
+) -> Result<StreamConfig, Failure> {
+    let max_partitions = config.max_partitions_per_stream;
+    if request.partitions == 0 || request.partitions > max_partitions {
+        return Err(Failure::Invalid(format!(
+            "partitions must be from 1 to {max_partitions}"
+        )));
+    }
+    let replication_factor = request
+        .replication_factor
+        .unwrap_or(config.default_replication_factor);
+    if replication_factor == 0 || replication_factor > MAX_REPLICATION_FACTOR {
+        return Err(Failure::Invalid(format!(
+            "replication_factor must be from 1 to {MAX_REPLICATION_FACTOR}"
+        )));
+    }
+    check_segment(&request.segment)?;
+    check_retention(&request.retention)?;
+    let ack_mode = request.ack_mode.unwrap_or(if replication_factor > 1 {
+        AckMode::Quorum
+    } else {
+        AckMode::Leader
+    });
+    Ok(StreamConfig {
+        partitions: request.partitions,
+        replication_factor,
+        ack_mode,
+        segment: request.segment,
+        retention: request.retention,
+    })
+}
+
+/// Every setting, when present, is from 1 to `i64::MAX` (the store's integers).
+fn check_positive(field: &str, value: Option<u64>) -> Result<(), Failure> {
+    match value {
+        Some(value) if value == 0 || i64::try_from(value).is_err() => Err(Failure::Invalid(
+            format!("{field} must be from 1 to {}", i64::MAX),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_segment(segment: &SegmentSettings) -> Result<(), Failure> {
+    check_positive("segment.bytes", segment.bytes)?;
+    check_positive("segment.age_ms", segment.age_ms)
+}
+
+fn check_retention(retention: &RetentionSettings) -> Result<(), Failure> {
+    check_positive("retention.local_bytes", retention.local_bytes)?;
+    check_positive("retention.local_ms", retention.local_ms)?;
+    check_positive("retention.tier_bytes", retention.tier_bytes)?;
+    check_positive("retention.tier_ms", retention.tier_ms)
+}
+
+/// A stream name from the path; one that cannot be a name is a bad request.
+pub(super) fn stream_name(name: String) -> Result<StreamName, Failure> {
+    StreamName::new(name).map_err(|error| Failure::BadRequest(error.to_string()))
+}
+
+pub(super) async fn describe<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(name): PathParams<String>,
+) -> Result<Json<StreamDescription>, Failure> {
+    let name = stream_name(name)?;
+    match cluster.store.describe_stream(&name).await? {
+        Some(description) => Ok(Json(description)),
+        None => Err(StoreError::StreamNotFound { name }.into()),
+    }
+}
+
+pub(super) async fn set_retention<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(name): PathParams<String>,
+    Body(retention): Body<RetentionSettings>,
+) -> Result<Json<StreamInfo>, Failure> {
+    let name = stream_name(name)?;
+    check_retention(&retention)?;
+    let _writes = cluster.write_lock().await;
+    Ok(Json(cluster.store.set_retention(&name, &retention).await?))
+}
+
+pub(super) async fn delete<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(name): PathParams<String>,
+) -> Result<StatusCode, Failure> {
+    let name = stream_name(name)?;
+    let _writes = cluster.write_lock().await;
+    let version = cluster.store.delete_stream(&name).await?;
+    cluster.announce(version);
+    Ok(StatusCode::NO_CONTENT)
+}

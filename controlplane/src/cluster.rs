@@ -1,0 +1,119 @@
+//! The state the API handlers and the leader's loops share: the store, the settings, this
+//! controlplane's role, the assignment version brokers long-poll on, the lock that
+//! serialises writes, and the flag that asks for a placement repair.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use floe_wire::admin::Role;
+use tokio::sync::{Mutex, MutexGuard, Notify, watch};
+
+use crate::config::Config;
+use crate::store::{Store, StoreError};
+
+/// Shared by every handler and loop of one controlplane.
+#[derive(Debug)]
+pub(crate) struct Cluster<S> {
+    pub(crate) store: S,
+    pub(crate) config: Config,
+    role: watch::Sender<Role>,
+    /// The latest assignment version. Only the leader writes, so its own writes are all
+    /// there is to notice; a new leader reloads it from the store before it serves.
+    versions: watch::Sender<u64>,
+    /// Held across every read-modify-write of the store (placement reads loads, then writes).
+    writes: Mutex<()>,
+    repair_needed: AtomicBool,
+    wake_reconciler: Notify,
+    /// Turns true when the controlplane stops; cuts long-polls short.
+    shutdown: watch::Receiver<bool>,
+}
+
+impl<S: Store> Cluster<S> {
+    pub(crate) fn new(store: S, config: Config, shutdown: watch::Receiver<bool>) -> Cluster<S> {
+        Cluster {
+            store,
+            config,
+            role: watch::Sender::new(Role::Standby),
+            versions: watch::Sender::new(0),
+            writes: Mutex::new(()),
+            repair_needed: AtomicBool::new(false),
+            wake_reconciler: Notify::new(),
+            shutdown,
+        }
+    }
+
+    pub(crate) fn role(&self) -> Role {
+        *self.role.borrow()
+    }
+
+    pub(crate) fn watch_role(&self) -> watch::Receiver<Role> {
+        self.role.subscribe()
+    }
+
+    /// Becomes the leader: reload what the previous leader may have changed, then serve.
+    pub(crate) async fn take_over(&self) -> Result<(), StoreError> {
+        let version = self.store.assignment_version().await?;
+        self.versions.send_replace(version);
+        self.request_repair();
+        self.role.send_replace(Role::Leader);
+        Ok(())
+    }
+
+    pub(crate) fn step_down(&self) {
+        self.role.send_replace(Role::Standby);
+    }
+
+    pub(crate) async fn write_lock(&self) -> MutexGuard<'_, ()> {
+        self.writes.lock().await
+    }
+
+    /// Publishes a new assignment version to long-polling brokers.
+    pub(crate) fn announce(&self, version: u64) {
+        self.versions.send_if_modified(|current| {
+            let newer = version > *current;
+            if newer {
+                *current = version;
+            }
+            newer
+        });
+    }
+
+    pub(crate) fn version(&self) -> u64 {
+        *self.versions.borrow()
+    }
+
+    /// Waits until the assignment version exceeds `after`, `timeout` passes or the
+    /// controlplane stops.
+    pub(crate) async fn wait_version_after(&self, after: u64, timeout: Duration) {
+        let mut versions = self.versions.subscribe();
+        let mut shutdown = self.shutdown.clone();
+        tokio::select! {
+            _ = versions.wait_for(|version| *version > after) => {}
+            _ = shutdown.wait_for(|stop| *stop) => {}
+            () = tokio::time::sleep(timeout) => {}
+        }
+    }
+
+    /// Asks the reconciler to look for misplaced partitions soon.
+    pub(crate) fn request_repair(&self) {
+        self.repair_needed.store(true, Ordering::SeqCst);
+        self.wake_reconciler.notify_one();
+    }
+
+    pub(crate) fn take_repair_request(&self) -> bool {
+        self.repair_needed.swap(false, Ordering::SeqCst)
+    }
+
+    pub(crate) async fn reconciler_woken(&self) {
+        self.wake_reconciler.notified().await;
+    }
+}
+
+/// Milliseconds since the Unix epoch, from the wall clock: the shell's only clock.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
+}

@@ -1,0 +1,60 @@
+//! The controlplane's settings: where it listens, which database, lease and long-poll times.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the metadata lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// One SQLite file; a single controlplane, always the leader.
+    Sqlite { path: PathBuf },
+    /// A PostgreSQL URL (`postgres://user@host:port/db`); several controlplanes may share
+    /// it, one leads.
+    Postgres { url: String },
+}
+
+/// Everything [`crate::Controlplane::start`] needs. Build one with [`Config::new`] and adjust
+/// the public fields.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// HTTP address of the REST API; port 0 picks a free one (see `Running::local_addr`).
+    pub listen: SocketAddr,
+    pub database: Database,
+    /// When set, every mutating call (POST, PUT, DELETE) must carry
+    /// `Authorization: Bearer <token>`.
+    pub admin_token: Option<String>,
+    /// A broker is declared dead this long after its last heartbeat.
+    pub lease: Duration,
+    /// How often brokers are told to heartbeat; well under `lease`.
+    pub heartbeat_interval: Duration,
+    /// How often the leader looks for lapsed leases and misplaced partitions.
+    pub reconcile_interval: Duration,
+    /// The longest an assignments long-poll waits before answering unchanged.
+    pub long_poll_max: Duration,
+    /// How often a standby tries to take the leadership, and the leader checks it still
+    /// holds it (PostgreSQL only).
+    pub election_interval: Duration,
+    /// Replicas per partition when a create request names none.
+    pub default_replication_factor: u32,
+    /// The most partitions one stream may have.
+    pub max_partitions_per_stream: u32,
+}
+
+impl Config {
+    /// The defaults: listen on `127.0.0.1:7300`, 10 s leases, 3 replicas.
+    pub fn new(database: Database) -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7300)),
+            database,
+            admin_token: None,
+            lease: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(3),
+            reconcile_interval: Duration::from_secs(1),
+            long_poll_max: Duration::from_secs(30),
+            election_interval: Duration::from_secs(2),
+            default_replication_factor: 3,
+            max_partitions_per_stream: 100_000,
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Starting and stopping a controlplane: open the store, bind the HTTP listener, start the
+//! election and the reconciler, and hand back a [`Running`] handle.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::serve::ListenerExt;
+use floe_wire::admin::Role;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cluster::Cluster;
+use crate::config::{Config, Database};
+use crate::store::{SqlStore, StoreError};
+use crate::{api, election, reconcile};
+
+/// Why a controlplane did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("could not open the metadata store")]
+    Store(#[from] StoreError),
+    #[error("could not create the data directory {path}")]
+    DataDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Entry point of the library.
+#[derive(Debug)]
+pub struct Controlplane;
+
+impl Controlplane {
+    /// Starts a controlplane in the current tokio runtime and returns once it listens. On
+    /// SQLite it leads at once; on PostgreSQL it stands by until it wins the election
+    /// ([`Running::wait_for_role`]).
+    pub async fn start(config: Config) -> Result<Running, StartError> {
+        let store = match &config.database {
+            Database::Sqlite { path } => {
+                if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+                        path: dir.to_owned(),
+                        source,
+                    })?;
+                }
+                SqlStore::open_sqlite(path).await?
+            }
+            Database::Postgres { url } => SqlStore::connect(url).await?,
+        };
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        let database = config.database.clone();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let cluster = Arc::new(Cluster::new(store.clone(), config, shutdown_rx.clone()));
+        let mut tasks = Vec::new();
+        match database {
+            Database::Sqlite { .. } => cluster.take_over().await?,
+            Database::Postgres { url } => tasks.push(tokio::spawn(election::run(
+                cluster.clone(),
+                url,
+                shutdown_rx.clone(),
+            ))),
+        }
+        tasks.push(tokio::spawn(reconcile::run(
+            cluster.clone(),
+            shutdown_rx.clone(),
+        )));
+        // Small JSON answers: send them now rather than wait for the client's ACK (Nagle).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY");
+            }
+        });
+        let router = api::router(cluster.clone());
+        let mut serve_shutdown = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let stopped = async move {
+                let _ = serve_shutdown.wait_for(|stop| *stop).await;
+            };
+            if let Err(error) = axum::serve(listener, router)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                tracing::error!(%error, "the HTTP server stopped");
+            }
+        }));
+        tracing::info!(%local_addr, backend = ?store.backend(), "controlplane listening");
+        Ok(Running {
+            local_addr,
+            role: cluster.watch_role(),
+            shutdown,
+            tasks,
+            store,
+        })
+    }
+}
+
+/// A started controlplane. Dropping it does not stop it; call [`Running::shutdown`].
+#[derive(Debug)]
+pub struct Running {
+    local_addr: SocketAddr,
+    role: watch::Receiver<Role>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    store: SqlStore,
+}
+
+impl Running {
+    /// The address the REST API listens on (the real port when configured with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Whether this controlplane leads now.
+    pub fn role(&self) -> Role {
+        *self.role.borrow()
+    }
+
+    /// Waits until this controlplane has `role`.
+    pub async fn wait_for_role(&mut self, role: Role) {
+        // The sender lives as long as the cluster, which outlives this handle's tasks.
+        let _ = self.role.wait_for(|current| *current == role).await;
+    }
+
+    /// Stops serving (in-flight requests finish; long-polls are cut), releases the
+    /// leadership and closes the store.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        for task in self.tasks {
+            if let Err(error) = task.await {
+                tracing::warn!(%error, "a controlplane task failed");
+            }
+        }
+        self.store.close().await;
+    }
+}

@@ -1,0 +1,248 @@
+//! The metadata store: the controlplane's only durable state, behind narrow async traits.
+//!
+//! [`MetadataStore`] holds the cluster (streams, partitions, replica assignments, leaders and
+//! epochs, brokers and their leases); [`GroupOffsetStore`] consumer-group offsets;
+//! [`ReadReplicaStore`] read replicas and their scaling policy. [`SqlStore`] implements all
+//! three on SQLite (the embedded default) and PostgreSQL. The conformance suite in
+//! `tests/store_conformance.rs` runs against both.
+//!
+//! Contract shared by every implementation:
+//! - Every method is one transaction: it happens entirely or not at all.
+//! - The *assignment version* increases by one in the same transaction as every change of
+//!   any partition's replicas, leader or epoch, and of the set of partitions (stream create
+//!   and delete). Brokers long-poll on it.
+//! - [`MetadataStore::reassign`] is a compare-and-set on each partition's epoch: if any
+//!   partition moved past the epoch the caller read, nothing is written.
+//! - Times are passed in (milliseconds since the Unix epoch); the store reads no clock.
+
+mod migrations;
+mod sql;
+
+use std::future::Future;
+
+use floe_wire::admin::{
+    Assignments, BrokerInfo, BrokerState, CommittedOffset, GroupSummary, OffsetCommit,
+    PartitionReport, ReadReplicaInfo, RetentionSettings, ScalingPolicy, StreamDescription,
+    StreamInfo,
+};
+use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
+
+pub use sql::{Backend, SqlStore};
+
+/// Why a store call failed, grouped by what the caller can do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("stream `{name}` exists already")]
+    StreamExists { name: StreamName },
+    #[error("no stream `{name}`")]
+    StreamNotFound { name: StreamName },
+    #[error("stream `{stream}` has no partition {partition}")]
+    PartitionNotFound {
+        stream: StreamName,
+        partition: PartitionId,
+    },
+    #[error("no broker {id}")]
+    BrokerNotFound { id: BrokerId },
+    #[error("broker {id}'s lease lapsed; it must register again")]
+    LeaseExpired { id: BrokerId },
+    #[error("partition {stream}/{partition} is no longer at epoch {expected}")]
+    EpochConflict {
+        stream: StreamName,
+        partition: PartitionId,
+        expected: u64,
+    },
+    #[error("{field} = {value} does not fit the store's signed 64-bit integers")]
+    OutOfRange { field: &'static str, value: u64 },
+    #[error("stored {column} holds {value:?}, which is not valid")]
+    Corrupt { column: &'static str, value: String },
+    #[error("migration {version} was changed after it was applied")]
+    MigrationChanged { version: i64 },
+    #[error("the metadata store failed")]
+    Backend {
+        #[from]
+        source: sqlx::Error,
+    },
+}
+
+/// A broker announcing itself; see [`MetadataStore::register_broker`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    /// The broker's previous id; a new one is assigned when absent.
+    pub id: Option<BrokerId>,
+    pub client_endpoint: Endpoint,
+    pub peer_endpoint: Endpoint,
+    pub zone: Option<String>,
+    pub now_ms: u64,
+    pub lease_expires_at_ms: u64,
+}
+
+/// A partition whose replica set needs repair: fewer live replicas than its replication
+/// factor, or a replica on a broker that is not live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MisplacedPartition {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    pub replication_factor: u32,
+    pub epoch: u64,
+    pub leader: Option<BrokerId>,
+    /// In position order, each with its broker's state (`Dead` for an unknown broker).
+    pub replicas: Vec<(BrokerId, BrokerState)>,
+}
+
+/// A new replica set and leader for one partition, valid only if the partition is still at
+/// `expected_epoch`. Its epoch becomes `expected_epoch + 1`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reassignment {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    pub expected_epoch: u64,
+    /// Leader first when there is one.
+    pub replicas: Vec<BrokerId>,
+    pub leader: Option<BrokerId>,
+}
+
+/// Streams, partitions, assignments, brokers and leases.
+pub trait MetadataStore: Send + Sync + 'static {
+    /// Creates `stream` with one partition per entry of `replicas` (its replica set, leader
+    /// first; may be empty when no broker is live). Partitions with replicas start at epoch 1
+    /// led by their first replica, the others at epoch 0 without a leader. Returns the new
+    /// assignment version.
+    fn create_stream(
+        &self,
+        stream: &StreamInfo,
+        replicas: &[Vec<BrokerId>],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Every stream, ordered by name.
+    fn streams(&self) -> impl Future<Output = Result<Vec<StreamInfo>, StoreError>> + Send;
+
+    /// One stream with its partitions, or `None`.
+    fn describe_stream(
+        &self,
+        name: &StreamName,
+    ) -> impl Future<Output = Result<Option<StreamDescription>, StoreError>> + Send;
+
+    /// Replaces a stream's retention settings.
+    fn set_retention(
+        &self,
+        name: &StreamName,
+        retention: &RetentionSettings,
+    ) -> impl Future<Output = Result<StreamInfo, StoreError>> + Send;
+
+    /// Deletes a stream, its partitions and its consumer-group offsets. Returns the new
+    /// assignment version.
+    fn delete_stream(
+        &self,
+        name: &StreamName,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Registers a broker, or re-registers one by its id: endpoints and zone are replaced
+    /// and the lease renewed; a dead broker becomes live, a draining one stays draining.
+    fn register_broker(
+        &self,
+        registration: &BrokerRegistration,
+    ) -> impl Future<Output = Result<BrokerInfo, StoreError>> + Send;
+
+    /// Extends a broker's lease. Fails with `LeaseExpired` once it was declared dead.
+    fn renew_lease(
+        &self,
+        id: BrokerId,
+        lease_expires_at_ms: u64,
+    ) -> impl Future<Output = Result<BrokerInfo, StoreError>> + Send;
+
+    /// Every broker, ordered by id, with its replica and leader counts.
+    fn brokers(&self) -> impl Future<Output = Result<Vec<BrokerInfo>, StoreError>> + Send;
+
+    /// Sets a broker's state (draining, or back to live).
+    fn set_broker_state(
+        &self,
+        id: BrokerId,
+        state: BrokerState,
+    ) -> impl Future<Output = Result<BrokerInfo, StoreError>> + Send;
+
+    /// Declares dead every broker not yet dead whose lease expired at or before `now_ms`;
+    /// returns them.
+    fn expire_leases(
+        &self,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Vec<BrokerId>, StoreError>> + Send;
+
+    /// Records what a leader reported; a report is ignored unless `id` leads that partition
+    /// in the report's epoch.
+    fn report_partitions(
+        &self,
+        id: BrokerId,
+        reports: &[PartitionReport],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Partitions whose replica set needs repair, ordered by stream and partition.
+    fn misplaced_partitions(
+        &self,
+    ) -> impl Future<Output = Result<Vec<MisplacedPartition>, StoreError>> + Send;
+
+    /// Applies every reassignment or none (compare-and-set on each epoch). Returns the new
+    /// assignment version.
+    fn reassign(
+        &self,
+        changes: &[Reassignment],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The partitions broker `id` holds a replica of, with the assignment version they are
+    /// consistent with.
+    fn assignments(
+        &self,
+        id: BrokerId,
+    ) -> impl Future<Output = Result<Assignments, StoreError>> + Send;
+
+    /// The current assignment version.
+    fn assignment_version(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+/// Consumer-group offsets.
+pub trait GroupOffsetStore: Send + Sync + 'static {
+    /// Every group with committed offsets, ordered by name.
+    fn groups(&self) -> impl Future<Output = Result<Vec<GroupSummary>, StoreError>> + Send;
+
+    /// A group's committed offsets, ordered by stream and partition; empty for an unknown
+    /// group.
+    fn group_offsets(
+        &self,
+        group: &str,
+    ) -> impl Future<Output = Result<Vec<CommittedOffset>, StoreError>> + Send;
+
+    /// Commits offsets, all or none; every partition must exist.
+    fn commit_offsets(
+        &self,
+        group: &str,
+        commits: &[OffsetCommit],
+        now_ms: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// Read replicas and the scaling policy.
+pub trait ReadReplicaStore: Send + Sync + 'static {
+    /// Every read replica, ordered by id.
+    fn read_replicas(
+        &self,
+    ) -> impl Future<Output = Result<Vec<ReadReplicaInfo>, StoreError>> + Send;
+
+    /// Inserts or replaces a read replica.
+    fn upsert_read_replica(
+        &self,
+        replica: &ReadReplicaInfo,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The scaling policy; [`ScalingPolicy::default`] until one is set.
+    fn scaling_policy(&self) -> impl Future<Output = Result<ScalingPolicy, StoreError>> + Send;
+
+    /// Replaces the scaling policy.
+    fn set_scaling_policy(
+        &self,
+        policy: &ScalingPolicy,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// Everything the controlplane keeps.
+pub trait Store: MetadataStore + GroupOffsetStore + ReadReplicaStore {}
+
+impl<T: MetadataStore + GroupOffsetStore + ReadReplicaStore> Store for T {}

@@ -1,0 +1,232 @@
+//! Replica assignments, leaders and epochs in SQL: repair candidates, compare-and-set
+//! reassignment, per-broker assignments and leaders' reports.
+
+use std::collections::{BTreeMap, HashMap};
+
+use floe_wire::admin::{
+    Assignments, BrokerState, PartitionAssignment, PartitionReport, StreamAssignment,
+};
+use floe_wire::{BrokerId, PartitionId};
+use sqlx::{AssertSqlSafe, Row};
+
+use super::streams::{STREAM_COLUMNS, insert_replicas, stream_from_row};
+use super::{
+    SqlStore, broker_from_db, broker_state_from_db, bump_version, from_db, name_from_db, opt_to_db,
+    read_version, to_db, u32_from_db,
+};
+use crate::store::{MisplacedPartition, Reassignment, StoreError};
+
+pub(super) async fn report(
+    store: &SqlStore,
+    id: BrokerId,
+    reports: &[PartitionReport],
+) -> Result<(), StoreError> {
+    if reports.is_empty() {
+        return Ok(());
+    }
+    let mut tx = store.write_tx().await?;
+    for report in reports {
+        let (hot_start, hot_end) = split_range(report.hot.map(|r| (r.start, r.end)));
+        let (tier_start, tier_end) = split_range(report.tier.map(|r| (r.start, r.end)));
+        sqlx::query(
+            "UPDATE partitions SET hot_start = $1, hot_end = $2, tier_start = $3, \
+             tier_end = $4, bytes = $5, upload_backlog_bytes = $6 \
+             WHERE stream = $7 AND partition = $8 AND leader = $9 AND epoch = $10",
+        )
+        .bind(opt_to_db("hot.start", hot_start)?)
+        .bind(opt_to_db("hot.end", hot_end)?)
+        .bind(opt_to_db("tier.start", tier_start)?)
+        .bind(opt_to_db("tier.end", tier_end)?)
+        .bind(to_db("bytes", report.bytes)?)
+        .bind(to_db("upload_backlog_bytes", report.upload_backlog_bytes)?)
+        .bind(report.stream.as_str())
+        .bind(i64::from(report.partition.get()))
+        .bind(i64::from(id.get()))
+        .bind(to_db("epoch", report.epoch)?)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+fn split_range(range: Option<(u64, u64)>) -> (Option<u64>, Option<u64>) {
+    (range.map(|r| r.0), range.map(|r| r.1))
+}
+
+/// Partitions with a replica on a broker that is not live, or with fewer replicas than their
+/// replication factor; one row per replica, or one null row for a partition without any.
+/// Together the two cover "fewer live replicas than the factor, or any replica not live".
+const MISPLACED_QUERY: &str = "WITH misplaced AS ( \
+       SELECT r.stream, r.partition FROM partition_replicas r \
+       LEFT JOIN brokers b ON b.id = r.broker_id \
+       WHERE b.state IS NULL OR b.state <> 'live' \
+       UNION \
+       SELECT p.stream, p.partition FROM partitions p JOIN streams s ON s.name = p.stream \
+       WHERE p.replica_count < s.replication_factor \
+     ) \
+     SELECT p.stream, p.partition, p.epoch, p.leader, s.replication_factor, \
+            r.broker_id, b.state \
+     FROM misplaced m \
+     JOIN partitions p ON p.stream = m.stream AND p.partition = m.partition \
+     JOIN streams s ON s.name = p.stream \
+     LEFT JOIN partition_replicas r ON r.stream = p.stream AND r.partition = p.partition \
+     LEFT JOIN brokers b ON b.id = r.broker_id \
+     ORDER BY p.stream, p.partition, r.position";
+
+pub(super) async fn misplaced(store: &SqlStore) -> Result<Vec<MisplacedPartition>, StoreError> {
+    let rows = sqlx::query(MISPLACED_QUERY).fetch_all(&store.pool).await?;
+    let mut partitions: Vec<MisplacedPartition> = Vec::new();
+    for row in &rows {
+        let stream = name_from_db("partitions.stream", row.try_get(0)?)?;
+        let partition = PartitionId::new(u32_from_db("partitions.partition", row.try_get(1)?)?);
+        let same = partitions
+            .last()
+            .is_some_and(|last| last.stream == stream && last.partition == partition);
+        if !same {
+            let leader: Option<i64> = row.try_get(3)?;
+            partitions.push(MisplacedPartition {
+                stream,
+                partition,
+                epoch: from_db("partitions.epoch", row.try_get(2)?)?,
+                leader: leader
+                    .map(|id| broker_from_db("partitions.leader", id))
+                    .transpose()?,
+                replication_factor: u32_from_db("replication_factor", row.try_get(4)?)?,
+                replicas: Vec::new(),
+            });
+        }
+        let broker: Option<i64> = row.try_get(5)?;
+        if let (Some(broker), Some(last)) = (broker, partitions.last_mut()) {
+            let state: Option<String> = row.try_get(6)?;
+            let state = match state {
+                Some(state) => broker_state_from_db(&state)?,
+                None => BrokerState::Dead,
+            };
+            last.replicas.push((
+                broker_from_db("partition_replicas.broker_id", broker)?,
+                state,
+            ));
+        }
+    }
+    Ok(partitions)
+}
+
+pub(super) async fn reassign(
+    store: &SqlStore,
+    changes: &[Reassignment],
+) -> Result<u64, StoreError> {
+    let mut tx = store.write_tx().await?;
+    for change in changes {
+        let updated = sqlx::query(
+            "UPDATE partitions SET leader = $1, epoch = epoch + 1, replica_count = $5 \
+             WHERE stream = $2 AND partition = $3 AND epoch = $4",
+        )
+        .bind(change.leader.map(|id| i64::from(id.get())))
+        .bind(change.stream.as_str())
+        .bind(i64::from(change.partition.get()))
+        .bind(to_db("expected_epoch", change.expected_epoch)?)
+        .bind(to_db("replica_count", change.replicas.len() as u64)?)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            // Dropping the transaction rolls back every change made so far.
+            return Err(StoreError::EpochConflict {
+                stream: change.stream.clone(),
+                partition: change.partition,
+                expected: change.expected_epoch,
+            });
+        }
+        sqlx::query("DELETE FROM partition_replicas WHERE stream = $1 AND partition = $2")
+            .bind(change.stream.as_str())
+            .bind(i64::from(change.partition.get()))
+            .execute(&mut *tx)
+            .await?;
+    }
+    let sets: Vec<(&str, u32, &[BrokerId])> = changes
+        .iter()
+        .map(|c| (c.stream.as_str(), c.partition.get(), c.replicas.as_slice()))
+        .collect();
+    insert_replicas(&mut tx, &sets).await?;
+    let version = bump_version(&mut tx).await?;
+    tx.commit().await?;
+    Ok(version)
+}
+
+pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignments, StoreError> {
+    let mut tx = store.read_tx().await?;
+    let broker = i64::from(id.get());
+    let known = sqlx::query("SELECT 1 FROM brokers WHERE id = $1")
+        .bind(broker)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if known.is_none() {
+        return Err(StoreError::BrokerNotFound { id });
+    }
+    let version = read_version(&mut tx).await?;
+    let sql = format!(
+        "SELECT {STREAM_COLUMNS} FROM streams s WHERE EXISTS (SELECT 1 FROM partition_replicas r \
+         WHERE r.stream = s.name AND r.broker_id = $1) ORDER BY s.name"
+    );
+    let stream_rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(broker)
+        .fetch_all(&mut *tx)
+        .await?;
+    let partition_rows = sqlx::query(
+        "SELECT p.stream, p.partition, p.leader, p.epoch FROM partitions p WHERE EXISTS \
+         (SELECT 1 FROM partition_replicas r WHERE r.stream = p.stream \
+         AND r.partition = p.partition AND r.broker_id = $1) ORDER BY p.stream, p.partition",
+    )
+    .bind(broker)
+    .fetch_all(&mut *tx)
+    .await?;
+    let replica_rows = sqlx::query(
+        "SELECT r.stream, r.partition, r.broker_id FROM partition_replicas r WHERE EXISTS \
+         (SELECT 1 FROM partition_replicas mine WHERE mine.stream = r.stream \
+         AND mine.partition = r.partition AND mine.broker_id = $1) \
+         ORDER BY r.stream, r.partition, r.position",
+    )
+    .bind(broker)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+
+    let mut replicas: HashMap<(String, i64), Vec<BrokerId>> = HashMap::new();
+    for row in &replica_rows {
+        let key = (row.try_get::<String, _>(0)?, row.try_get::<i64, _>(1)?);
+        let member = broker_from_db("partition_replicas.broker_id", row.try_get(2)?)?;
+        replicas.entry(key).or_default().push(member);
+    }
+    let mut by_stream: BTreeMap<String, Vec<PartitionAssignment>> = BTreeMap::new();
+    for row in &partition_rows {
+        let stream: String = row.try_get(0)?;
+        let partition: i64 = row.try_get(1)?;
+        let leader: Option<i64> = row.try_get(2)?;
+        let assignment = PartitionAssignment {
+            partition: PartitionId::new(u32_from_db("partitions.partition", partition)?),
+            replicas: replicas
+                .remove(&(stream.clone(), partition))
+                .unwrap_or_default(),
+            leader: leader
+                .map(|id| broker_from_db("partitions.leader", id))
+                .transpose()?,
+            epoch: from_db("partitions.epoch", row.try_get(3)?)?,
+        };
+        by_stream.entry(stream).or_default().push(assignment);
+    }
+    let mut streams = Vec::with_capacity(stream_rows.len());
+    for row in &stream_rows {
+        let info = stream_from_row(row)?;
+        let partitions = by_stream.remove(info.name.as_str()).unwrap_or_default();
+        streams.push(StreamAssignment {
+            name: info.name,
+            config: info.config,
+            partitions,
+        });
+    }
+    Ok(Assignments {
+        broker_id: id,
+        version,
+        streams,
+    })
+}

@@ -1,0 +1,353 @@
+//! Streams and their partitions in SQL.
+
+use floe_wire::admin::{
+    OffsetRange, PartitionDescription, RetentionSettings, SegmentSettings, StreamConfig,
+    StreamDescription, StreamInfo,
+};
+use floe_wire::{AckMode, BrokerId, PartitionId, StreamName};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, AssertSqlSafe, Row};
+
+use super::{
+    SqlStore, broker_from_db, bump_version, from_db, name_from_db, opt_from_db, opt_to_db, to_db,
+    u32_from_db,
+};
+use crate::store::StoreError;
+
+/// Rows per multi-row `INSERT`: few round trips, well under both backends' parameter limits.
+const ROWS_PER_INSERT: usize = 400;
+
+pub(super) const STREAM_COLUMNS: &str = "name, partition_count, replication_factor, ack_mode, \
+     segment_bytes, segment_age_ms, local_retention_bytes, local_retention_ms, \
+     tier_retention_bytes, tier_retention_ms, created_at_ms";
+
+pub(super) async fn create(
+    store: &SqlStore,
+    stream: &StreamInfo,
+    replicas: &[Vec<BrokerId>],
+) -> Result<u64, StoreError> {
+    let mut tx = store.write_tx().await?;
+    let name = stream.name.as_str();
+    let taken = sqlx::query("SELECT 1 FROM streams WHERE name = $1")
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if taken.is_some() {
+        return Err(StoreError::StreamExists {
+            name: stream.name.clone(),
+        });
+    }
+    insert_stream(&mut tx, stream).await?;
+    let partitions: Vec<(u32, Option<BrokerId>, u64, usize)> = (0u32..)
+        .zip(replicas)
+        .map(|(partition, set)| {
+            let leader = set.first().copied();
+            (partition, leader, u64::from(leader.is_some()), set.len())
+        })
+        .collect();
+    insert_partitions(&mut tx, name, &partitions).await?;
+    let rows: Vec<(&str, u32, &[BrokerId])> = (0u32..)
+        .zip(replicas)
+        .map(|(partition, set)| (name, partition, set.as_slice()))
+        .collect();
+    insert_replicas(&mut tx, &rows).await?;
+    let version = bump_version(&mut tx).await?;
+    tx.commit().await?;
+    Ok(version)
+}
+
+async fn insert_stream(tx: &mut AnyConnection, stream: &StreamInfo) -> Result<(), StoreError> {
+    let config = &stream.config;
+    let retention = &config.retention;
+    sqlx::query(
+        "INSERT INTO streams (name, partition_count, replication_factor, ack_mode, \
+         segment_bytes, segment_age_ms, local_retention_bytes, local_retention_ms, \
+         tier_retention_bytes, tier_retention_ms, created_at_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(stream.name.as_str())
+    .bind(i64::from(config.partitions))
+    .bind(i64::from(config.replication_factor))
+    .bind(ack_mode_name(config.ack_mode))
+    .bind(opt_to_db("segment.bytes", config.segment.bytes)?)
+    .bind(opt_to_db("segment.age_ms", config.segment.age_ms)?)
+    .bind(opt_to_db("retention.local_bytes", retention.local_bytes)?)
+    .bind(opt_to_db("retention.local_ms", retention.local_ms)?)
+    .bind(opt_to_db("retention.tier_bytes", retention.tier_bytes)?)
+    .bind(opt_to_db("retention.tier_ms", retention.tier_ms)?)
+    .bind(to_db("created_at_ms", stream.created_at_ms)?)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Inserts `(partition, leader, epoch, replica count)` rows of one stream.
+async fn insert_partitions(
+    tx: &mut AnyConnection,
+    stream: &str,
+    partitions: &[(u32, Option<BrokerId>, u64, usize)],
+) -> Result<(), StoreError> {
+    for chunk in partitions.chunks(ROWS_PER_INSERT) {
+        let sql = multi_row_insert(
+            "INSERT INTO partitions (stream, partition, leader, epoch, replica_count) VALUES ",
+            5,
+            chunk.len(),
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (partition, leader, epoch, replica_count) in chunk {
+            query = query
+                .bind(stream.to_owned())
+                .bind(i64::from(*partition))
+                .bind(leader.map(|id| i64::from(id.get())))
+                .bind(to_db("epoch", *epoch)?)
+                .bind(to_db("replica_count", *replica_count as u64)?);
+        }
+        query.execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// Inserts the replica sets of `(stream, partition, replicas)`, in position order.
+pub(super) async fn insert_replicas(
+    tx: &mut AnyConnection,
+    sets: &[(&str, u32, &[BrokerId])],
+) -> Result<(), StoreError> {
+    let rows: Vec<(&str, u32, i64, BrokerId)> = sets
+        .iter()
+        .flat_map(|(stream, partition, replicas)| {
+            (0i64..)
+                .zip(replicas.iter())
+                .map(move |(position, id)| (*stream, *partition, position, *id))
+        })
+        .collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let sql = multi_row_insert(
+            "INSERT INTO partition_replicas (stream, partition, position, broker_id) VALUES ",
+            4,
+            chunk.len(),
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (stream, partition, position, id) in chunk {
+            query = query
+                .bind((*stream).to_owned())
+                .bind(i64::from(*partition))
+                .bind(*position)
+                .bind(i64::from(id.get()));
+        }
+        query.execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// `head` followed by `rows` groups of `columns` numbered parameters.
+fn multi_row_insert(head: &str, columns: usize, rows: usize) -> String {
+    let mut sql = String::from(head);
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..columns {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('$');
+            sql.push_str(&(row * columns + column + 1).to_string());
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+pub(super) async fn list(store: &SqlStore) -> Result<Vec<StreamInfo>, StoreError> {
+    let sql = format!("SELECT {STREAM_COLUMNS} FROM streams ORDER BY name");
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .fetch_all(&store.pool)
+        .await?;
+    rows.iter().map(stream_from_row).collect()
+}
+
+pub(super) async fn describe(
+    store: &SqlStore,
+    name: &StreamName,
+) -> Result<Option<StreamDescription>, StoreError> {
+    let mut tx = store.read_tx().await?;
+    let sql = format!("SELECT {STREAM_COLUMNS} FROM streams WHERE name = $1");
+    let Some(row) = sqlx::query(AssertSqlSafe(sql))
+        .bind(name.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let stream = stream_from_row(&row)?;
+    let rows = sqlx::query(
+        "SELECT partition, leader, epoch, hot_start, hot_end, tier_start, tier_end, bytes, \
+         upload_backlog_bytes FROM partitions WHERE stream = $1 ORDER BY partition",
+    )
+    .bind(name.as_str())
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut partitions = rows
+        .iter()
+        .map(partition_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    let replicas = sqlx::query(
+        "SELECT partition, broker_id FROM partition_replicas WHERE stream = $1 \
+         ORDER BY partition, position",
+    )
+    .bind(name.as_str())
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    for row in &replicas {
+        let partition = u32_from_db("partition_replicas.partition", row.try_get(0)?)?;
+        let id = broker_from_db("partition_replicas.broker_id", row.try_get(1)?)?;
+        // Partitions are numbered densely from 0, so the number is the index.
+        if let Some(description) = partitions.get_mut(partition as usize) {
+            description.replicas.push(id);
+        }
+    }
+    Ok(Some(StreamDescription {
+        name: stream.name,
+        config: stream.config,
+        created_at_ms: stream.created_at_ms,
+        partitions,
+    }))
+}
+
+fn partition_from_row(row: &AnyRow) -> Result<PartitionDescription, StoreError> {
+    let range = |start: &'static str, end: &'static str| -> Result<_, StoreError> {
+        let start = opt_from_db(start, row.try_get(start)?)?;
+        let end = opt_from_db(end, row.try_get(end)?)?;
+        Ok(start
+            .zip(end)
+            .map(|(start, end)| OffsetRange { start, end }))
+    };
+    let leader: Option<i64> = row.try_get("leader")?;
+    Ok(PartitionDescription {
+        partition: PartitionId::new(u32_from_db("partition", row.try_get("partition")?)?),
+        replicas: Vec::new(),
+        leader: leader
+            .map(|id| broker_from_db("partitions.leader", id))
+            .transpose()?,
+        epoch: from_db("epoch", row.try_get("epoch")?)?,
+        hot: range("hot_start", "hot_end")?,
+        tier: range("tier_start", "tier_end")?,
+        bytes: opt_from_db("bytes", row.try_get("bytes")?)?,
+        upload_backlog_bytes: opt_from_db(
+            "upload_backlog_bytes",
+            row.try_get("upload_backlog_bytes")?,
+        )?,
+    })
+}
+
+pub(super) fn stream_from_row(row: &AnyRow) -> Result<StreamInfo, StoreError> {
+    let optional = |column: &'static str| -> Result<Option<u64>, StoreError> {
+        opt_from_db(column, row.try_get(column)?)
+    };
+    let ack_mode: String = row.try_get("ack_mode")?;
+    Ok(StreamInfo {
+        name: name_from_db("streams.name", row.try_get("name")?)?,
+        config: StreamConfig {
+            partitions: u32_from_db("partition_count", row.try_get("partition_count")?)?,
+            replication_factor: u32_from_db(
+                "replication_factor",
+                row.try_get("replication_factor")?,
+            )?,
+            ack_mode: ack_mode_from_db(&ack_mode)?,
+            segment: SegmentSettings {
+                bytes: optional("segment_bytes")?,
+                age_ms: optional("segment_age_ms")?,
+            },
+            retention: RetentionSettings {
+                local_bytes: optional("local_retention_bytes")?,
+                local_ms: optional("local_retention_ms")?,
+                tier_bytes: optional("tier_retention_bytes")?,
+                tier_ms: optional("tier_retention_ms")?,
+            },
+        },
+        created_at_ms: from_db("created_at_ms", row.try_get("created_at_ms")?)?,
+    })
+}
+
+pub(super) async fn set_retention(
+    store: &SqlStore,
+    name: &StreamName,
+    retention: &RetentionSettings,
+) -> Result<StreamInfo, StoreError> {
+    let mut tx = store.write_tx().await?;
+    let updated = sqlx::query(
+        "UPDATE streams SET local_retention_bytes = $1, local_retention_ms = $2, \
+         tier_retention_bytes = $3, tier_retention_ms = $4 WHERE name = $5",
+    )
+    .bind(opt_to_db("retention.local_bytes", retention.local_bytes)?)
+    .bind(opt_to_db("retention.local_ms", retention.local_ms)?)
+    .bind(opt_to_db("retention.tier_bytes", retention.tier_bytes)?)
+    .bind(opt_to_db("retention.tier_ms", retention.tier_ms)?)
+    .bind(name.as_str())
+    .execute(&mut *tx)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Err(StoreError::StreamNotFound { name: name.clone() });
+    }
+    let sql = format!("SELECT {STREAM_COLUMNS} FROM streams WHERE name = $1");
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(name.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+    let stream = stream_from_row(&row)?;
+    tx.commit().await?;
+    Ok(stream)
+}
+
+pub(super) async fn delete(store: &SqlStore, name: &StreamName) -> Result<u64, StoreError> {
+    let mut tx = store.write_tx().await?;
+    // Children first, explicitly: no reliance on a backend's foreign-key settings.
+    for sql in [
+        "DELETE FROM group_offsets WHERE stream = $1",
+        "DELETE FROM partition_replicas WHERE stream = $1",
+        "DELETE FROM partitions WHERE stream = $1",
+    ] {
+        sqlx::query(sql)
+            .bind(name.as_str())
+            .execute(&mut *tx)
+            .await?;
+    }
+    let deleted = sqlx::query("DELETE FROM streams WHERE name = $1")
+        .bind(name.as_str())
+        .execute(&mut *tx)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(StoreError::StreamNotFound { name: name.clone() });
+    }
+    let version = bump_version(&mut tx).await?;
+    tx.commit().await?;
+    Ok(version)
+}
+
+/// The stable stored name of an ack mode.
+fn ack_mode_name(mode: AckMode) -> &'static str {
+    match mode {
+        AckMode::None => "none",
+        AckMode::Leader => "leader",
+        AckMode::Quorum => "quorum",
+    }
+}
+
+fn ack_mode_from_db(value: &str) -> Result<AckMode, StoreError> {
+    AckMode::ALL
+        .into_iter()
+        .find(|mode| ack_mode_name(*mode) == value)
+        .ok_or_else(|| super::corrupt("streams.ack_mode", value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_row_inserts_number_parameters_row_by_row() {
+        assert_eq!(
+            multi_row_insert("INSERT INTO t (a, b) VALUES ", 2, 2),
+            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4)"
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! The REST API over real HTTP, against a controlplane on SQLite.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{call, eventually, get, post, raw, start_sqlite};
+use serde_json::{Value, json};
+
+fn orders(partitions: u32) -> Value {
+    json!({ "name": "orders", "partitions": partitions, "replication_factor": 1 })
+}
+
+#[tokio::test]
+async fn a_stream_is_created_described_altered_and_deleted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |_| {}).await;
+    let addr = running.local_addr();
+
+    let created = post(addr, "/v1/streams", &orders(4)).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    assert_eq!(created.body["config"]["ack_mode"], "leader");
+    assert_eq!(created.body["config"]["partitions"], 4);
+    let again = post(addr, "/v1/streams", &orders(4)).await;
+    assert_eq!((again.status, again.code()), (409, "stream_exists"));
+
+    let described = get(addr, "/v1/streams/orders").await;
+    assert_eq!(described.status, 200);
+    let partitions = described.body["partitions"].as_array().expect("partitions");
+    assert_eq!(partitions.len(), 4);
+    assert_eq!(partitions[3]["partition"], 3);
+    assert_eq!(
+        partitions[3]["leader"],
+        Value::Null,
+        "no broker registered yet"
+    );
+
+    let listed = get(addr, "/v1/streams").await;
+    assert_eq!(listed.body["streams"][0]["name"], "orders");
+
+    let altered = call(
+        addr,
+        "PUT",
+        "/v1/streams/orders/retention",
+        Some(&json!({ "local_ms": 60000, "tier_bytes": 1_000_000 })),
+        None,
+    )
+    .await;
+    assert_eq!(altered.status, 200, "{:?}", altered.body);
+    assert_eq!(altered.body["config"]["retention"]["local_ms"], 60000);
+
+    let deleted = call(addr, "DELETE", "/v1/streams/orders", None, None).await;
+    assert_eq!(deleted.status, 204);
+    let gone = get(addr, "/v1/streams/orders").await;
+    assert_eq!((gone.status, gone.code()), (404, "stream_not_found"));
+    running.shutdown().await;
+}
+
+/// Method, path, headers, body, expected status, expected code.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    Vec<(&'a str, &'a str)>,
+    &'a [u8],
+    u16,
+    &'a str,
+);
+
+#[tokio::test]
+async fn bad_input_is_a_json_4xx() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |_| {}).await;
+    let addr = running.local_addr();
+    let json_header = [("Content-Type", "application/json")];
+    let cases: Vec<Case<'_>> = vec![
+        ("POST", "/v1/streams", json_header.to_vec(), b"{not json", 400, "bad_request"),
+        ("POST", "/v1/streams", vec![], br#"{"name":"a","partitions":1}"#, 415, "unsupported_media_type"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":"x"}"#, 422, "invalid_argument"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":0}"#, 422, "invalid_argument"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a/b","partitions":1}"#, 422, "invalid_argument"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"colour":1}"#, 422, "invalid_argument"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"segment":{"bytes":18446744073709551615}}"#, 422, "invalid_argument"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"ack_mode":"all"}"#, 422, "invalid_argument"),
+        ("GET", "/v1/streams/..", vec![], b"", 400, "bad_request"),
+        ("GET", "/v1/brokers/minus-one/assignments", vec![], b"", 400, "bad_request"),
+        ("GET", "/v1/brokers/1/assignments?after_version=x", vec![], b"", 400, "bad_request"),
+        ("GET", "/v1/nowhere", vec![], b"", 404, "route_not_found"),
+        ("PATCH", "/v1/streams", vec![], b"", 405, "route_not_found"),
+        ("PUT", "/v1/scaling-policy", json_header.to_vec(), br#"{"min_replicas":5,"max_replicas":1,"target_bytes_per_second":1,"target_consumers":1,"hysteresis_percent":1,"scale_up_cooldown_ms":1,"scale_down_cooldown_ms":1}"#, 422, "invalid_argument"),
+        ("POST", "/v1/groups/g/offsets", json_header.to_vec(), br#"{"offsets":[{"stream":"none","partition":0,"offset":1}]}"#, 404, "stream_not_found"),
+        ("GET", "/v1/groups/nobody/offsets", vec![], b"", 404, "group_not_found"),
+        ("POST", "/v1/brokers", json_header.to_vec(), br#"{"client_endpoint":"nohost","peer_endpoint":"h:1"}"#, 422, "invalid_argument"),
+        ("POST", "/v1/brokers/77/heartbeat", json_header.to_vec(), b"{}", 404, "broker_not_found"),
+    ];
+    for (method, path, headers, body, status, code) in cases {
+        let reply = raw(addr, method, path, &headers, body).await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (status, code),
+            "{method} {path}: {:?}",
+            reply.body
+        );
+        assert_eq!(
+            reply.content_type.as_deref(),
+            Some("application/json"),
+            "{method} {path}"
+        );
+        assert!(reply.body["message"].is_string(), "{method} {path}");
+    }
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_documented_route_is_served() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |_| {}).await;
+    let addr = running.local_addr();
+    let document = get(addr, "/v1/openapi.json").await;
+    assert_eq!(document.status, 200);
+    assert_eq!(document.body["openapi"], "3.1.0");
+    let paths = document.body["paths"].as_object().expect("paths");
+    assert!(paths.len() >= 15);
+    for (path, operations) in paths {
+        let concrete = path
+            .replace("{name}", "orders")
+            .replace("{broker_id}", "1")
+            .replace("{group}", "g");
+        for method in operations.as_object().expect("operations").keys() {
+            let method = method.to_uppercase();
+            let reply = raw(
+                addr,
+                &method,
+                &concrete,
+                &[("Content-Type", "application/json")],
+                b"{}",
+            )
+            .await;
+            assert!(
+                reply.code() != "route_not_found",
+                "{method} {path} is documented but not routed: {:?}",
+                reply.body
+            );
+        }
+    }
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn mutating_calls_need_the_admin_token_when_one_is_set() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |config| {
+        config.admin_token = Some("s3cret".to_owned());
+    })
+    .await;
+    let addr = running.local_addr();
+    let refused = post(addr, "/v1/streams", &orders(1)).await;
+    assert_eq!((refused.status, refused.code()), (401, "unauthorized"));
+    let wrong = call(
+        addr,
+        "POST",
+        "/v1/streams",
+        Some(&orders(1)),
+        Some("s3creT"),
+    )
+    .await;
+    assert_eq!(wrong.status, 401);
+    let accepted = call(
+        addr,
+        "POST",
+        "/v1/streams",
+        Some(&orders(1)),
+        Some("s3cret"),
+    )
+    .await;
+    assert_eq!(accepted.status, 201);
+    let deleted = call(addr, "DELETE", "/v1/streams/orders", None, None).await;
+    assert_eq!(deleted.status, 401);
+    assert_eq!(
+        get(addr, "/v1/streams").await.status,
+        200,
+        "reads need no token"
+    );
+    assert_eq!(get(addr, "/v1/ready").await.status, 200);
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn group_offsets_are_committed_listed_and_reset() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |_| {}).await;
+    let addr = running.local_addr();
+    assert_eq!(post(addr, "/v1/streams", &orders(2)).await.status, 201);
+    let committed = post(
+        addr,
+        "/v1/groups/billing/offsets",
+        &json!({ "offsets": [
+            { "stream": "orders", "partition": 0, "offset": 40 },
+            { "stream": "orders", "partition": 1, "offset": 41 },
+        ]}),
+    )
+    .await;
+    assert_eq!(committed.status, 200, "{:?}", committed.body);
+    let groups = get(addr, "/v1/groups").await;
+    assert_eq!(
+        groups.body["groups"][0],
+        json!({ "group": "billing", "streams": 1, "partitions": 2 })
+    );
+
+    let reset = post(
+        addr,
+        "/v1/groups/billing/reset",
+        &json!({ "stream": "orders", "partitions": [1], "to": { "kind": "offset", "offset": 7 } }),
+    )
+    .await;
+    assert_eq!(reset.status, 200, "{:?}", reset.body);
+    let offsets: Vec<u64> = reset.body["offsets"]
+        .as_array()
+        .expect("offsets")
+        .iter()
+        .map(|o| o["offset"].as_u64().expect("offset"))
+        .collect();
+    assert_eq!(offsets, [40, 7]);
+    let earliest = post(
+        addr,
+        "/v1/groups/billing/reset",
+        &json!({ "stream": "orders", "to": { "kind": "earliest" } }),
+    )
+    .await;
+    assert_eq!(earliest.body["offsets"][0]["offset"], 0);
+    let latest = post(
+        addr,
+        "/v1/groups/billing/reset",
+        &json!({ "stream": "orders", "to": { "kind": "latest" } }),
+    )
+    .await;
+    assert_eq!((latest.status, latest.code()), (409, "range_unknown"));
+    let missing = post(
+        addr,
+        "/v1/groups/billing/reset",
+        &json!({ "stream": "orders", "partitions": [5], "to": { "kind": "earliest" } }),
+    )
+    .await;
+    assert_eq!(
+        (missing.status, missing.code()),
+        (404, "partition_not_found")
+    );
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_scaling_policy_is_stored() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |_| {}).await;
+    let addr = running.local_addr();
+    let policy = json!({
+        "min_replicas": 1, "max_replicas": 4, "target_bytes_per_second": 1000,
+        "target_consumers": 10, "hysteresis_percent": 5, "scale_up_cooldown_ms": 100,
+        "scale_down_cooldown_ms": 200,
+    });
+    let put = call(addr, "PUT", "/v1/scaling-policy", Some(&policy), None).await;
+    assert_eq!(put.status, 200, "{:?}", put.body);
+    assert_eq!(get(addr, "/v1/scaling-policy").await.body, policy);
+    assert_eq!(
+        get(addr, "/v1/read-replicas").await.body,
+        json!({ "replicas": [] })
+    );
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_assignments_long_poll_answers_when_the_assignment_changes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |_| {}).await;
+    let addr = running.local_addr();
+    let registered = post(
+        addr,
+        "/v1/brokers",
+        &json!({ "client_endpoint": "127.0.0.1:7100", "peer_endpoint": "127.0.0.1:7101" }),
+    )
+    .await;
+    assert_eq!(registered.status, 200, "{:?}", registered.body);
+    let id = registered.body["broker_id"].as_u64().expect("id");
+    let first = get(addr, &format!("/v1/brokers/{id}/assignments")).await;
+    let version = first.body["version"].as_u64().expect("version");
+    assert_eq!(first.body["streams"], json!([]));
+
+    // Unchanged: the poll answers at its timeout with the same version.
+    let started = Instant::now();
+    let idle = get(
+        addr,
+        &format!("/v1/brokers/{id}/assignments?after_version={version}&timeout_ms=200"),
+    )
+    .await;
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(idle.body["version"].as_u64(), Some(version));
+
+    let poll = tokio::spawn(async move {
+        let started = Instant::now();
+        let reply = get(
+            addr,
+            &format!("/v1/brokers/{id}/assignments?after_version={version}&timeout_ms=20000"),
+        )
+        .await;
+        (reply, started.elapsed())
+    });
+    // Whether the poll is already parked or arrives after the change, it must answer with
+    // the new version long before its timeout.
+    assert_eq!(post(addr, "/v1/streams", &orders(2)).await.status, 201);
+    let (reply, waited) = poll.await.expect("poll task");
+    assert!(
+        waited < Duration::from_secs(10),
+        "the poll waited for its timeout"
+    );
+    assert!(reply.body["version"].as_u64() > Some(version));
+    let partitions = &reply.body["streams"][0]["partitions"];
+    assert_eq!(partitions.as_array().map(Vec::len), Some(2));
+    assert_eq!(partitions[0]["leader"].as_u64(), Some(id));
+
+    // A heartbeat reports the version the broker should have.
+    let beat = post(addr, &format!("/v1/brokers/{id}/heartbeat"), &json!({})).await;
+    assert_eq!(beat.body["assignment_version"], reply.body["version"]);
+    assert_eq!(beat.body["state"], "live");
+    let drained = post(addr, &format!("/v1/brokers/{id}/drain"), &json!({})).await;
+    assert_eq!(drained.body["state"], "draining");
+    let brokers = eventually("the broker list", Duration::from_secs(5), || async {
+        let reply = get(addr, "/v1/brokers").await;
+        (reply.status == 200).then_some(reply.body)
+    })
+    .await;
+    assert_eq!(
+        brokers["brokers"][0]["replicas"], 2,
+        "no other broker to move to"
+    );
+    running.shutdown().await;
+}

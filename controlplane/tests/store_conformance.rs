@@ -1,0 +1,578 @@
+//! The metadata store's conformance suite: every scenario runs against SQLite, and against
+//! PostgreSQL when `FLOE_TEST_POSTGRES_URL` is set (each test in a fresh database).
+
+mod common;
+
+use floe_controlplane::store::{
+    BrokerRegistration, GroupOffsetStore, MetadataStore, ReadReplicaStore, Reassignment, SqlStore,
+    StoreError,
+};
+use floe_wire::admin::{
+    BrokerState, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaInfo, ReadReplicaState,
+    RetentionSettings, ScalingPolicy, SegmentSettings, StreamConfig, StreamInfo,
+};
+use floe_wire::{AckMode, BrokerId, Endpoint, PartitionId, StreamName};
+
+/// Runs `scenario` on a fresh SQLite store, then on a fresh PostgreSQL database if one is
+/// configured.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let store = floe_controlplane::store::SqlStore::open_sqlite(
+                    &dir.path().join("meta.db"),
+                )
+                .await
+                .expect("SQLite store opens");
+                super::$name(&store).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let Some(url) = super::common::fresh_postgres_database(stringify!($name)).await
+                else {
+                    eprintln!("FLOE_TEST_POSTGRES_URL is not set; PostgreSQL skipped");
+                    return;
+                };
+                let store = floe_controlplane::store::SqlStore::connect(&url)
+                    .await
+                    .expect("PostgreSQL store opens");
+                super::$name(&store).await;
+            }
+        }
+    )*};
+}
+
+conformance!(
+    streams_are_created_listed_described_altered_and_deleted,
+    partitions_without_brokers_start_unplaced,
+    brokers_register_renew_expire_and_come_back,
+    a_stale_reassignment_changes_nothing,
+    misplaced_partitions_are_those_on_brokers_that_are_not_live,
+    assignments_list_a_brokers_partitions_with_their_stream,
+    only_the_current_leader_reports_a_partition,
+    group_offsets_commit_all_or_nothing,
+    read_replicas_and_the_scaling_policy_are_kept,
+);
+
+fn name(text: &str) -> StreamName {
+    StreamName::new(text).expect("valid stream name")
+}
+
+fn ids(values: &[u32]) -> Vec<BrokerId> {
+    values.iter().copied().map(BrokerId::new).collect()
+}
+
+fn stream(text: &str, partitions: u32, replication_factor: u32) -> StreamInfo {
+    StreamInfo {
+        name: name(text),
+        config: StreamConfig {
+            partitions,
+            replication_factor,
+            ack_mode: AckMode::Quorum,
+            segment: SegmentSettings {
+                bytes: Some(64 << 20),
+                age_ms: None,
+            },
+            retention: RetentionSettings {
+                local_bytes: Some(1 << 30),
+                local_ms: None,
+                tier_bytes: None,
+                tier_ms: Some(86_400_000),
+            },
+        },
+        created_at_ms: 1_700_000_000_000,
+    }
+}
+
+fn registration(id: Option<u32>, port: u16, expires: u64) -> BrokerRegistration {
+    BrokerRegistration {
+        id: id.map(BrokerId::new),
+        client_endpoint: Endpoint::new(format!("127.0.0.1:{port}")).expect("endpoint"),
+        peer_endpoint: Endpoint::new(format!("127.0.0.1:{}", port + 1)).expect("endpoint"),
+        zone: Some("zone-a".to_owned()),
+        now_ms: 1_000,
+        lease_expires_at_ms: expires,
+    }
+}
+
+async fn three_brokers(store: &SqlStore) {
+    for port in [7100, 7200, 7300] {
+        store
+            .register_broker(&registration(None, port, 10_000))
+            .await
+            .expect("register");
+    }
+}
+
+async fn streams_are_created_listed_described_altered_and_deleted(store: &SqlStore) {
+    let before = store.assignment_version().await.expect("version");
+    let orders = stream("orders", 3, 2);
+    let version = store
+        .create_stream(&orders, &[ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])])
+        .await
+        .expect("create");
+    assert_eq!(version, before + 1);
+    store
+        .create_stream(&stream("audit", 1, 1), &[ids(&[2])])
+        .await
+        .expect("create");
+    let duplicate = store.create_stream(&orders, &vec![vec![]; 3]).await;
+    assert!(
+        matches!(duplicate, Err(StoreError::StreamExists { ref name }) if name.as_str() == "orders"),
+        "{duplicate:?}"
+    );
+
+    let listed = store.streams().await.expect("list");
+    assert_eq!(
+        listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["audit", "orders"]
+    );
+    assert_eq!(listed[1], orders);
+
+    let described = store
+        .describe_stream(&name("orders"))
+        .await
+        .expect("describe")
+        .expect("exists");
+    assert_eq!(described.config, orders.config);
+    let sets: Vec<_> = described
+        .partitions
+        .iter()
+        .map(|p| p.replicas.clone())
+        .collect();
+    assert_eq!(sets, [ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])]);
+    assert!(described.partitions.iter().all(|p| p.epoch == 1));
+    assert_eq!(described.partitions[1].leader, Some(BrokerId::new(2)));
+    assert_eq!(described.partitions[2].partition, PartitionId::new(2));
+
+    let retention = RetentionSettings {
+        local_bytes: None,
+        local_ms: Some(60_000),
+        tier_bytes: Some(1 << 40),
+        tier_ms: None,
+    };
+    let altered = store
+        .set_retention(&name("orders"), &retention)
+        .await
+        .expect("alter");
+    assert_eq!(altered.config.retention, retention);
+    assert_eq!(altered.config.segment, orders.config.segment);
+
+    let version = store.delete_stream(&name("orders")).await.expect("delete");
+    assert_eq!(version, before + 3);
+    assert!(
+        store
+            .describe_stream(&name("orders"))
+            .await
+            .expect("describe")
+            .is_none()
+    );
+    assert!(matches!(
+        store.delete_stream(&name("orders")).await,
+        Err(StoreError::StreamNotFound { .. })
+    ));
+    assert!(matches!(
+        store.set_retention(&name("orders"), &retention).await,
+        Err(StoreError::StreamNotFound { .. })
+    ));
+    // The name is free again, with no leftover partitions.
+    store
+        .create_stream(&stream("orders", 1, 1), &[ids(&[1])])
+        .await
+        .expect("create again");
+    let again = store
+        .describe_stream(&name("orders"))
+        .await
+        .expect("ok")
+        .expect("exists");
+    assert_eq!(again.partitions.len(), 1);
+    assert_eq!(again.partitions[0].replicas, ids(&[1]));
+}
+
+async fn partitions_without_brokers_start_unplaced(store: &SqlStore) {
+    store
+        .create_stream(&stream("lonely", 2, 3), &[vec![], vec![]])
+        .await
+        .expect("create");
+    let described = store
+        .describe_stream(&name("lonely"))
+        .await
+        .expect("ok")
+        .expect("exists");
+    for partition in &described.partitions {
+        assert_eq!(partition.leader, None);
+        assert_eq!(partition.epoch, 0);
+        assert!(partition.replicas.is_empty());
+    }
+    let misplaced = store.misplaced_partitions().await.expect("misplaced");
+    assert_eq!(
+        misplaced.len(),
+        2,
+        "under-replicated partitions need placing"
+    );
+}
+
+async fn brokers_register_renew_expire_and_come_back(store: &SqlStore) {
+    let first = store
+        .register_broker(&registration(None, 7100, 5_000))
+        .await
+        .expect("register");
+    let second = store
+        .register_broker(&registration(None, 7200, 9_000))
+        .await
+        .expect("register");
+    assert_eq!((first.broker_id.get(), second.broker_id.get()), (1, 2));
+    assert_eq!(first.state, BrokerState::Live);
+    assert_eq!(first.zone.as_deref(), Some("zone-a"));
+
+    let renewed = store
+        .renew_lease(first.broker_id, 8_000)
+        .await
+        .expect("renew");
+    assert_eq!(renewed.lease_expires_at_ms, 8_000);
+    assert!(store.expire_leases(7_999).await.expect("expire").is_empty());
+    assert_eq!(store.expire_leases(8_000).await.expect("expire"), ids(&[1]));
+    assert!(
+        store.expire_leases(8_500).await.expect("expire").is_empty(),
+        "dead only once"
+    );
+    assert!(matches!(
+        store.renew_lease(first.broker_id, 20_000).await,
+        Err(StoreError::LeaseExpired { id }) if id == first.broker_id
+    ));
+    assert!(matches!(
+        store.renew_lease(BrokerId::new(99), 20_000).await,
+        Err(StoreError::BrokerNotFound { .. })
+    ));
+
+    // Registering again under its id brings it back, with new endpoints.
+    let back = store
+        .register_broker(&registration(Some(1), 7500, 30_000))
+        .await
+        .expect("again");
+    assert_eq!(back.broker_id, first.broker_id);
+    assert_eq!(back.state, BrokerState::Live);
+    assert_eq!(back.client_endpoint.as_str(), "127.0.0.1:7500");
+
+    // A draining broker stays draining when it re-registers.
+    store
+        .set_broker_state(second.broker_id, BrokerState::Draining)
+        .await
+        .expect("drain");
+    let again = store
+        .register_broker(&registration(Some(2), 7200, 30_000))
+        .await
+        .expect("again");
+    assert_eq!(again.state, BrokerState::Draining);
+    assert!(matches!(
+        store
+            .set_broker_state(BrokerId::new(42), BrokerState::Draining)
+            .await,
+        Err(StoreError::BrokerNotFound { .. })
+    ));
+    let listed = store.brokers().await.expect("list");
+    assert_eq!(
+        listed.iter().map(|b| b.broker_id.get()).collect::<Vec<_>>(),
+        [1, 2]
+    );
+}
+
+async fn a_stale_reassignment_changes_nothing(store: &SqlStore) {
+    three_brokers(store).await;
+    store
+        .create_stream(&stream("orders", 2, 2), &[ids(&[1, 2]), ids(&[2, 3])])
+        .await
+        .expect("create");
+    let version = store.assignment_version().await.expect("version");
+    let change = |partition: u32, expected_epoch: u64, replicas: &[u32]| Reassignment {
+        stream: name("orders"),
+        partition: PartitionId::new(partition),
+        expected_epoch,
+        replicas: ids(replicas),
+        leader: replicas.first().copied().map(BrokerId::new),
+    };
+    let stale = store
+        .reassign(&[change(0, 1, &[3, 1]), change(1, 0, &[3, 1])])
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::EpochConflict { expected: 0, .. })),
+        "{stale:?}"
+    );
+    let untouched = store
+        .describe_stream(&name("orders"))
+        .await
+        .expect("ok")
+        .expect("exists");
+    assert_eq!(
+        untouched.partitions[0].replicas,
+        ids(&[1, 2]),
+        "all or nothing"
+    );
+    assert_eq!(untouched.partitions[0].epoch, 1);
+    assert_eq!(store.assignment_version().await.expect("version"), version);
+
+    let applied = store
+        .reassign(&[change(0, 1, &[3, 1])])
+        .await
+        .expect("reassign");
+    assert_eq!(applied, version + 1);
+    let moved = store
+        .describe_stream(&name("orders"))
+        .await
+        .expect("ok")
+        .expect("exists");
+    assert_eq!(moved.partitions[0].replicas, ids(&[3, 1]));
+    assert_eq!(moved.partitions[0].leader, Some(BrokerId::new(3)));
+    assert_eq!(moved.partitions[0].epoch, 2);
+}
+
+async fn misplaced_partitions_are_those_on_brokers_that_are_not_live(store: &SqlStore) {
+    three_brokers(store).await;
+    store
+        .create_stream(
+            &stream("orders", 3, 2),
+            &[ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])],
+        )
+        .await
+        .expect("create");
+    assert!(store.misplaced_partitions().await.expect("ok").is_empty());
+    store
+        .renew_lease(BrokerId::new(1), 1)
+        .await
+        .expect("shorten the lease");
+    assert_eq!(store.expire_leases(2).await.expect("expire"), ids(&[1]));
+    let misplaced = store.misplaced_partitions().await.expect("misplaced");
+    let partitions: Vec<u32> = misplaced.iter().map(|p| p.partition.get()).collect();
+    assert_eq!(partitions, [0, 2]);
+    assert_eq!(
+        misplaced[0].replicas,
+        [
+            (BrokerId::new(1), BrokerState::Dead),
+            (BrokerId::new(2), BrokerState::Live)
+        ]
+    );
+    assert_eq!(misplaced[0].leader, Some(BrokerId::new(1)));
+    assert_eq!(misplaced[0].replication_factor, 2);
+    assert_eq!(misplaced[0].epoch, 1);
+
+    let brokers = store.brokers().await.expect("brokers");
+    let counts: Vec<(u32, u32)> = brokers.iter().map(|b| (b.replicas, b.leaders)).collect();
+    assert_eq!(counts, [(2, 1), (2, 1), (2, 1)]);
+}
+
+async fn assignments_list_a_brokers_partitions_with_their_stream(store: &SqlStore) {
+    three_brokers(store).await;
+    store
+        .create_stream(
+            &stream("orders", 3, 2),
+            &[ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])],
+        )
+        .await
+        .expect("create");
+    store
+        .create_stream(&stream("audit", 1, 1), &[ids(&[3])])
+        .await
+        .expect("create");
+    let assignments = store
+        .assignments(BrokerId::new(3))
+        .await
+        .expect("assignments");
+    assert_eq!(
+        assignments.version,
+        store.assignment_version().await.expect("version")
+    );
+    let names: Vec<&str> = assignments
+        .streams
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["audit", "orders"]);
+    let orders = &assignments.streams[1];
+    assert_eq!(orders.config, stream("orders", 3, 2).config);
+    let partitions: Vec<(u32, Vec<BrokerId>)> = orders
+        .partitions
+        .iter()
+        .map(|p| (p.partition.get(), p.replicas.clone()))
+        .collect();
+    assert_eq!(partitions, [(1, ids(&[2, 3])), (2, ids(&[3, 1]))]);
+    assert!(matches!(
+        store.assignments(BrokerId::new(9)).await,
+        Err(StoreError::BrokerNotFound { .. })
+    ));
+}
+
+async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
+    three_brokers(store).await;
+    store
+        .create_stream(&stream("orders", 1, 2), &[ids(&[1, 2])])
+        .await
+        .expect("create");
+    let report = |epoch: u64, end: u64| PartitionReport {
+        stream: name("orders"),
+        partition: PartitionId::new(0),
+        epoch,
+        hot: Some(OffsetRange { start: 10, end }),
+        tier: Some(OffsetRange { start: 0, end: 10 }),
+        bytes: 4096,
+        upload_backlog_bytes: 512,
+    };
+    store
+        .report_partitions(BrokerId::new(2), &[report(1, 99)])
+        .await
+        .expect("follower");
+    store
+        .report_partitions(BrokerId::new(1), &[report(0, 98)])
+        .await
+        .expect("old epoch");
+    let untouched = store
+        .describe_stream(&name("orders"))
+        .await
+        .expect("ok")
+        .expect("exists");
+    assert_eq!(untouched.partitions[0].hot, None);
+    store
+        .report_partitions(BrokerId::new(1), &[report(1, 50)])
+        .await
+        .expect("leader");
+    let reported = store
+        .describe_stream(&name("orders"))
+        .await
+        .expect("ok")
+        .expect("exists");
+    let partition = &reported.partitions[0];
+    assert_eq!(partition.hot, Some(OffsetRange { start: 10, end: 50 }));
+    assert_eq!(partition.tier, Some(OffsetRange { start: 0, end: 10 }));
+    assert_eq!(
+        (partition.bytes, partition.upload_backlog_bytes),
+        (Some(4096), Some(512))
+    );
+}
+
+async fn group_offsets_commit_all_or_nothing(store: &SqlStore) {
+    store
+        .create_stream(&stream("orders", 2, 1), &[vec![], vec![]])
+        .await
+        .expect("create");
+    let commit = |stream: &str, partition: u32, offset: u64| OffsetCommit {
+        stream: name(stream),
+        partition: PartitionId::new(partition),
+        offset,
+    };
+    store
+        .commit_offsets(
+            "billing",
+            &[commit("orders", 0, 5), commit("orders", 1, 7)],
+            100,
+        )
+        .await
+        .expect("commit");
+    let bad = store
+        .commit_offsets(
+            "billing",
+            &[commit("orders", 0, 6), commit("orders", 2, 1)],
+            200,
+        )
+        .await;
+    assert!(
+        matches!(bad, Err(StoreError::PartitionNotFound { .. })),
+        "{bad:?}"
+    );
+    let unknown = store
+        .commit_offsets("billing", &[commit("nope", 0, 1)], 200)
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::StreamNotFound { .. })),
+        "{unknown:?}"
+    );
+    let offsets = store.group_offsets("billing").await.expect("offsets");
+    let values: Vec<(u32, u64, u64)> = offsets
+        .iter()
+        .map(|o| (o.partition.get(), o.offset, o.updated_at_ms))
+        .collect();
+    assert_eq!(
+        values,
+        [(0, 5, 100), (1, 7, 100)],
+        "the failed commit wrote nothing"
+    );
+
+    store
+        .commit_offsets("billing", &[commit("orders", 1, 9)], 300)
+        .await
+        .expect("commit");
+    store
+        .commit_offsets("audit", &[commit("orders", 0, 1)], 300)
+        .await
+        .expect("commit");
+    let groups = store.groups().await.expect("groups");
+    let summary: Vec<(&str, u32, u32)> = groups
+        .iter()
+        .map(|g| (g.group.as_str(), g.streams, g.partitions))
+        .collect();
+    assert_eq!(summary, [("audit", 1, 1), ("billing", 1, 2)]);
+    assert_eq!(
+        store.group_offsets("billing").await.expect("ok")[1].offset,
+        9
+    );
+    assert!(store.group_offsets("nobody").await.expect("ok").is_empty());
+
+    store.delete_stream(&name("orders")).await.expect("delete");
+    assert!(
+        store.groups().await.expect("groups").is_empty(),
+        "offsets go with the stream"
+    );
+}
+
+async fn read_replicas_and_the_scaling_policy_are_kept(store: &SqlStore) {
+    assert_eq!(
+        store.scaling_policy().await.expect("policy"),
+        ScalingPolicy::default()
+    );
+    let policy = ScalingPolicy {
+        min_replicas: 2,
+        max_replicas: 20,
+        target_bytes_per_second: 1 << 30,
+        target_consumers: 50,
+        hysteresis_percent: 10,
+        scale_up_cooldown_ms: 1_000,
+        scale_down_cooldown_ms: 2_000,
+    };
+    store.set_scaling_policy(&policy).await.expect("set");
+    assert_eq!(store.scaling_policy().await.expect("policy"), policy);
+
+    let mut replica = ReadReplicaInfo {
+        replica_id: "replica-b".to_owned(),
+        endpoint: Endpoint::new("10.0.0.2:7100").expect("endpoint"),
+        zone: None,
+        state: ReadReplicaState::Live,
+        lease_expires_at_ms: 5_000,
+        bytes_served_per_second: 1_000,
+        consumers: 3,
+    };
+    store.upsert_read_replica(&replica).await.expect("insert");
+    replica.consumers = 4;
+    store.upsert_read_replica(&replica).await.expect("update");
+    let other = ReadReplicaInfo {
+        replica_id: "replica-a".to_owned(),
+        ..replica.clone()
+    };
+    store.upsert_read_replica(&other).await.expect("insert");
+    let listed = store.read_replicas().await.expect("list");
+    assert_eq!(listed, [other, replica]);
+}
+
+#[tokio::test]
+async fn reopening_a_sqlite_store_keeps_its_data_and_migrates_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("meta.db");
+    let store = SqlStore::open_sqlite(&path).await.expect("open");
+    store
+        .create_stream(&stream("kept", 1, 1), &[vec![]])
+        .await
+        .expect("create");
+    store.close().await;
+    let reopened = SqlStore::open_sqlite(&path).await.expect("reopen");
+    assert_eq!(reopened.streams().await.expect("list").len(), 1);
+}

@@ -1,0 +1,31 @@
+//! The controlplane's REST API types: the JSON bodies of `/v1/...` requests and responses.
+//!
+//! The controlplane serves them, brokers and the `floe` CLI send and read them; no other
+//! crate defines its own. Field names are the JSON names. Every request type refuses unknown
+//! fields, so a typo is an error rather than a silently ignored setting. Plain data: no I/O,
+//! no validation beyond what the field types parse (the controlplane checks ranges and answers
+//! `422` with an [`ApiErrorCode`]).
+
+mod broker;
+mod error;
+mod group;
+mod health;
+mod read_replica;
+mod stream;
+
+pub use broker::{
+    Assignments, BrokerInfo, BrokerList, BrokerState, HeartbeatRequest, HeartbeatResponse,
+    PartitionAssignment, PartitionReport, RegisterBrokerRequest, RegisterBrokerResponse,
+    StreamAssignment,
+};
+pub use error::{ApiError, ApiErrorCode};
+pub use group::{
+    CommitOffsetsRequest, CommittedOffset, GroupList, GroupOffsets, GroupSummary, OffsetCommit,
+    ResetOffsetsRequest, ResetTarget,
+};
+pub use health::{Health, Readiness, Role};
+pub use read_replica::{ReadReplicaInfo, ReadReplicaList, ReadReplicaState, ScalingPolicy};
+pub use stream::{
+    AlterRetentionRequest, CreateStreamRequest, OffsetRange, PartitionDescription,
+    RetentionSettings, SegmentSettings, StreamConfig, StreamDescription, StreamInfo, StreamList,
+};

@@ -1,0 +1,129 @@
+//! Brokers: registration, heartbeats (leases), listing, draining and their assignments.
+
+use serde::{Deserialize, Serialize};
+
+use crate::admin::stream::{OffsetRange, StreamConfig};
+use crate::{BrokerId, Endpoint, PartitionId, StreamName};
+
+/// `POST /v1/brokers`: a broker announces itself and takes a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterBrokerRequest {
+    /// The id the broker had before (kept in its data directory); absent on its first start,
+    /// when the controlplane assigns one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_id: Option<BrokerId>,
+    /// Where clients reach it (QUIC).
+    pub client_endpoint: Endpoint,
+    /// Where other brokers reach it (QUIC, mutual TLS).
+    pub peer_endpoint: Endpoint,
+    /// A failure domain (e.g. an availability zone); replicas of a partition are spread
+    /// across zones when there are enough.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+/// The broker's id and lease terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterBrokerResponse {
+    pub broker_id: BrokerId,
+    /// The lease lapses this long after the last heartbeat.
+    pub lease_ms: u64,
+    /// How often to heartbeat.
+    pub heartbeat_interval_ms: u64,
+}
+
+/// `POST /v1/brokers/{id}/heartbeat`: renews the lease and reports the partitions this broker
+/// leads.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    #[serde(default)]
+    pub partitions: Vec<PartitionReport>,
+}
+
+/// What a leader knows of one partition. Ignored unless the sender leads it in `epoch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionReport {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    pub epoch: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot: Option<OffsetRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<OffsetRange>,
+    pub bytes: u64,
+    pub upload_backlog_bytes: u64,
+}
+
+/// The renewed lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatResponse {
+    pub state: BrokerState,
+    pub lease_ms: u64,
+    /// The current assignment version: fetch assignments when it differs from the last seen.
+    pub assignment_version: u64,
+}
+
+/// A broker's lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BrokerState {
+    /// Holds a lease; receives new replicas.
+    Live,
+    /// Holds a lease; receives no new replicas and its replicas are moved away.
+    Draining,
+    /// Its lease lapsed; its replicas are moved away. It must register again.
+    Dead,
+}
+
+/// One broker in `GET /v1/brokers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerInfo {
+    pub broker_id: BrokerId,
+    pub client_endpoint: Endpoint,
+    pub peer_endpoint: Endpoint,
+    pub zone: Option<String>,
+    pub state: BrokerState,
+    /// Milliseconds since the Unix epoch.
+    pub lease_expires_at_ms: u64,
+    /// Partitions this broker holds a replica of.
+    pub replicas: u32,
+    /// Partitions this broker leads.
+    pub leaders: u32,
+}
+
+/// `GET /v1/brokers`, ordered by id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerList {
+    pub brokers: Vec<BrokerInfo>,
+}
+
+/// `GET /v1/brokers/{id}/assignments`: every partition the broker holds a replica of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignments {
+    pub broker_id: BrokerId,
+    /// Increases with every change of any assignment in the cluster.
+    pub version: u64,
+    /// Ordered by stream name.
+    pub streams: Vec<StreamAssignment>,
+}
+
+/// The partitions of one stream a broker holds, with the stream's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamAssignment {
+    pub name: StreamName,
+    pub config: StreamConfig,
+    /// Ordered by partition.
+    pub partitions: Vec<PartitionAssignment>,
+}
+
+/// One partition's replica set, leader and epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionAssignment {
+    pub partition: PartitionId,
+    pub replicas: Vec<BrokerId>,
+    pub leader: Option<BrokerId>,
+    pub epoch: u64,
+}

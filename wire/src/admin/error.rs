@@ -1,0 +1,49 @@
+//! The body of every failed REST call: a stable code for programs and a message for people.
+
+use serde::{Deserialize, Serialize};
+
+/// `{"code": "...", "message": "..."}`, sent with a 4xx or 5xx status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiError {
+    pub code: ApiErrorCode,
+    pub message: String,
+}
+
+/// What went wrong, grouped by what the caller can do about it. The names are stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiErrorCode {
+    /// The request is malformed: bad JSON, bad path or query parameter (400).
+    BadRequest,
+    /// The body is not `application/json` (415).
+    UnsupportedMediaType,
+    /// The body parsed but a value is out of range or inconsistent (422).
+    InvalidArgument,
+    /// A mutating call without the admin bearer token, or with a wrong one (401).
+    Unauthorized,
+    /// No stream by that name (404).
+    StreamNotFound,
+    /// No broker with that id (404).
+    BrokerNotFound,
+    /// No consumer group by that name (404).
+    GroupNotFound,
+    /// The stream has no partition by that number (404).
+    PartitionNotFound,
+    /// No route for this path (404) or method (405).
+    RouteNotFound,
+    /// A stream by that name exists already (409).
+    StreamExists,
+    /// The broker's lease lapsed and it was declared dead: register again (409).
+    LeaseExpired,
+    /// Someone else changed the same partition first; re-read and retry (409).
+    Conflict,
+    /// The offset range needed to answer is not known yet (409).
+    RangeUnknown,
+    /// This controlplane is a standby; ask the leader (503).
+    NotLeader,
+    /// The metadata store is unreachable or failed; retry later (503).
+    Unavailable,
+    /// A fault inside the controlplane, such as stored data it cannot read (500).
+    Internal,
+}
