@@ -118,9 +118,9 @@ async fn run() -> anyhow::Result<()> {
     }
     let tiered_end = wait_until_tiered(&client, &tiered).await?;
     wait_until_tiered(&client, &hot).await?;
-    let text = http_get(&metrics, "/metrics").await?;
-    let puts = metric(&text, "floe_tier_requests_total{kind=\"put\"}");
-    let put_bytes = metric(&text, "floe_tier_put_bytes_total");
+    let text = common::http_get(&metrics, "/metrics").await;
+    let puts = common::metric(&text, "floe_tier_requests_total{kind=\"put\"}");
+    let put_bytes = common::metric(&text, "floe_tier_put_bytes_total");
     let puts_per_gib = puts / (put_bytes / f64::from(1u32 << 30));
     println!(
         "ingest: {puts:.0} PUTs for {:.1} MiB tiered = {puts_per_gib:.1} PUTs/GiB (target ≤ 20)",
@@ -164,13 +164,13 @@ async fn run() -> anyhow::Result<()> {
     let broker = common::BrokerProcess::start_with(&dir, &listen, &args, &S3_ENV);
     let metrics = broker.profile.metrics.clone().expect("metrics address");
     let client = Client::connect(ClientConfig::from_profile(&broker.profile)).await?;
-    let gets_before = metric(
-        &http_get(&metrics, "/metrics").await?,
+    let gets_before = common::metric(
+        &common::http_get(&metrics, "/metrics").await,
         "floe_tier_requests_total{kind=\"get\"}",
     );
     let (cold_bytes, cold_elapsed) = read(&client, &tiered, tiered_end).await?;
-    let gets = metric(
-        &http_get(&metrics, "/metrics").await?,
+    let gets = common::metric(
+        &common::http_get(&metrics, "/metrics").await,
         "floe_tier_requests_total{kind=\"get\"}",
     ) - gets_before;
     let cold = mib_per_s(cold_bytes, cold_elapsed);
@@ -267,15 +267,8 @@ const S3_ENV: [(&str, &str); 3] = [
 
 /// Creates a bucket on the S3-compatible test server (it accepts an unsigned `PUT /bucket`).
 async fn create_bucket(endpoint: &str, bucket: &str) -> anyhow::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let mut socket = tokio::net::TcpStream::connect(authority).await?;
-    let request = format!(
-        "PUT /{bucket} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    socket.write_all(request.as_bytes()).await?;
-    let mut response = String::new();
-    socket.read_to_string(&mut response).await?;
+    let response = common::http_request(authority, "PUT", &format!("/{bucket}")).await;
     anyhow::ensure!(
         response.starts_with("HTTP/1.1 200"),
         "creating bucket {bucket}: {response}"
@@ -297,21 +290,4 @@ async fn raw_gets(store: &floe_tier::TierStore, dir: &str) -> anyhow::Result<(u6
         }
     }
     Ok((bytes, started.elapsed()))
-}
-
-async fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut socket = tokio::net::TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    socket.write_all(request.as_bytes()).await?;
-    let mut response = String::new();
-    socket.read_to_string(&mut response).await?;
-    Ok(response)
-}
-
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series).map(str::trim))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }

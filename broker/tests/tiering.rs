@@ -53,6 +53,23 @@ async fn connect(broker: &BrokerProcess) -> Client {
     Client::connect(config).await.expect("connect")
 }
 
+type Deliveries = Vec<(
+    u64,
+    tokio::task::JoinHandle<Result<floe_client::Offset, floe_client::Error>>,
+)>;
+
+/// The record numbers whose deliveries succeeded, once all are settled; closes the producer.
+async fn acknowledged(producer: Producer, deliveries: Deliveries) -> Vec<u64> {
+    let mut acked = Vec::new();
+    for (i, delivery) in deliveries {
+        if delivery.await.expect("delivery task").is_ok() {
+            acked.push(i);
+        }
+    }
+    let _ = producer.close().await;
+    acked
+}
+
 /// Publishes records `range` to partition 0 and returns the numbers acknowledged.
 async fn publish(client: &Client, stream: &StreamName, range: std::ops::Range<u64>) -> Vec<u64> {
     let producer = Producer::new(client, stream.clone(), producer_config())
@@ -64,14 +81,7 @@ async fn publish(client: &Client, stream: &StreamName, range: std::ops::Range<u6
         let delivery = producer.send(record).await.expect("send accepted");
         deliveries.push((i, tokio::spawn(delivery)));
     }
-    let mut acked = Vec::new();
-    for (i, delivery) in deliveries {
-        if delivery.await.expect("delivery task").is_ok() {
-            acked.push(i);
-        }
-    }
-    let _ = producer.close().await;
-    acked
+    acknowledged(producer, deliveries).await
 }
 
 /// Publishes records from `first` on in paced rounds until `stop` is set; returns the
@@ -96,14 +106,7 @@ async fn publish_paced(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut acked = Vec::new();
-    for (i, delivery) in deliveries {
-        if delivery.await.expect("delivery task").is_ok() {
-            acked.push(i);
-        }
-    }
-    let _ = producer.close().await;
-    acked
+    acknowledged(producer, deliveries).await
 }
 
 async fn partition(client: &Client, stream: &StreamName) -> PartitionMetadata {
@@ -344,34 +347,6 @@ async fn a_crash_between_upload_and_commit_loses_nothing_and_the_orphan_is_colle
         }
     }
     assert_eq!(partition(&client, &stream).await.high_watermark.get(), 0);
-}
-
-async fn http_get(addr: &str, path: &str) -> String {
-    http_request(addr, "GET", path).await
-}
-
-/// The response to an empty-bodied request to an HTTP/1.1 server at `addr`.
-async fn http_request(addr: &str, method: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    socket.write_all(request.as_bytes()).await.expect("request");
-    let mut response = String::new();
-    socket
-        .read_to_string(&mut response)
-        .await
-        .expect("response");
-    response
-}
-
-/// The value of one series in a Prometheus text exposition (0 when absent).
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series).map(str::trim))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }
 
 /// A private S3-compatible server (moto) that the test can pause; killed on drop.

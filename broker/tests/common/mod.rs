@@ -241,3 +241,32 @@ impl Drop for BrokerProcess {
         self.kill();
     }
 }
+
+/// The response to an empty-bodied request to an HTTP/1.1 server at `addr`.
+pub async fn http_request(addr: &str, method: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    socket.write_all(request.as_bytes()).await.expect("request");
+    let mut response = String::new();
+    socket
+        .read_to_string(&mut response)
+        .await
+        .expect("response");
+    response
+}
+
+/// The body and headers of `GET path` from an HTTP/1.1 server at `addr`.
+pub async fn http_get(addr: &str, path: &str) -> String {
+    http_request(addr, "GET", path).await
+}
+
+/// The value of one series in a Prometheus text exposition (0 when absent).
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series).map(str::trim))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
