@@ -38,7 +38,7 @@ status=0
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
   --phases examples,coverage,fuzzing \
   --max-time "${FLOE_API_FUZZ_SECONDS:-90}" \
-  --request-timeout 10 \
+  --request-timeout 30 \
   --workers 2 || status=$?
 if grep -q -i panicked "$dir/stderr"; then
   echo "floe-controlplane panicked during the fuzz run:" >&2

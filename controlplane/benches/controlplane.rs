@@ -211,6 +211,25 @@ async fn bench_backend(label: &str, database: Database) -> anyhow::Result<Value>
         describe.value_at_quantile(0.5) as f64 / 1e3,
         describe.value_at_quantile(0.99) as f64 / 1e3
     );
+    // A broker's long-poll answer: its share (about 3,000 replicas) of the 300,000.
+    let mut assignments = histogram();
+    let mut assigned = 0;
+    for _ in 0..20 {
+        let started = Instant::now();
+        let answer = store.assignments(BrokerId::new(1)).await?;
+        assignments.record(started.elapsed().as_micros() as u64)?;
+        assigned = answer
+            .streams
+            .iter()
+            .map(|s| s.partitions.len())
+            .sum::<usize>();
+    }
+    anyhow::ensure!(assigned > 0, "broker 1 holds replicas");
+    println!(
+        "{label}: one broker's assignments ({assigned} partitions): p50 {:.1} ms, p99 {:.1} ms",
+        assignments.value_at_quantile(0.5) as f64 / 1e3,
+        assignments.value_at_quantile(0.99) as f64 / 1e3
+    );
     let repair_ms = bench_repair(label, &store).await?;
     store.close().await;
 
@@ -262,6 +281,7 @@ async fn bench_backend(label: &str, database: Database) -> anyhow::Result<Value>
         "load_ms": millis(loaded),
         "describe_1000_store": percentiles(&describe),
         "describe_1000_rest": percentiles(&rest_describe),
+        "assignments_one_broker": percentiles(&assignments),
         "repair_one_dead_broker_ms": repair_ms,
         "rest_reads": {
             "rate": reads.rate, "sent": reads.sent, "failed": reads.failed,

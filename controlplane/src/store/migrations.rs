@@ -20,17 +20,31 @@ struct Migration {
     sql: &'static str,
 }
 
-const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    description: "initial",
-    sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
-}];
+const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "initial",
+        sql: include_str!("../../migrations/sqlite/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "replicas by broker",
+        sql: include_str!("../../migrations/sqlite/0002_replicas_by_broker.sql"),
+    },
+];
 
-const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    description: "initial",
-    sql: include_str!("../../migrations/postgres/0001_initial.sql"),
-}];
+const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "initial",
+        sql: include_str!("../../migrations/postgres/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "replicas by broker",
+        sql: include_str!("../../migrations/postgres/0002_replicas_by_broker.sql"),
+    },
+];
 
 /// Key of the advisory lock held while migrating (PostgreSQL); distinct from the leader lock.
 const MIGRATION_LOCK_KEY: i64 = 0x466c_6f65_4d69_6701;

@@ -173,18 +173,17 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
         .fetch_all(&mut *tx)
         .await?;
     let partition_rows = sqlx::query(
-        "SELECT p.stream, p.partition, p.leader, p.epoch FROM partitions p WHERE EXISTS \
-         (SELECT 1 FROM partition_replicas r WHERE r.stream = p.stream \
-         AND r.partition = p.partition AND r.broker_id = $1) ORDER BY p.stream, p.partition",
+        "SELECT p.stream, p.partition, p.leader, p.epoch FROM partition_replicas mine \
+         JOIN partitions p ON p.stream = mine.stream AND p.partition = mine.partition \
+         WHERE mine.broker_id = $1 ORDER BY p.stream, p.partition",
     )
     .bind(broker)
     .fetch_all(&mut *tx)
     .await?;
     let replica_rows = sqlx::query(
-        "SELECT r.stream, r.partition, r.broker_id FROM partition_replicas r WHERE EXISTS \
-         (SELECT 1 FROM partition_replicas mine WHERE mine.stream = r.stream \
-         AND mine.partition = r.partition AND mine.broker_id = $1) \
-         ORDER BY r.stream, r.partition, r.position",
+        "SELECT r.stream, r.partition, r.broker_id FROM partition_replicas mine \
+         JOIN partition_replicas r ON r.stream = mine.stream AND r.partition = mine.partition \
+         WHERE mine.broker_id = $1 ORDER BY r.stream, r.partition, r.position",
     )
     .bind(broker)
     .fetch_all(&mut *tx)
@@ -221,6 +220,7 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
         streams.push(StreamAssignment {
             name: info.name,
             config: info.config,
+            created_at_ms: info.created_at_ms,
             partitions,
         });
     }
