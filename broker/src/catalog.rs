@@ -23,10 +23,27 @@ pub struct StreamEntry {
     /// Retention of the whole partition, tier included.
     pub retention_bytes: Option<u64>,
     pub retention_ms: Option<u64>,
+    /// When the controlplane created the stream (its incarnation); absent for streams
+    /// created on a broker without a controlplane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at_ms: Option<u64>,
+    /// The partitions this broker serves; absent: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Vec<u32>>,
     /// Deleted: its logs are gone and its objects are being deleted from the tier. The name
     /// stays taken until they are.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+}
+
+impl StreamEntry {
+    /// The ids of the partitions this broker serves, in order.
+    pub fn held_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        let all = self.held.is_none().then_some(0..self.partitions);
+        all.into_iter()
+            .flatten()
+            .chain(self.held.iter().flatten().copied())
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -131,6 +148,8 @@ mod tests {
             local_retention_ms: None,
             retention_bytes: None,
             retention_ms: Some(60_000),
+            created_at_ms: Some(1_700_000_000_000),
+            held: Some(vec![0, 2]),
             deleting: false,
         };
         catalog

@@ -1,6 +1,7 @@
-//! `floe-broker dev`: the embedded default in one process. It creates its data directory, a
-//! local CA and certificate, and the client profile that lets `floe` on the same machine
-//! connect with no flags.
+//! `floe-broker dev`: the embedded default in one process — a controlplane on SQLite in the
+//! data directory and a broker it manages. It creates its data directory, a local CA and
+//! certificate, and the client profile that lets `floe` on the same machine connect with no
+//! flags.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,18 +40,41 @@ pub fn prepare(
     Ok(settings)
 }
 
-/// Writes the client profile pointing at the running broker, so `floe` needs no flags.
-pub fn write_profile(
-    path: &Path,
-    quic_addr: SocketAddr,
-    ca: &Path,
-    metrics: Option<SocketAddr>,
-) -> Result<()> {
+/// Starts the embedded controlplane: SQLite in `<data-dir>/controlplane.db`, one replica
+/// per partition (a single broker), its REST API on `listen`.
+pub async fn start_controlplane(
+    data_dir: &Path,
+    listen: SocketAddr,
+) -> Result<floe_controlplane::Running> {
+    let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
+        path: data_dir.join("controlplane.db"),
+    });
+    config.listen = listen;
+    config.default_replication_factor = 1;
+    let mut running = floe_controlplane::Controlplane::start(config)
+        .await
+        .context("starting the embedded controlplane")?;
+    running.wait_for_role(floe_wire::admin::Role::Leader).await;
+    Ok(running)
+}
+
+/// The addresses `floe` needs, written to its profile.
+#[derive(Debug, Clone)]
+pub struct ProfileTargets {
+    pub quic: SocketAddr,
+    pub metrics: Option<SocketAddr>,
+    pub controlplane: Option<SocketAddr>,
+}
+
+/// Writes the client profile pointing at the running broker and controlplane, so `floe`
+/// needs no flags.
+pub fn write_profile(path: &Path, targets: &ProfileTargets, ca: &Path) -> Result<()> {
     let profile = ClientProfile {
-        endpoint: quic_addr.to_string(),
+        endpoint: targets.quic.to_string(),
         server_name: "localhost".into(),
         ca_cert: ca.to_path_buf(),
-        metrics: metrics.map(|m| m.to_string()),
+        metrics: targets.metrics.map(|m| m.to_string()),
+        controlplane: targets.controlplane.map(|c| format!("http://{c}")),
     };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

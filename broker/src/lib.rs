@@ -8,6 +8,7 @@
 
 pub mod catalog;
 pub mod dev;
+pub mod managed;
 pub mod metrics;
 pub mod partitions;
 pub mod run;

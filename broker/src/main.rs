@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use floe_broker::managed::ControlplaneSettings;
 use floe_broker::run::{self, DiskHighWater, Settings};
 use floe_broker::tls::CertificatePaths;
 use floe_broker::{dev, tls};
@@ -39,6 +40,13 @@ struct DevArgs {
     /// HTTP address of the /metrics endpoint.
     #[arg(long, env = "FLOE_METRICS_LISTEN", default_value = "127.0.0.1:7180")]
     metrics_listen: SocketAddr,
+    /// HTTP address of the embedded controlplane's REST API.
+    #[arg(
+        long,
+        env = "FLOE_CONTROLPLANE_LISTEN",
+        default_value = "127.0.0.1:7300"
+    )]
+    controlplane_listen: SocketAddr,
     /// Where to write the client profile [default: $FLOE_PROFILE or ~/.config/floe/profile.json]
     #[arg(long)]
     profile: Option<PathBuf>,
@@ -132,8 +140,20 @@ struct ServeArgs {
     /// host:port clients use to reach this broker [default: the listen address]
     #[arg(long, env = "FLOE_ADVERTISE")]
     advertise: Option<String>,
+    /// Broker id without a controlplane (with one, the controlplane assigns it).
     #[arg(long, env = "FLOE_BROKER_ID", default_value_t = 0)]
     broker_id: u32,
+    /// The controlplane's REST API, e.g. http://10.0.0.5:7300: the broker registers there
+    /// and serves the partitions it is assigned. Without it, streams live in the local
+    /// catalog and are created over the client protocol.
+    #[arg(long, env = "FLOE_CONTROLPLANE")]
+    controlplane: Option<String>,
+    /// Bearer token for the controlplane, when it requires one.
+    #[arg(long, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Failure domain (e.g. an availability zone) reported to the controlplane.
+    #[arg(long, env = "FLOE_ZONE")]
+    zone: Option<String>,
     #[command(flatten)]
     storage: StorageArgs,
 }
@@ -173,6 +193,14 @@ async fn run_dev(args: DevArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| data_dir.join("objects").display().to_string());
     let ca = data_dir.join("tls").join("ca.pem");
+    let controlplane = dev::start_controlplane(&data_dir, args.controlplane_listen).await?;
+    let controlplane_addr = controlplane.local_addr();
+    settings.controlplane = Some(ControlplaneSettings {
+        url: format!("http://{controlplane_addr}"),
+        admin_token: None,
+        zone: None,
+        peer_endpoint: None,
+    });
     let running = run::start(settings).await?;
     let profile = match args.profile {
         Some(path) => path,
@@ -180,9 +208,15 @@ async fn run_dev(args: DevArgs) -> Result<()> {
             "cannot place the client profile: set HOME or FLOE_PROFILE, or pass --profile",
         )?,
     };
-    dev::write_profile(&profile, running.quic_addr, &ca, running.metrics_addr)?;
+    let targets = dev::ProfileTargets {
+        quic: running.quic_addr,
+        metrics: running.metrics_addr,
+        controlplane: Some(controlplane_addr),
+    };
+    dev::write_profile(&profile, &targets, &ca)?;
     eprintln!(
-        "floe dev: broker on {} (QUIC), metrics on http://{}/metrics",
+        "floe dev: broker on {} (QUIC), metrics on http://{}/metrics, controlplane on \
+         http://{controlplane_addr}/v1",
         running.quic_addr,
         running
             .metrics_addr
@@ -195,7 +229,9 @@ async fn run_dev(args: DevArgs) -> Result<()> {
     );
     eprintln!("floe dev: try `floe stream create demo` then `echo hi | floe publish demo`");
     wait_for_signal().await?;
-    running.shutdown().await
+    let stopped = running.shutdown().await;
+    controlplane.shutdown().await;
+    stopped
 }
 
 async fn run_serve(args: ServeArgs) -> Result<()> {
@@ -210,6 +246,12 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     settings.metrics_listen = args.metrics_listen;
     settings.advertised = args.advertise;
     settings.broker_id = args.broker_id;
+    settings.controlplane = args.controlplane.map(|url| ControlplaneSettings {
+        url,
+        admin_token: args.admin_token,
+        zone: args.zone,
+        peer_endpoint: None,
+    });
     args.storage.apply(&mut settings);
     let _ = tls::ALPN;
     let running = run::start(settings).await?;

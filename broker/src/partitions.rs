@@ -42,15 +42,27 @@ pub struct Partition {
     pub id: u32,
     pub log: Log,
     pub durability: Durability,
-    /// Sealed segments beyond it leave the local disk, once tiered.
-    pub local_retention: RetentionPolicy,
-    /// What the tier keeps.
-    pub tier_retention: TierRetention,
+    /// Local retention and tier retention; the stream's settings may change them.
+    retention: Mutex<(RetentionPolicy, TierRetention)>,
     pub tier_path: PartitionPath,
     pub uploader: Uploader,
 }
 
 impl Partition {
+    /// Sealed segments beyond it leave the local disk, once tiered.
+    pub fn local_retention(&self) -> RetentionPolicy {
+        self.retention.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
+    /// What the tier keeps.
+    pub fn tier_retention(&self) -> TierRetention {
+        self.retention.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+
+    fn set_retention(&self, local: RetentionPolicy, tier: TierRetention) {
+        *self.retention.lock().unwrap_or_else(|e| e.into_inner()) = (local, tier);
+    }
+
     /// The first readable offset, tiered history included.
     pub fn log_start(&self) -> Offset {
         let local = self.log.log_start();
@@ -139,7 +151,9 @@ impl Partitions {
         };
         for (name, entry) in catalog.streams() {
             if !entry.deleting {
-                partitions.open_stream(name, entry)?;
+                for id in entry.held_ids() {
+                    partitions.open_partition(name, id, entry)?;
+                }
             }
         }
         Ok(partitions)
@@ -175,40 +189,98 @@ impl Partitions {
         config
     }
 
-    fn open_stream(&self, name: &str, entry: &StreamEntry) -> Result<()> {
-        let durability = Durability::parse(&entry.ack_mode)?;
+    fn retentions(&self, entry: &StreamEntry) -> (RetentionPolicy, TierRetention) {
         let effective = self.effective(entry);
-        let local_retention = RetentionPolicy {
-            bytes_max: effective.local_retention_bytes,
-            age_max_ms: effective.local_retention_ms,
-        };
-        let tier_retention = TierRetention {
-            bytes_max: effective.retention_bytes,
-            age_max_ms: effective.retention_ms,
-        };
-        let mut opened = Vec::new();
-        for id in 0..entry.partitions {
-            let dir = self.stream_dir(name).join(id.to_string());
-            let log = Log::open(Arc::new(FsStorage), &dir, self.log_config(entry))
-                .with_context(|| format!("opening stream {name} partition {id}"))?;
-            let tier_path = PartitionPath::new(name, id)
-                .with_context(|| format!("stream {name} partition {id} in the tier"))?;
-            let uploader =
-                Uploader::new(self.tier.clone(), tier_path.clone(), self.uploader.clone());
-            opened.push(Arc::new(Partition {
-                stream: name.to_string(),
-                id,
-                log,
-                durability,
-                local_retention,
-                tier_retention,
-                tier_path,
-                uploader,
-            }));
-        }
+        (
+            RetentionPolicy {
+                bytes_max: effective.local_retention_bytes,
+                age_max_ms: effective.local_retention_ms,
+            },
+            TierRetention {
+                bytes_max: effective.retention_bytes,
+                age_max_ms: effective.retention_ms,
+            },
+        )
+    }
+
+    fn open_partition(&self, name: &str, id: u32, entry: &StreamEntry) -> Result<()> {
+        let durability = Durability::parse(&entry.ack_mode)?;
+        let (local_retention, tier_retention) = self.retentions(entry);
+        let dir = self.stream_dir(name).join(id.to_string());
+        let log = Log::open(Arc::new(FsStorage), &dir, self.log_config(entry))
+            .with_context(|| format!("opening stream {name} partition {id}"))?;
+        let tier_path = PartitionPath::new(name, id)
+            .with_context(|| format!("stream {name} partition {id} in the tier"))?;
+        let uploader = Uploader::new(self.tier.clone(), tier_path.clone(), self.uploader.clone());
+        let partition = Arc::new(Partition {
+            stream: name.to_string(),
+            id,
+            log,
+            durability,
+            retention: Mutex::new((local_retention, tier_retention)),
+            tier_path,
+            uploader,
+        });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        for p in opened {
-            map.insert((name.to_string(), p.id), p);
+        map.insert((name.to_string(), id), partition);
+        Ok(())
+    }
+
+    fn validate(&self, entry: &StreamEntry) -> Result<(), StreamError> {
+        Durability::parse(&entry.ack_mode).map_err(|e| StreamError::Invalid(e.to_string()))?;
+        if let Some(id) = entry.held_ids().find(|id| *id >= entry.partitions) {
+            return Err(StreamError::Invalid(format!(
+                "partition {id} of a stream of {} partitions",
+                entry.partitions
+            )));
+        }
+        self.log_config(entry)
+            .validate()
+            .map_err(StreamError::Invalid)
+    }
+
+    /// Makes this broker serve `entry` for the stream `name`, as its controlplane assigns it:
+    /// persists the entry, opens the partitions it holds that are not open, closes those it
+    /// no longer holds (their files stay: the partition may come back) and applies the
+    /// stream's retention to every open one.
+    pub fn set_stream(&self, name: &str, entry: StreamEntry) -> Result<(), StreamError> {
+        self.validate(&entry)?;
+        let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+        if catalog.get(name).is_some_and(|e| e.deleting) {
+            return Err(StreamError::Deleting(name.to_string()));
+        }
+        if catalog.get(name) != Some(&entry) {
+            catalog.update(name, Some(entry.clone()))?;
+        }
+        let held: Vec<u32> = entry.held_ids().collect();
+        let released: Vec<_> = {
+            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            let keys: Vec<_> = map
+                .keys()
+                .filter(|(s, id)| s == name && !held.contains(id))
+                .cloned()
+                .collect();
+            keys.into_iter().filter_map(|k| map.remove(&k)).collect()
+        };
+        for partition in released {
+            if let Err(e) = partition.log.close() {
+                tracing::error!(stream = name, partition = partition.id, error = %e, "closing a released partition");
+            }
+            tracing::info!(
+                stream = name,
+                partition = partition.id,
+                "no longer serving the partition; its files stay"
+            );
+        }
+        let (local, tier) = self.retentions(&entry);
+        for id in held {
+            match self.get(name, id) {
+                Some(open) => open.set_retention(local, tier),
+                None => {
+                    self.open_partition(name, id, &entry)?;
+                    tracing::info!(stream = name, partition = id, "serving partition");
+                }
+            }
         }
         Ok(())
     }
@@ -221,18 +293,16 @@ impl Partitions {
                 entry.partitions
             )));
         }
-        Durability::parse(&entry.ack_mode).map_err(|e| StreamError::Invalid(e.to_string()))?;
-        self.log_config(&entry)
-            .validate()
-            .map_err(StreamError::Invalid)?;
-        let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        match catalog.get(name) {
-            Some(e) if e.deleting => return Err(StreamError::Deleting(name.to_string())),
-            Some(_) => return Err(StreamError::Exists(name.to_string())),
-            None => {}
+        self.validate(&entry)?;
+        {
+            let catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+            match catalog.get(name) {
+                Some(e) if e.deleting => return Err(StreamError::Deleting(name.to_string())),
+                Some(_) => return Err(StreamError::Exists(name.to_string())),
+                None => {}
+            }
         }
-        catalog.update(name, Some(entry.clone()))?;
-        self.open_stream(name, &entry)?;
+        self.set_stream(name, entry.clone())?;
         tracing::info!(
             stream = name,
             partitions = entry.partitions,
@@ -330,10 +400,11 @@ impl Partitions {
             if let Err(e) = p.log.maintain(now) {
                 tracing::warn!(stream = %p.stream, partition = p.id, error = %e, "segment maintenance failed");
             }
-            if p.local_retention != RetentionPolicy::default() {
+            let local_retention = p.local_retention();
+            if local_retention != RetentionPolicy::default() {
                 match p
                     .log
-                    .apply_retention(p.local_retention, now_ms, |s| p.uploader.is_tiered(s))
+                    .apply_retention(local_retention, now_ms, |s| p.uploader.is_tiered(s))
                 {
                     Ok(deleted) if !deleted.is_empty() => tracing::debug!(
                         stream = %p.stream,

@@ -14,6 +14,7 @@ use floe_wire::frame::ConnectionLimits;
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
+use crate::managed::{self, ControlplaneSettings, Managed};
 use crate::metrics::{KindLabels, Metrics, ScrapeHook, StreamLabels, mirror};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::server::{self, BrokerState};
@@ -93,6 +94,9 @@ pub struct Settings {
     pub tier_cache_disk_bytes: usize,
     pub stream_defaults: StreamDefaults,
     pub disk_high_water: DiskHighWater,
+    /// The controlplane that assigns this broker its partitions; `None`: the local catalog
+    /// alone, streams created over the client protocol.
+    pub controlplane: Option<ControlplaneSettings>,
 }
 
 impl Settings {
@@ -115,6 +119,7 @@ impl Settings {
             tier_cache_disk_bytes: 1 << 30,
             stream_defaults: StreamDefaults::default(),
             disk_high_water: DiskHighWater::UsedFraction(0.9),
+            controlplane: None,
         }
     }
 }
@@ -139,6 +144,8 @@ pub struct Running {
     server: tokio::task::JoinHandle<()>,
     maintenance: tokio::task::JoinHandle<()>,
     tiering: tokio::task::JoinHandle<()>,
+    /// Heartbeats and assignments, when a controlplane manages this broker.
+    controlplane: Vec<tokio::task::JoinHandle<()>>,
     metrics_server: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -177,6 +184,16 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let advertised =
         Endpoint::new(advertised).context("the advertised address is not host:port")?;
 
+    let managed = match &settings.controlplane {
+        Some(controlplane) => {
+            Some(Managed::connect(controlplane, &settings.data_dir, advertised.clone()).await?)
+        }
+        None => None,
+    };
+    let broker_id = managed
+        .as_ref()
+        .map_or(BrokerId::new(settings.broker_id), |m| m.broker_id);
+
     let (shutdown, shutdown_rx) = watch::channel(false);
     let state = Arc::new(BrokerState {
         partitions,
@@ -184,7 +201,8 @@ pub async fn start(settings: Settings) -> Result<Running> {
         disk_high_water: std::sync::atomic::AtomicBool::new(false),
         metrics: metrics.clone(),
         limits: settings.limits,
-        broker_id: BrokerId::new(settings.broker_id),
+        broker_id,
+        managed,
         advertised,
         fetch_wait_max: settings.fetch_wait_max,
         shutdown: shutdown_rx,
@@ -205,6 +223,10 @@ pub async fn start(settings: Settings) -> Result<Running> {
         settings.disk_high_water,
     ));
     let tiering = tokio::spawn(tiering::run(state.clone()));
+    let controlplane = vec![
+        tokio::spawn(managed::heartbeat(state.clone())),
+        tokio::spawn(managed::follow_assignments(state.clone())),
+    ];
     tracing::info!(%quic_addr, ?metrics_addr, data_dir = %settings.data_dir.display(), "broker serving");
     Ok(Running {
         quic_addr,
@@ -214,6 +236,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         server,
         maintenance,
         tiering,
+        controlplane,
         metrics_server,
     })
 }
@@ -326,6 +349,9 @@ impl Running {
         let _ = self.server.await;
         let _ = self.maintenance.await;
         let _ = self.tiering.await;
+        for task in self.controlplane {
+            let _ = task.await;
+        }
         if let Some(handle) = self.metrics_server {
             handle.abort();
         }

@@ -39,6 +39,8 @@ pub struct BrokerState {
     pub metrics: Arc<Metrics>,
     pub limits: ConnectionLimits,
     pub broker_id: BrokerId,
+    /// The controlplane link, when one manages this broker.
+    pub managed: Option<crate::managed::Managed>,
     /// `host:port` clients should use to reach this broker.
     pub advertised: floe_wire::Endpoint,
     /// Longest a fetch may wait on the tail, whatever the client asks.
@@ -277,7 +279,7 @@ async fn handle(
     match message {
         Message::MetadataRequest(request) => admin::metadata(state, request),
         Message::CreateStream(request) => admin::create_stream(state, *request).await,
-        Message::DeleteStream(request) => admin::delete_stream(state, request),
+        Message::DeleteStream(request) => admin::delete_stream(state, request).await,
         Message::Produce(request) => produce::produce(state, request, started).await,
         Message::Fetch(request) => fetch::fetch(state, request, started).await,
         other => error(

@@ -244,10 +244,11 @@ async fn upload(state: &BrokerState, partition: &Partition) {
 async fn collect(state: Arc<BrokerState>) {
     let tiering = &state.tiering;
     for partition in state.partitions.all() {
-        if partition.tier_retention != floe_tier::TierRetention::default() {
+        let tier_retention = partition.tier_retention();
+        if tier_retention != floe_tier::TierRetention::default() {
             let removal = apply_tier_retention(
                 partition.uploader.manifest(),
-                partition.tier_retention,
+                tier_retention,
                 LOCAL_EPOCH,
                 now_ms(),
             )

@@ -118,6 +118,7 @@ mod tests {
             server_name: "localhost".into(),
             ca_cert: "/tmp/ca.pem".into(),
             metrics: None,
+            controlplane: None,
         };
         let config = ClientConfig::from_profile(&profile);
         assert_eq!(config.endpoint, "127.0.0.1:7100");

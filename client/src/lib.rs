@@ -41,6 +41,7 @@ mod consumer;
 mod error;
 mod producer;
 mod record;
+pub mod rest;
 
 pub use client::Client;
 pub use config::{ClientConfig, default_profile_path, read_profile};

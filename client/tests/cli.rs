@@ -193,14 +193,27 @@ fn create_publish_and_consume_through_the_cli() {
         .collect();
     assert_eq!(summary, [(0, "first"), (1, "second"), (2, "third line")]);
 
-    let described = floe(&profile, &["--json", "stream", "describe", "lines"], None);
-    let description = &json_lines(&described.stdout)[0];
+    // Through the controlplane: the ranges are what the leader last reported with its
+    // heartbeat, so wait for the report that includes the three records.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let description = loop {
+        let described = floe(&profile, &["--json", "stream", "describe", "lines"], None);
+        let description = json_lines(&described.stdout).remove(0);
+        if description["partitions"][0]["hot"]["end"] == 3 {
+            break description;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leader never reported its records: {description}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let partition = &description["partitions"][0];
-    assert_eq!(partition["high_watermark"], 3);
-    assert_eq!(partition["log_start"], 0);
-    assert_eq!(partition["local_start"], 0);
-    assert_eq!(partition["tier_end"], 0);
-    assert_eq!(partition["upload_backlog_segments"], 0);
+    assert_eq!(partition["hot"], serde_json::json!({"start": 0, "end": 3}));
+    assert_eq!(partition["replicas"].as_array().map(Vec::len), Some(1));
+    assert_eq!(partition["leader"], partition["replicas"][0]);
+    assert_eq!(partition["upload_backlog_bytes"], 0);
+    assert_eq!(description["replication_factor"], 1);
     assert_eq!(
         description["settings"],
         serde_json::json!({
@@ -226,16 +239,28 @@ fn create_publish_and_consume_through_the_cli() {
         listed
             .stdout
             .lines()
-            .any(|l| l.starts_with("lines ") && l.ends_with(" 3")),
+            .any(|l| l.starts_with("lines ") && l.ends_with(" leader")),
         "{}",
         listed.stdout
     );
+
+    let brokers = floe(&profile, &["--json", "broker", "list"], None);
+    let brokers: serde_json::Value =
+        serde_json::from_str(brokers.stdout.trim()).expect("a JSON array of brokers");
+    assert_eq!(brokers[0]["state"], "live", "{brokers}");
+    assert_eq!(brokers[0]["leaders"], 1, "{brokers}");
+    let status = floe(&profile, &["cluster", "status"], None).stdout;
+    assert!(
+        status.contains("brokers: 1 live, 0 draining, 0 dead"),
+        "{status}"
+    );
+    assert!(status.contains("streams: 1, partitions: 1"), "{status}");
 
     let deleted = floe(&profile, &["stream", "delete", "lines"], None);
     assert_eq!(deleted.stdout, "deleted stream lines\n");
     let gone = Child::spawn(&profile, &["stream", "describe", "lines"], None).wait();
     assert!(!gone.status.success());
-    assert!(gone.stderr.contains("UnknownStream"), "{}", gone.stderr);
+    assert!(gone.stderr.contains("stream_not_found"), "{}", gone.stderr);
 }
 
 #[test]

@@ -19,6 +19,10 @@ pub struct ClientProfile {
     /// `host:port` of the broker's `/metrics` endpoint, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// Base URL of the controlplane's REST API (`http://host:port`), when there is one:
+    /// `floe stream …`, `floe broker list` and `floe cluster status` use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controlplane: Option<String>,
 }
 
 /// The profile's default location: `$FLOE_PROFILE`, else `$XDG_CONFIG_HOME/floe/profile.json`,

@@ -1,16 +1,21 @@
-//! Metadata and stream administration over QUIC (until the controlplane's REST API exists).
+//! Metadata and stream administration over the client protocol. A broker with a controlplane
+//! forwards creates and deletes to it and answers once its own assignments reflect them.
 
 use std::sync::Arc;
 
+use floe_client::rest::RestError;
+use floe_wire::admin::{ApiErrorCode, CreateStreamRequest, RetentionSettings, SegmentSettings};
 use floe_wire::frame::{
     CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, ErrorCode, Message,
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
     StreamSettings, UploadBacklog,
 };
 use floe_wire::{AckMode, PartitionId, StreamName};
+use std::time::Duration;
 
 use super::{BrokerState, error, produce::LOCAL_EPOCH};
 use crate::catalog::StreamEntry;
+use crate::managed::Managed;
 use crate::partitions::{Partition, StreamError};
 
 /// The partition a request names, or the error to answer with.
@@ -115,7 +120,13 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
     }
 }
 
+/// How long a forwarded create or delete waits for the assignments that carry it.
+const APPLY_WAIT: Duration = Duration::from_secs(10);
+
 pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) -> Message {
+    if let Some(managed) = &state.managed {
+        return forward_create(state, managed, request).await;
+    }
     let settings = request.settings;
     let entry = StreamEntry {
         partitions: request.partition_count,
@@ -126,6 +137,8 @@ pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) ->
         local_retention_ms: settings.local_retention_ms,
         retention_bytes: settings.retention_bytes,
         retention_ms: settings.retention_ms,
+        created_at_ms: None,
+        held: None,
         deleting: false,
     };
     let name = request.name.as_str();
@@ -162,7 +175,29 @@ pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) ->
     }
 }
 
-pub(crate) fn delete_stream(state: &BrokerState, request: DeleteStream) -> Message {
+pub(crate) async fn delete_stream(state: &BrokerState, request: DeleteStream) -> Message {
+    if let Some(managed) = &state.managed {
+        return match managed
+            .controlplane
+            .delete_stream(request.name.as_str())
+            .await
+        {
+            Ok(()) => {
+                let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+                while state
+                    .partitions
+                    .streams()
+                    .iter()
+                    .any(|(n, _)| n == request.name.as_str())
+                    && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Message::DeleteStreamResponse(DeleteStreamResponse { name: request.name })
+            }
+            Err(e) => rest_error(&e),
+        };
+    }
     match state.partitions.delete_stream(request.name.as_str()) {
         Ok(()) => Message::DeleteStreamResponse(DeleteStreamResponse { name: request.name }),
         Err(e) => stream_error(e),
@@ -177,4 +212,59 @@ fn stream_error(e: StreamError) -> Message {
         StreamError::Storage(_) => ErrorCode::Internal,
     };
     error(code, format!("{e:#}"))
+}
+
+/// Creates the stream through the controlplane, then waits (bounded) until this broker's
+/// assignments carry it, so that a publish right after the answer finds its partitions.
+async fn forward_create(state: &BrokerState, managed: &Managed, request: CreateStream) -> Message {
+    let settings = request.settings;
+    let create = CreateStreamRequest {
+        name: request.name.clone(),
+        partitions: request.partition_count,
+        replication_factor: None,
+        ack_mode: Some(request.ack_mode),
+        segment: SegmentSettings {
+            bytes: settings.segment_bytes,
+            age_ms: settings.segment_age_ms,
+        },
+        retention: RetentionSettings {
+            local_bytes: settings.local_retention_bytes,
+            local_ms: settings.local_retention_ms,
+            tier_bytes: settings.retention_bytes,
+            tier_ms: settings.retention_ms,
+        },
+    };
+    match managed.controlplane.create_stream(&create).await {
+        Ok(info) => {
+            let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+            let name = request.name.as_str();
+            while tokio::time::Instant::now() < deadline {
+                let applied = state.partitions.streams().iter().any(|(n, e)| {
+                    n == name
+                        && e.created_at_ms == Some(info.created_at_ms)
+                        && e.held.as_ref().is_some_and(|h| !h.is_empty())
+                });
+                if applied {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Message::CreateStreamResponse(CreateStreamResponse { name: request.name })
+        }
+        Err(e) => rest_error(&e),
+    }
+}
+
+/// The client-protocol error for a failed controlplane call.
+fn rest_error(e: &RestError) -> Message {
+    let code = match e.code() {
+        Some(ApiErrorCode::StreamExists) => ErrorCode::StreamExists,
+        Some(ApiErrorCode::StreamNotFound) => ErrorCode::UnknownStream,
+        Some(ApiErrorCode::Unauthorized) => ErrorCode::Unauthorized,
+        Some(ApiErrorCode::BadRequest | ApiErrorCode::InvalidArgument) => ErrorCode::InvalidRequest,
+        Some(_) => ErrorCode::Internal,
+        None if e.is_retryable() => ErrorCode::Timeout,
+        None => ErrorCode::Internal,
+    };
+    error(code, format!("controlplane: {e}"))
 }

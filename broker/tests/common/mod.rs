@@ -156,6 +156,7 @@ impl BrokerProcess {
         let log_path = dir.join("broker.log");
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_floe-broker"))
             .args(["dev", "--listen", listen, "--metrics-listen", "127.0.0.1:0"])
+            .args(["--controlplane-listen", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(&data_dir)
             .arg("--profile")

@@ -34,6 +34,7 @@ impl BrokerProcess {
             .arg("--data-dir")
             .arg(dir.path().join("data"))
             .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            .args(["--controlplane-listen", "127.0.0.1:0"])
             .arg("--profile")
             .arg(dir.path().join("profile.json"))
             .env("FLOE_LOG", "info")

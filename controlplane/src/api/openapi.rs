@@ -341,9 +341,10 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
                 &[
                     ("name", name_schema()),
                     ("config", reference("StreamConfig")),
+                    ("created_at_ms", u64_schema()),
                     ("partitions", array(reference("PartitionAssignment"))),
                 ],
-                &["name", "config", "partitions"],
+                &["name", "config", "created_at_ms", "partitions"],
                 false,
             ),
         ),

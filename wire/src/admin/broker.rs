@@ -115,6 +115,9 @@ pub struct Assignments {
 pub struct StreamAssignment {
     pub name: StreamName,
     pub config: StreamConfig,
+    /// When the stream was created (milliseconds since the Unix epoch): tells a stream
+    /// deleted and created again under the same name from the one a broker already holds.
+    pub created_at_ms: u64,
     /// Ordered by partition.
     pub partitions: Vec<PartitionAssignment>,
 }

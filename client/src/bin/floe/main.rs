@@ -2,6 +2,7 @@
 //! consuming to stdout, and benchmarks. Tables for people by default, `--json` for scripts.
 //! With no connection flags it uses the client profile `floe-broker dev` wrote.
 
+mod admin;
 mod bench;
 mod consume;
 mod output;
@@ -15,7 +16,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use floe_client::rest::Controlplane;
 use floe_client::{Client, ClientConfig};
+use floe_wire::ClientProfile;
 
 #[derive(Parser, Debug)]
 #[command(name = "floe", version, about = "Floe command-line client")]
@@ -46,14 +49,31 @@ pub struct ConnectionArgs {
     /// endpoint's host].
     #[arg(long, global = true, value_name = "NAME")]
     server_name: Option<String>,
+    /// The controlplane's REST API, e.g. http://127.0.0.1:7300 [default: the profile's]
+    #[arg(long, global = true, env = "FLOE_CONTROLPLANE", value_name = "URL")]
+    controlplane: Option<String>,
+    /// Bearer token for the controlplane's mutating calls.
+    #[arg(long, global = true, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create, list, describe and delete streams.
+    /// Create, list, describe and delete streams (through the controlplane when there is
+    /// one).
     Stream {
         #[command(subcommand)]
         command: stream::StreamCommand,
+    },
+    /// List and drain brokers (controlplane).
+    Broker {
+        #[command(subcommand)]
+        command: admin::BrokerCommand,
+    },
+    /// The cluster at a glance (controlplane).
+    Cluster {
+        #[command(subcommand)]
+        command: admin::ClusterCommand,
     },
     /// Publish one record per line of stdin.
     Publish(publish::PublishArgs),
@@ -95,8 +115,28 @@ fn run(cli: Cli) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let config = client_config(&cli.connection)?;
+        let profile = read_profile(&cli.connection)?;
+        let controlplane = controlplane(&cli.connection, profile.as_ref())?;
+        if let Some(controlplane) = &controlplane {
+            match cli.command {
+                Command::Stream { command } => {
+                    return admin::stream(controlplane, command, cli.json).await;
+                }
+                Command::Broker { command } => {
+                    return admin::broker(controlplane, command, cli.json).await;
+                }
+                Command::Cluster { command } => {
+                    return admin::cluster(controlplane, command, cli.json).await;
+                }
+                _ => {}
+            }
+        }
+        let config = client_config(&cli.connection, profile.as_ref())?;
         match cli.command {
+            Command::Broker { .. } | Command::Cluster { .. } => Err(anyhow::anyhow!(
+                "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
+                 the profile `floe-broker dev` writes"
+            )),
             Command::Stream { command } => stream::run(config, command, cli.json).await,
             Command::Publish(args) => publish::run(config, args, cli.json).await,
             Command::Consume(args) => consume::run(config, args, cli.json).await,
@@ -105,35 +145,53 @@ fn run(cli: Cli) -> Result<()> {
     })
 }
 
-/// The client configuration from the profile and the flags that override it.
-fn client_config(args: &ConnectionArgs) -> Result<ClientConfig> {
+/// The profile named by `--profile`, else the default one when it exists.
+fn read_profile(args: &ConnectionArgs) -> Result<Option<ClientProfile>> {
     let profile_path = args
         .profile
         .clone()
         .or_else(floe_client::default_profile_path);
-    let profile = match &profile_path {
+    Ok(match &profile_path {
         Some(path) if args.profile.is_some() || path.exists() => Some(
             floe_client::read_profile(path)
                 .with_context(|| format!("reading the client profile {}", path.display()))?,
         ),
         _ => None,
-    };
+    })
+}
+
+/// The controlplane from the flag, else the profile; `None` when neither names one.
+fn controlplane(
+    args: &ConnectionArgs,
+    profile: Option<&ClientProfile>,
+) -> Result<Option<Controlplane>> {
+    let url = args
+        .controlplane
+        .clone()
+        .or_else(|| profile.and_then(|p| p.controlplane.clone()));
+    url.map(|url| Controlplane::new(&url, args.admin_token.clone()))
+        .transpose()
+        .context("the controlplane URL")
+}
+
+/// The client configuration from the profile and the flags that override it.
+fn client_config(args: &ConnectionArgs, profile: Option<&ClientProfile>) -> Result<ClientConfig> {
     let hint = "start a broker with `floe-broker dev` (it writes the client profile), or pass \
                 --endpoint and --ca-cert";
     let endpoint = args
         .endpoint
         .clone()
-        .or_else(|| profile.as_ref().map(|p| p.endpoint.clone()))
+        .or_else(|| profile.map(|p| p.endpoint.clone()))
         .with_context(|| format!("no broker endpoint: {hint}"))?;
     let ca_cert = args
         .ca_cert
         .clone()
-        .or_else(|| profile.as_ref().map(|p| p.ca_cert.clone()))
+        .or_else(|| profile.map(|p| p.ca_cert.clone()))
         .with_context(|| format!("no CA certificate: {hint}"))?;
     let server_name = args
         .server_name
         .clone()
-        .or_else(|| profile.as_ref().map(|p| p.server_name.clone()))
+        .or_else(|| profile.map(|p| p.server_name.clone()))
         .unwrap_or_else(|| host_of(&endpoint).to_string());
     Ok(ClientConfig::new(endpoint, server_name, ca_cert))
 }
@@ -164,19 +222,24 @@ mod tests {
             &path,
             br#"{"endpoint":"127.0.0.1:7100","server_name":"localhost","ca_cert":"/ca.pem"}"#,
         )?;
-        let from_profile = client_config(&ConnectionArgs {
+        let args = ConnectionArgs {
             profile: Some(path.clone()),
             ..ConnectionArgs::default()
-        })?;
+        };
+        let profile = read_profile(&args)?;
+        let from_profile = client_config(&args, profile.as_ref())?;
         assert_eq!(from_profile.endpoint, "127.0.0.1:7100");
         assert_eq!(from_profile.server_name, "localhost");
         assert_eq!(from_profile.ca_cert, PathBuf::from("/ca.pem"));
-        let overridden = client_config(&ConnectionArgs {
-            profile: Some(path),
-            endpoint: Some("broker.example:7100".into()),
-            ca_cert: Some("/other.pem".into()),
-            server_name: None,
-        })?;
+        let overridden = client_config(
+            &ConnectionArgs {
+                profile: Some(path),
+                endpoint: Some("broker.example:7100".into()),
+                ca_cert: Some("/other.pem".into()),
+                ..ConnectionArgs::default()
+            },
+            profile.as_ref(),
+        )?;
         assert_eq!(overridden.endpoint, "broker.example:7100");
         assert_eq!(overridden.ca_cert, PathBuf::from("/other.pem"));
         assert_eq!(overridden.server_name, "localhost");
@@ -185,11 +248,11 @@ mod tests {
 
     #[test]
     fn without_a_profile_the_server_name_is_the_endpoints_host() -> Result<()> {
-        let config = client_config(&ConnectionArgs {
+        let profile = read_profile(&ConnectionArgs {
             profile: Some("/nonexistent/profile.json".into()),
             ..ConnectionArgs::default()
         });
-        assert!(config.is_err(), "a named profile must exist");
+        assert!(profile.is_err(), "a named profile must exist");
         assert_eq!(host_of("broker.example:7100"), "broker.example");
         assert_eq!(host_of("[::1]:7100"), "::1");
         Ok(())

@@ -1,4 +1,5 @@
-//! `floe stream create|list|describe|delete`.
+//! `floe stream create|list|describe|delete`, over the client protocol to a broker without a
+//! controlplane (with one, `admin` sends them to its REST API).
 
 use anyhow::{Context, Result};
 use clap::{Subcommand, ValueEnum};
@@ -16,9 +17,12 @@ pub enum StreamCommand {
         /// Number of partitions, fixed for the stream's life.
         #[arg(long, default_value_t = 1)]
         partitions: u32,
-        /// When a publish is acknowledged.
-        #[arg(long, value_enum, default_value_t = AckModeArg::Leader)]
-        ack_mode: AckModeArg,
+        /// Replicas per partition [default: the controlplane's]
+        #[arg(long)]
+        replication_factor: Option<u32>,
+        /// When a publish is acknowledged [default: quorum with replicas, else leader]
+        #[arg(long, value_enum)]
+        ack_mode: Option<AckModeArg>,
         /// Seal a segment at this size, e.g. 64MiB [default: the broker's]
         #[arg(long, value_parser = parse_size)]
         segment_bytes: Option<u64>,
@@ -89,6 +93,7 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
         StreamCommand::Create {
             name,
             partitions,
+            replication_factor,
             ack_mode,
             segment_bytes,
             segment_age,
@@ -98,6 +103,12 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
             retention_age,
         } => {
             let stream = stream_name(&name)?;
+            anyhow::ensure!(
+                replication_factor.is_none_or(|r| r == 1),
+                "a broker without a controlplane keeps one replica; pass --controlplane to \
+                 replicate"
+            );
+            let ack_mode = ack_mode.unwrap_or(AckModeArg::Leader);
             let settings = StreamSettings {
                 segment_bytes,
                 segment_age_ms: segment_age.map(duration_ms),
@@ -214,14 +225,14 @@ fn size_text(bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "unlimited".into(), human_bytes)
 }
 
-fn age_text(ms: Option<u64>) -> String {
+pub fn age_text(ms: Option<u64>) -> String {
     ms.map_or_else(
         || "unlimited".into(),
         |ms| humantime::format_duration(std::time::Duration::from_millis(ms)).to_string(),
     )
 }
 
-fn human_bytes(bytes: u64) -> String {
+pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

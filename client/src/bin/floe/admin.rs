@@ -1,0 +1,368 @@
+//! The commands that talk to the controlplane's REST API: `floe stream …` when a controlplane
+//! is configured, `floe broker list|drain` and `floe cluster status`.
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use floe_client::rest::Controlplane;
+use floe_wire::BrokerId;
+use floe_wire::admin::{
+    BrokerInfo, BrokerState, CreateStreamRequest, OffsetRange, RetentionSettings, SegmentSettings,
+    StreamConfig, StreamDescription,
+};
+use serde_json::json;
+
+use crate::output::{print, print_json, table};
+use crate::size::duration_ms;
+use crate::stream::{StreamCommand, ack_mode_name, age_text, human_bytes, stream_name};
+
+#[derive(Subcommand, Debug)]
+pub enum BrokerCommand {
+    /// List brokers: endpoints, zone, lease state, replicas and leaders.
+    List,
+    /// Stop placing replicas on a broker and move its replicas away.
+    Drain { id: u32 },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// The controlplane's role, brokers by state, streams and partitions, read replicas and
+    /// their scaling policy.
+    Status,
+}
+
+/// `floe stream …` through the controlplane.
+pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: bool) -> Result<()> {
+    match command {
+        StreamCommand::Create {
+            name,
+            partitions,
+            replication_factor,
+            ack_mode,
+            segment_bytes,
+            segment_age,
+            local_retention_bytes,
+            local_retention_age,
+            retention_bytes,
+            retention_age,
+        } => {
+            let stream = stream_name(&name)?;
+            let request = CreateStreamRequest {
+                name: stream.clone(),
+                partitions,
+                replication_factor,
+                ack_mode: ack_mode.map(Into::into),
+                segment: SegmentSettings {
+                    bytes: segment_bytes,
+                    age_ms: segment_age.map(duration_ms),
+                },
+                retention: RetentionSettings {
+                    local_bytes: local_retention_bytes,
+                    local_ms: local_retention_age.map(duration_ms),
+                    tier_bytes: retention_bytes,
+                    tier_ms: retention_age.map(duration_ms),
+                },
+            };
+            let info = controlplane
+                .create_stream(&request)
+                .await
+                .with_context(|| format!("creating stream {stream}"))?;
+            if json {
+                print_json(&json!({
+                    "created": stream.as_str(),
+                    "partitions": info.config.partitions,
+                    "replication_factor": info.config.replication_factor,
+                    "ack_mode": ack_mode_name(info.config.ack_mode),
+                }))?;
+            } else {
+                print(&format!(
+                    "created stream {stream} with {partitions} partition{}\n",
+                    if partitions == 1 { "" } else { "s" }
+                ))?;
+            }
+        }
+        StreamCommand::List => {
+            let list = controlplane.streams().await.context("listing streams")?;
+            if json {
+                print_json(&serde_json::to_value(&list.streams)?)?;
+            } else {
+                let rows: Vec<Vec<String>> = list
+                    .streams
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            s.name.to_string(),
+                            s.config.partitions.to_string(),
+                            s.config.replication_factor.to_string(),
+                            ack_mode_name(s.config.ack_mode).to_string(),
+                        ]
+                    })
+                    .collect();
+                print(&table(
+                    &["NAME", "PARTITIONS", "REPLICATION", "ACK MODE"],
+                    &rows,
+                ))?;
+            }
+        }
+        StreamCommand::Describe { name } => {
+            let stream = stream_name(&name)?;
+            let description = controlplane
+                .stream(stream.as_str())
+                .await
+                .with_context(|| format!("describing stream {stream}"))?;
+            describe(&description, json)?;
+        }
+        StreamCommand::Delete { name } => {
+            let stream = stream_name(&name)?;
+            controlplane
+                .delete_stream(stream.as_str())
+                .await
+                .with_context(|| format!("deleting stream {stream}"))?;
+            if json {
+                print_json(&json!({ "deleted": stream.as_str() }))?;
+            } else {
+                print(&format!("deleted stream {stream}\n"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn settings_json(config: &StreamConfig) -> serde_json::Value {
+    json!({
+        "segment_bytes": config.segment.bytes,
+        "segment_age_ms": config.segment.age_ms,
+        "local_retention_bytes": config.retention.local_bytes,
+        "local_retention_ms": config.retention.local_ms,
+        "retention_bytes": config.retention.tier_bytes,
+        "retention_ms": config.retention.tier_ms,
+    })
+}
+
+fn range_json(range: Option<OffsetRange>) -> serde_json::Value {
+    range.map_or(
+        serde_json::Value::Null,
+        |r| json!({"start": r.start, "end": r.end}),
+    )
+}
+
+fn range_text(range: Option<OffsetRange>) -> String {
+    match range {
+        Some(r) if r.end > r.start => format!("{}..{}", r.start, r.end),
+        Some(_) => "empty".into(),
+        None => "-".into(),
+    }
+}
+
+fn or_default(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "broker default".into())
+}
+
+fn describe(d: &StreamDescription, json: bool) -> Result<()> {
+    if json {
+        let partitions: Vec<serde_json::Value> = d
+            .partitions
+            .iter()
+            .map(|p| {
+                json!({
+                    "partition": p.partition.get(),
+                    "replicas": p.replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
+                    "leader": p.leader.map(BrokerId::get),
+                    "epoch": p.epoch,
+                    "hot": range_json(p.hot),
+                    "tier": range_json(p.tier),
+                    "bytes": p.bytes,
+                    "upload_backlog_bytes": p.upload_backlog_bytes,
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "name": d.name.as_str(),
+            "partition_count": d.config.partitions,
+            "replication_factor": d.config.replication_factor,
+            "ack_mode": ack_mode_name(d.config.ack_mode),
+            "created_at_ms": d.created_at_ms,
+            "settings": settings_json(&d.config),
+            "partitions": partitions,
+        }))?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = d
+        .partitions
+        .iter()
+        .map(|p| {
+            let replicas: Vec<String> = p.replicas.iter().map(|b| b.get().to_string()).collect();
+            vec![
+                p.partition.to_string(),
+                p.leader.map_or("-".into(), |l| l.get().to_string()),
+                if replicas.is_empty() {
+                    "-".into()
+                } else {
+                    replicas.join(",")
+                },
+                p.epoch.to_string(),
+                range_text(p.tier),
+                range_text(p.hot),
+                p.bytes.map_or("-".into(), human_bytes),
+                p.upload_backlog_bytes.map_or("-".into(), human_bytes),
+            ]
+        })
+        .collect();
+    let c = &d.config;
+    print(&format!(
+        "stream {}: {} partition{}, replication {}, ack mode {}\n\
+         segments: {} or {}; local retention: {}, {}; retention: {}, {}\n\
+         (ranges and sizes as the leaders last reported them)\n{}",
+        d.name,
+        c.partitions,
+        if c.partitions == 1 { "" } else { "s" },
+        c.replication_factor,
+        ack_mode_name(c.ack_mode),
+        or_default(c.segment.bytes.map(human_bytes)),
+        or_default(c.segment.age_ms.map(|ms| age_text(Some(ms)))),
+        or_default(c.retention.local_bytes.map(human_bytes)),
+        or_default(c.retention.local_ms.map(|ms| age_text(Some(ms)))),
+        c.retention
+            .tier_bytes
+            .map_or("unlimited".into(), human_bytes),
+        age_text(c.retention.tier_ms),
+        table(
+            &[
+                "PARTITION",
+                "LEADER",
+                "REPLICAS",
+                "EPOCH",
+                "TIERED",
+                "HOT",
+                "BYTES",
+                "UPLOAD BACKLOG",
+            ],
+            &rows
+        )
+    ))?;
+    Ok(())
+}
+
+fn state_name(state: BrokerState) -> &'static str {
+    match state {
+        BrokerState::Live => "live",
+        BrokerState::Draining => "draining",
+        BrokerState::Dead => "dead",
+    }
+}
+
+fn broker_rows(brokers: &[BrokerInfo]) -> Vec<Vec<String>> {
+    brokers
+        .iter()
+        .map(|b| {
+            vec![
+                b.broker_id.get().to_string(),
+                b.client_endpoint.to_string(),
+                b.zone.clone().unwrap_or_else(|| "-".into()),
+                state_name(b.state).to_string(),
+                b.replicas.to_string(),
+                b.leaders.to_string(),
+            ]
+        })
+        .collect()
+}
+
+const BROKER_HEADER: [&str; 6] = ["ID", "ENDPOINT", "ZONE", "STATE", "REPLICAS", "LEADERS"];
+
+/// `floe broker …`.
+pub async fn broker(controlplane: &Controlplane, command: BrokerCommand, json: bool) -> Result<()> {
+    match command {
+        BrokerCommand::List => {
+            let list = controlplane.brokers().await.context("listing brokers")?;
+            if json {
+                print_json(&serde_json::to_value(&list.brokers)?)?;
+            } else {
+                print(&table(&BROKER_HEADER, &broker_rows(&list.brokers)))?;
+            }
+        }
+        BrokerCommand::Drain { id } => {
+            let broker = controlplane
+                .drain_broker(BrokerId::new(id))
+                .await
+                .with_context(|| format!("draining broker {id}"))?;
+            if json {
+                print_json(&serde_json::to_value(&broker)?)?;
+            } else {
+                print(&format!(
+                    "broker {id} is draining: its {} replicas move to other brokers\n",
+                    broker.replicas
+                ))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `floe cluster status`.
+pub async fn cluster(
+    controlplane: &Controlplane,
+    command: ClusterCommand,
+    json: bool,
+) -> Result<()> {
+    let ClusterCommand::Status = command;
+    let ready = controlplane
+        .ready()
+        .await
+        .context("asking the controlplane")?;
+    let brokers = controlplane
+        .brokers()
+        .await
+        .context("listing brokers")?
+        .brokers;
+    let streams = controlplane
+        .streams()
+        .await
+        .context("listing streams")?
+        .streams;
+    let replicas = controlplane
+        .read_replicas()
+        .await
+        .context("listing read replicas")?
+        .replicas;
+    let policy = controlplane
+        .scaling_policy()
+        .await
+        .context("reading the scaling policy")?;
+    let count = |state: BrokerState| brokers.iter().filter(|b| b.state == state).count();
+    let partitions: u64 = streams.iter().map(|s| u64::from(s.config.partitions)).sum();
+    if json {
+        print_json(&json!({
+            "controlplane": {"url": controlplane.url(), "ready": ready.ready, "role": ready.role},
+            "brokers": {
+                "live": count(BrokerState::Live),
+                "draining": count(BrokerState::Draining),
+                "dead": count(BrokerState::Dead),
+            },
+            "streams": streams.len(),
+            "partitions": partitions,
+            "read_replicas": replicas.len(),
+            "scaling_policy": policy,
+        }))?;
+        return Ok(());
+    }
+    let role = serde_json::to_value(ready.role)?;
+    print(&format!(
+        "controlplane {} ({}, {})\n\
+         brokers: {} live, {} draining, {} dead\n\
+         streams: {}, partitions: {partitions}\n\
+         read replicas: {} (policy: min {}, max {}, target {}/s and {} consumers per replica)\n{}",
+        controlplane.url(),
+        role.as_str().unwrap_or("?"),
+        if ready.ready { "ready" } else { "not ready" },
+        count(BrokerState::Live),
+        count(BrokerState::Draining),
+        count(BrokerState::Dead),
+        streams.len(),
+        replicas.len(),
+        policy.min_replicas,
+        policy.max_replicas,
+        human_bytes(policy.target_bytes_per_second),
+        policy.target_consumers,
+        table(&BROKER_HEADER, &broker_rows(&brokers)),
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! The controlplane's REST API from Rust: streams, brokers and the cluster's state for the
+//! `floe` CLI and for operators' programs; registration, heartbeats and assignments for
+//! brokers. Requests and answers are the `floe_wire::admin` types; a failed call carries the
+//! controlplane's `{code, message}`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), floe_client::rest::RestError> {
+//! use floe_client::rest::Controlplane;
+//! let controlplane = Controlplane::new("http://127.0.0.1:7300", None)?;
+//! for stream in controlplane.streams().await?.streams {
+//!     println!("{} ({} partitions)", stream.name, stream.config.partitions);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use floe_wire::BrokerId;
+use floe_wire::admin::{
+    AlterRetentionRequest, ApiError, ApiErrorCode, Assignments, BrokerInfo, BrokerList,
+    CreateStreamRequest, Health, HeartbeatRequest, HeartbeatResponse, ReadReplicaList, Readiness,
+    RegisterBrokerRequest, RegisterBrokerResponse, ScalingPolicy, StreamDescription, StreamInfo,
+    StreamList,
+};
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// How long an ordinary call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a REST call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    /// The controlplane answered with an error.
+    #[error("{message} ({code}, HTTP {status})", code = code_name(*.code))]
+    Api {
+        status: u16,
+        code: ApiErrorCode,
+        message: String,
+    },
+    /// The controlplane could not be reached or did not answer in time.
+    #[error("cannot reach the controlplane at {url}: {detail}")]
+    Unreachable { url: String, detail: String },
+    /// The answer was not what the API documents.
+    #[error("unexpected answer from the controlplane at {url}: {detail}")]
+    Invalid { url: String, detail: String },
+    /// The base URL is not an http(s) URL.
+    #[error("`{0}` is not a controlplane URL (try http://127.0.0.1:7300)")]
+    BadUrl(String),
+}
+
+impl RestError {
+    /// The controlplane's error code, when it answered with one.
+    pub fn code(&self) -> Option<ApiErrorCode> {
+        match self {
+            RestError::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RestError::Unreachable { .. } => true,
+            RestError::Api { status, code, .. } => {
+                *status >= 500 || matches!(code, ApiErrorCode::Conflict)
+            }
+            RestError::Invalid { .. } | RestError::BadUrl(_) => false,
+        }
+    }
+}
+
+fn code_name(code: ApiErrorCode) -> String {
+    serde_json::to_value(code)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{code:?}"))
+}
+
+/// A client of one controlplane's REST API. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Controlplane {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Controlplane {
+    /// A client of the controlplane at `base` (e.g. `http://127.0.0.1:7300`); `token` is
+    /// sent as a bearer token with every call when set.
+    pub fn new(base: &str, token: Option<String>) -> Result<Controlplane, RestError> {
+        let trimmed = base.trim().trim_end_matches('/');
+        let parsed = reqwest::Url::parse(trimmed).map_err(|_| RestError::BadUrl(base.into()))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            return Err(RestError::BadUrl(base.into()));
+        }
+        // The HTTP client's TLS takes the process's rustls provider; install ring's (the one
+        // the QUIC client uses) when the program has not chosen one.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| RestError::Unreachable {
+                url: trimmed.into(),
+                detail: e.to_string(),
+            })?;
+        Ok(Controlplane {
+            http,
+            base: trimmed.to_string(),
+            token,
+        })
+    }
+
+    /// The base URL.
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<Option<T>, RestError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.request(method, &url).timeout(timeout);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let unreachable = |e: reqwest::Error| RestError::Unreachable {
+            url: url.clone(),
+            detail: error_chain(&e),
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(unreachable)?;
+        if status == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(match serde_json::from_slice::<ApiError>(&bytes) {
+                Ok(error) => RestError::Api {
+                    status: status.as_u16(),
+                    code: error.code,
+                    message: error.message,
+                },
+                Err(_) => RestError::Invalid {
+                    url,
+                    detail: format!("HTTP {status} without an error body"),
+                },
+            });
+        }
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| RestError::Invalid {
+                url,
+                detail: e.to_string(),
+            })
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, RestError> {
+        self.expect(Method::GET, path, None, CALL_TIMEOUT).await
+    }
+
+    async fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T, RestError> {
+        let body = serde_json::to_vec(body).map_err(|e| RestError::Invalid {
+            url: self.base.clone(),
+            detail: format!("encoding the request: {e}"),
+        })?;
+        self.expect(method, path, Some(body), CALL_TIMEOUT).await
+    }
+
+    async fn expect<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<T, RestError> {
+        self.call(method, path, body, timeout)
+            .await?
+            .ok_or_else(|| RestError::Invalid {
+                url: format!("{}{path}", self.base),
+                detail: "an empty answer".into(),
+            })
+    }
+
+    /// `GET /v1/health`.
+    pub async fn health(&self) -> Result<Health, RestError> {
+        self.get("/v1/health").await
+    }
+
+    /// `GET /v1/ready`: whether this controlplane leads.
+    pub async fn ready(&self) -> Result<Readiness, RestError> {
+        self.get("/v1/ready").await
+    }
+
+    /// `POST /v1/streams`.
+    pub async fn create_stream(
+        &self,
+        request: &CreateStreamRequest,
+    ) -> Result<StreamInfo, RestError> {
+        self.send(Method::POST, "/v1/streams", request).await
+    }
+
+    /// `GET /v1/streams`.
+    pub async fn streams(&self) -> Result<StreamList, RestError> {
+        self.get("/v1/streams").await
+    }
+
+    /// `GET /v1/streams/{name}`: every partition's replicas, leader and reported ranges.
+    pub async fn stream(&self, name: &str) -> Result<StreamDescription, RestError> {
+        self.get(&format!("/v1/streams/{}", path_segment(name)))
+            .await
+    }
+
+    /// `PUT /v1/streams/{name}/retention`.
+    pub async fn alter_retention(
+        &self,
+        name: &str,
+        retention: &AlterRetentionRequest,
+    ) -> Result<StreamInfo, RestError> {
+        let path = format!("/v1/streams/{}/retention", path_segment(name));
+        self.send(Method::PUT, &path, retention).await
+    }
+
+    /// `DELETE /v1/streams/{name}`.
+    pub async fn delete_stream(&self, name: &str) -> Result<(), RestError> {
+        let path = format!("/v1/streams/{}", path_segment(name));
+        self.call::<serde_json::Value>(Method::DELETE, &path, None, CALL_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+
+    /// `GET /v1/brokers`.
+    pub async fn brokers(&self) -> Result<BrokerList, RestError> {
+        self.get("/v1/brokers").await
+    }
+
+    /// `POST /v1/brokers/{id}/drain`.
+    pub async fn drain_broker(&self, id: BrokerId) -> Result<BrokerInfo, RestError> {
+        let path = format!("/v1/brokers/{}/drain", id.get());
+        self.expect(Method::POST, &path, None, CALL_TIMEOUT).await
+    }
+
+    /// `POST /v1/brokers`: a broker registers (again, when it names its id).
+    pub async fn register_broker(
+        &self,
+        request: &RegisterBrokerRequest,
+    ) -> Result<RegisterBrokerResponse, RestError> {
+        self.send(Method::POST, "/v1/brokers", request).await
+    }
+
+    /// `POST /v1/brokers/{id}/heartbeat`: renews the lease and reports partitions.
+    pub async fn heartbeat(
+        &self,
+        id: BrokerId,
+        request: &HeartbeatRequest,
+    ) -> Result<HeartbeatResponse, RestError> {
+        let path = format!("/v1/brokers/{}/heartbeat", id.get());
+        self.send(Method::POST, &path, request).await
+    }
+
+    /// `GET /v1/brokers/{id}/assignments`: at once without `after_version`; otherwise once
+    /// the assignment version passes it, or after `wait` (capped by the controlplane).
+    pub async fn assignments(
+        &self,
+        id: BrokerId,
+        after_version: Option<u64>,
+        wait: Duration,
+    ) -> Result<Assignments, RestError> {
+        let path = match after_version {
+            None => format!("/v1/brokers/{}/assignments", id.get()),
+            Some(after) => format!(
+                "/v1/brokers/{}/assignments?after_version={after}&timeout_ms={}",
+                id.get(),
+                wait.as_millis()
+            ),
+        };
+        self.expect(Method::GET, &path, None, CALL_TIMEOUT + wait)
+            .await
+    }
+
+    /// `GET /v1/read-replicas`.
+    pub async fn read_replicas(&self) -> Result<ReadReplicaList, RestError> {
+        self.get("/v1/read-replicas").await
+    }
+
+    /// `GET /v1/scaling-policy`.
+    pub async fn scaling_policy(&self) -> Result<ScalingPolicy, RestError> {
+        self.get("/v1/scaling-policy").await
+    }
+}
+
+/// A stream name as one path segment. Valid names need no escaping; anything else is
+/// percent-encoded so that the controlplane, not the URL parser, refuses it.
+fn path_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_are_checked_and_trimmed() {
+        let ok = Controlplane::new("http://127.0.0.1:7300/", None).expect("valid");
+        assert_eq!(ok.url(), "http://127.0.0.1:7300");
+        for bad in ["127.0.0.1:7300", "ftp://host", "", "http://"] {
+            assert!(
+                matches!(Controlplane::new(bad, None), Err(RestError::BadUrl(_))),
+                "{bad} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn odd_names_are_escaped_into_one_segment() {
+        assert_eq!(path_segment("orders.v2"), "orders.v2");
+        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+    }
+}
