@@ -375,8 +375,7 @@ async fn apply(state: &Arc<BrokerState>, managed: &Managed, assignments: Assignm
                 held: Some(Vec::new()),
                 ..held
             };
-            if let Err(e) = blocking(state, move |s| s.partitions.set_stream(&name, released)).await
-            {
+            if let Err(e) = state.partitions.set_stream(&name, released).await {
                 tracing::error!(error = %e, "releasing a stream");
                 complete = false;
             }
@@ -384,7 +383,7 @@ async fn apply(state: &Arc<BrokerState>, managed: &Managed, assignments: Assignm
     }
     for (name, next) in wanted {
         let stream = name.clone();
-        match blocking(state, move |s| s.partitions.set_stream(&stream, next)).await {
+        match state.partitions.set_stream(&stream, next).await {
             Ok(()) => {}
             Err(StreamError::Deleting(_)) => {
                 tracing::info!(stream = %name, "waiting for the objects of an earlier stream of this name to be deleted");

@@ -130,7 +130,7 @@ pub enum StreamError {
 
 impl Partitions {
     /// Opens every partition the catalog in `data_dir` lists; they tier into `tier`.
-    pub fn open(
+    pub async fn open(
         data_dir: &Path,
         log_defaults: LogConfig,
         stream_defaults: StreamDefaults,
@@ -152,7 +152,7 @@ impl Partitions {
         for (name, entry) in catalog.streams() {
             if !entry.deleting {
                 for id in entry.held_ids() {
-                    partitions.open_partition(name, id, entry)?;
+                    partitions.open_partition(name, id, entry).await?;
                 }
             }
         }
@@ -203,15 +203,29 @@ impl Partitions {
         )
     }
 
-    fn open_partition(&self, name: &str, id: u32, entry: &StreamEntry) -> Result<()> {
+    /// Opens one partition's log. A log new to this broker starts where the partition's
+    /// tiered history ends (0 for a new partition), so that offsets continue rather than
+    /// repeat; that needs the tier's manifest, and without it the partition is not opened.
+    async fn open_partition(&self, name: &str, id: u32, entry: &StreamEntry) -> Result<()> {
         let durability = Durability::parse(&entry.ack_mode)?;
         let (local_retention, tier_retention) = self.retentions(entry);
         let dir = self.stream_dir(name).join(id.to_string());
-        let log = Log::open(Arc::new(FsStorage), &dir, self.log_config(entry))
-            .with_context(|| format!("opening stream {name} partition {id}"))?;
         let tier_path = PartitionPath::new(name, id)
             .with_context(|| format!("stream {name} partition {id} in the tier"))?;
         let uploader = Uploader::new(self.tier.clone(), tier_path.clone(), self.uploader.clone());
+        let start = if dir.exists() {
+            Offset::ZERO
+        } else {
+            uploader.refresh().await.with_context(|| {
+                format!("reading the tier manifest of stream {name} partition {id}")
+            })?;
+            uploader.tier_end()
+        };
+        if start > Offset::ZERO {
+            tracing::info!(stream = name, partition = id, %start, "new local log continues the tiered history");
+        }
+        let log = Log::open_at(Arc::new(FsStorage), &dir, self.log_config(entry), start)
+            .with_context(|| format!("opening stream {name} partition {id}"))?;
         let partition = Arc::new(Partition {
             stream: name.to_string(),
             id,
@@ -243,14 +257,16 @@ impl Partitions {
     /// persists the entry, opens the partitions it holds that are not open, closes those it
     /// no longer holds (their files stay: the partition may come back) and applies the
     /// stream's retention to every open one.
-    pub fn set_stream(&self, name: &str, entry: StreamEntry) -> Result<(), StreamError> {
+    pub async fn set_stream(&self, name: &str, entry: StreamEntry) -> Result<(), StreamError> {
         self.validate(&entry)?;
-        let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        if catalog.get(name).is_some_and(|e| e.deleting) {
-            return Err(StreamError::Deleting(name.to_string()));
-        }
-        if catalog.get(name) != Some(&entry) {
-            catalog.update(name, Some(entry.clone()))?;
+        {
+            let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+            if catalog.get(name).is_some_and(|e| e.deleting) {
+                return Err(StreamError::Deleting(name.to_string()));
+            }
+            if catalog.get(name) != Some(&entry) {
+                catalog.update(name, Some(entry.clone()))?;
+            }
         }
         let held: Vec<u32> = entry.held_ids().collect();
         let released: Vec<_> = {
@@ -277,7 +293,7 @@ impl Partitions {
             match self.get(name, id) {
                 Some(open) => open.set_retention(local, tier),
                 None => {
-                    self.open_partition(name, id, &entry)?;
+                    self.open_partition(name, id, &entry).await?;
                     tracing::info!(stream = name, partition = id, "serving partition");
                 }
             }
@@ -286,7 +302,7 @@ impl Partitions {
     }
 
     /// Creates a stream: persists it in the catalog, then opens its partitions' logs.
-    pub fn create_stream(&self, name: &str, entry: StreamEntry) -> Result<(), StreamError> {
+    pub async fn create_stream(&self, name: &str, entry: StreamEntry) -> Result<(), StreamError> {
         if entry.partitions == 0 || entry.partitions > 10_000 {
             return Err(StreamError::Invalid(format!(
                 "{} partitions; 1 to 10000 allowed",
@@ -302,7 +318,7 @@ impl Partitions {
                 None => {}
             }
         }
-        self.set_stream(name, entry.clone())?;
+        self.set_stream(name, entry.clone()).await?;
         tracing::info!(
             stream = name,
             partitions = entry.partitions,

@@ -55,11 +55,7 @@ impl DiskHighWater {
         match *self {
             DiskHighWater::LogBytes(max) => log_bytes >= max,
             DiskHighWater::UsedFraction(fraction) => match rustix::fs::statvfs(data_dir) {
-                Ok(fs) if fs.f_blocks > 0 => {
-                    let used = fs.f_blocks.saturating_sub(fs.f_bavail) as f64;
-                    used / fs.f_blocks as f64 >= fraction
-                }
-                Ok(_) => false,
+                Ok(fs) => used_fraction(fs.f_blocks, fs.f_bfree, fs.f_bavail) >= fraction,
                 Err(e) => {
                     tracing::warn!(dir = %data_dir.display(), error = %e, "cannot read the filesystem's usage");
                     false
@@ -67,6 +63,19 @@ impl DiskHighWater {
             },
         }
     }
+}
+
+/// How full a filesystem is, as `df` reports it: the blocks in use over the blocks this
+/// process could use (in use plus available to it). Blocks reserved for root, or otherwise
+/// neither free to us nor in use, count for neither: on a filesystem with a large reserve,
+/// `(total - available) / total` would call it full long before it is.
+fn used_fraction(blocks: u64, free: u64, available: u64) -> f64 {
+    let used = blocks.saturating_sub(free);
+    let usable = used.saturating_add(available);
+    if usable == 0 {
+        return 0.0;
+    }
+    used as f64 / usable as f64
 }
 
 /// Everything a broker needs to start.
@@ -166,10 +175,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         settings.tier.uploader.clone(),
         settings.stream_defaults,
     );
-    let partitions = tokio::task::spawn_blocking(move || {
-        Partitions::open(&data_dir, log, defaults, store, uploader)
-    })
-    .await??;
+    let partitions = Partitions::open(&data_dir, log, defaults, store, uploader).await?;
 
     let transport =
         tls::transport_config(settings.streams_per_connection, Duration::from_secs(30))?;
@@ -359,5 +365,23 @@ impl Running {
         tokio::task::spawn_blocking(move || state.partitions.close_all()).await?;
         tracing::info!("broker stopped; every log synced and closed");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fullness_is_used_over_usable_like_df() {
+        // 252 blocks, 57 in use, 195 free of which only 35 are ours: 62% full, as df says.
+        let fraction = used_fraction(252, 195, 35);
+        assert!((fraction - 57.0 / 92.0).abs() < 1e-9, "{fraction}");
+        assert_eq!(used_fraction(0, 0, 0), 0.0);
+        assert_eq!(used_fraction(100, 0, 0), 1.0);
+        assert_eq!(
+            "90%".parse::<DiskHighWater>(),
+            Ok(DiskHighWater::UsedFraction(0.9))
+        );
     }
 }

@@ -348,7 +348,19 @@ enum Stamp {
 impl Log {
     /// Opens (and recovers) the log in `dir`, creating it if needed.
     pub fn open(storage: Arc<dyn Storage>, dir: &Path, config: LogConfig) -> Result<Log, LogError> {
-        open::open(storage, dir, config)
+        open::open(storage, dir, config, Offset::ZERO)
+    }
+
+    /// Like [`Log::open`], but a new log (a directory without segments) starts at `start`
+    /// rather than 0: a partition whose older records live elsewhere (object storage)
+    /// continues their offsets. An existing log is opened as it is.
+    pub fn open_at(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        config: LogConfig,
+        start: Offset,
+    ) -> Result<Log, LogError> {
+        open::open(storage, dir, config, start)
     }
 
     pub(crate) fn from_shared(shared: Arc<Shared>) -> Result<Log, LogError> {

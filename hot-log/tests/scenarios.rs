@@ -40,6 +40,29 @@ fn appended_batches_read_back_with_stamped_offsets() {
 }
 
 #[test]
+fn a_new_log_can_start_where_older_records_end() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let start = Offset::new(1_000);
+    let log = Log::open_at(Arc::new(FsStorage), tmp.path(), small_config(), start).expect("open");
+    assert_eq!((log.log_start(), log.log_end()), (start, start));
+    let a = log.append(&batch("a", 2, 100), 1).expect("append");
+    assert_eq!(a.base_offset, start);
+    log.close().expect("close");
+    // Reopened, it is the log it is: the start applies to a new directory only.
+    let log = Log::open_at(
+        Arc::new(FsStorage),
+        tmp.path(),
+        small_config(),
+        Offset::new(5),
+    )
+    .expect("reopen");
+    assert_eq!(log.log_start(), start);
+    assert_eq!(log.log_end(), Offset::new(1_002));
+    let values: Vec<u64> = read_all(&log, start).iter().map(|(o, _)| *o).collect();
+    assert_eq!(values, vec![1_000, 1_001]);
+}
+
+#[test]
 fn reads_never_pass_the_given_limit() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());

@@ -169,7 +169,11 @@ pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) ->
             );
         }
     }
-    match state.partitions.create_stream(request.name.as_str(), entry) {
+    match state
+        .partitions
+        .create_stream(request.name.as_str(), entry)
+        .await
+    {
         Ok(()) => Message::CreateStreamResponse(CreateStreamResponse { name: request.name }),
         Err(e) => stream_error(e),
     }

@@ -55,10 +55,13 @@ pub(super) fn list(storage: &dyn Storage, dir: &Path) -> Result<Listing, LogErro
     Ok(listing)
 }
 
+/// Opens the log in `dir`; a directory without segments gets an empty first segment at
+/// `empty_start`.
 pub(super) fn open(
     storage: Arc<dyn Storage>,
     dir: &Path,
     config: LogConfig,
+    empty_start: Offset,
 ) -> Result<Log, LogError> {
     storage
         .create_dir_all(dir)
@@ -66,14 +69,14 @@ pub(super) fn open(
     let listing = list(storage.as_ref(), dir)?;
     let mut bases = listing.segments.clone();
     if bases.is_empty() {
-        let path = dir.join(segment::file_name(Offset::ZERO, LOG_EXT));
+        let path = dir.join(segment::file_name(empty_start, LOG_EXT));
         storage
             .open(&path, true)
             .map_err(LogError::io("create", &path))?;
         storage
             .sync_dir(dir)
             .map_err(LogError::io("fsync directory", dir))?;
-        bases.push(Offset::ZERO);
+        bases.push(empty_start);
     }
     let mut segments = Vec::with_capacity(bases.len());
     for pair in bases.windows(2) {
