@@ -221,12 +221,24 @@ async fn partition(client: &Client, stream: &StreamName) -> anyhow::Result<Parti
     Ok(client.stream(stream).await?.partitions[0].clone())
 }
 
-/// Waits until every sealed segment is tiered; returns the tier's end.
+/// Records of more than 1 KiB each that one default 64 MiB segment cannot hold: once fewer
+/// than these lie between the tier's end and the high watermark, only the active (unsealed)
+/// segment is left out of the tier.
+const RECORDS_PER_SEGMENT_MAX: u64 = (64 << 20) / 1024;
+
+/// Waits until every sealed segment is tiered — the backlog is empty *and* the tier reaches
+/// the active segment, since a backlog of zero alone may predate the last seals — and
+/// returns the tier's end.
 async fn wait_until_tiered(client: &Client, stream: &StreamName) -> anyhow::Result<u64> {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let p = partition(client, stream).await?;
-        if p.upload_backlog.segments == 0 && p.tier_end.get() > 0 && p.tier_end >= p.local_start {
+        let untiered = p.high_watermark.get().saturating_sub(p.tier_end.get());
+        if p.upload_backlog.segments == 0
+            && p.tier_end.get() > 0
+            && p.tier_end >= p.local_start
+            && untiered < RECORDS_PER_SEGMENT_MAX
+        {
             return Ok(p.tier_end.get());
         }
         anyhow::ensure!(Instant::now() < deadline, "tiering did not finish: {p:?}");
