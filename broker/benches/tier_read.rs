@@ -4,8 +4,8 @@
 //! `cargo bench -p floe-broker --bench tier_read` runs a `floe-broker dev` process (release
 //! build) on the embedded default (object storage in a local directory), publishes
 //! `FLOE_BENCH_MIB` (default 384) of 1 KiB records to two streams — `tiered` (local
-//! retention 0: every sealed segment leaves the disk once tiered) and `hot` (everything kept
-//! locally) — and measures:
+//! retention of 1 byte, the least the controlplane accepts: every sealed segment leaves the
+//! disk once tiered) and `hot` (everything kept locally) — and measures:
 //! 1. object-store PUTs per GiB ingested (segments and manifest versions);
 //! 2. raw ranged GETs of the tiered segment objects, 4 MiB at a time, one in flight;
 //! 3. a cold read of `tiered` from offset 0 through a restarted broker with an empty cache,
@@ -106,7 +106,7 @@ async fn run() -> anyhow::Result<()> {
     let client = Client::connect(ClientConfig::from_profile(&broker.profile)).await?;
     let tiered = StreamName::new("tiered")?;
     let hot = StreamName::new("hot")?;
-    for (stream, local) in [(&tiered, 0), (&hot, 1 << 40)] {
+    for (stream, local) in [(&tiered, 1), (&hot, 1 << 40)] {
         let settings = StreamSettings {
             local_retention_bytes: Some(local),
             ..StreamSettings::default()
