@@ -112,13 +112,19 @@ impl Managed {
         })
     }
 
-    /// Waits until assignments of at least `version` are applied, or `timeout` passes;
-    /// whether they were.
-    pub async fn wait_applied(&self, version: u64, timeout: Duration) -> bool {
+    /// Waits until `done` holds, checking it after every assignment version applied, for
+    /// at most `timeout`; whether it holds.
+    pub async fn wait_until(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
         let mut applied = self.applied.subscribe();
-        tokio::time::timeout(timeout, applied.wait_for(|v| *v >= version))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        let wait = async {
+            while !done() {
+                if applied.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        done()
     }
 
     fn epoch(&self, stream: &str, partition: u32) -> Option<u64> {

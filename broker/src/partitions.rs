@@ -140,6 +140,7 @@ impl Partitions {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("creating {}", data_dir.display()))?;
         let catalog = Catalog::load(data_dir)?;
+        let streams = catalog.streams().clone();
         let partitions = Partitions {
             data_dir: data_dir.to_path_buf(),
             map: RwLock::new(HashMap::new()),
@@ -147,9 +148,9 @@ impl Partitions {
             stream_defaults,
             tier,
             uploader,
-            catalog: Mutex::new(Catalog::load(data_dir)?),
+            catalog: Mutex::new(catalog),
         };
-        for (name, entry) in catalog.streams() {
+        for (name, entry) in &streams {
             if !entry.deleting {
                 for id in entry.held_ids() {
                     partitions.open_partition(name, id, entry).await?;

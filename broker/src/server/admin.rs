@@ -187,16 +187,9 @@ pub(crate) async fn delete_stream(state: &BrokerState, request: DeleteStream) ->
             .await
         {
             Ok(()) => {
-                let deadline = tokio::time::Instant::now() + APPLY_WAIT;
-                while state
-                    .partitions
-                    .streams()
-                    .iter()
-                    .any(|(n, _)| n == request.name.as_str())
-                    && tokio::time::Instant::now() < deadline
-                {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                let name = request.name.as_str();
+                let gone = || !state.partitions.streams().iter().any(|(n, _)| n == name);
+                managed.wait_until(APPLY_WAIT, gone).await;
                 Message::DeleteStreamResponse(DeleteStreamResponse { name: request.name })
             }
             Err(e) => rest_error(&e),
@@ -227,32 +220,20 @@ async fn forward_create(state: &BrokerState, managed: &Managed, request: CreateS
         partitions: request.partition_count,
         replication_factor: None,
         ack_mode: Some(request.ack_mode),
-        segment: SegmentSettings {
-            bytes: settings.segment_bytes,
-            age_ms: settings.segment_age_ms,
-        },
-        retention: RetentionSettings {
-            local_bytes: settings.local_retention_bytes,
-            local_ms: settings.local_retention_ms,
-            tier_bytes: settings.retention_bytes,
-            tier_ms: settings.retention_ms,
-        },
+        segment: SegmentSettings::from_client(&settings),
+        retention: RetentionSettings::from_client(&settings),
     };
     match managed.controlplane.create_stream(&create).await {
         Ok(info) => {
-            let deadline = tokio::time::Instant::now() + APPLY_WAIT;
             let name = request.name.as_str();
-            while tokio::time::Instant::now() < deadline {
-                let applied = state.partitions.streams().iter().any(|(n, e)| {
+            let served = || {
+                state.partitions.streams().iter().any(|(n, e)| {
                     n == name
                         && e.created_at_ms == Some(info.created_at_ms)
                         && e.held.as_ref().is_some_and(|h| !h.is_empty())
-                });
-                if applied {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+                })
+            };
+            managed.wait_until(APPLY_WAIT, served).await;
             Message::CreateStreamResponse(CreateStreamResponse { name: request.name })
         }
         Err(e) => rest_error(&e),

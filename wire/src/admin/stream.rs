@@ -115,3 +115,26 @@ pub struct PartitionDescription {
     /// Sealed bytes waiting to be uploaded to object storage.
     pub upload_backlog_bytes: Option<u64>,
 }
+
+impl SegmentSettings {
+    /// The segment half of the client protocol's stream settings.
+    pub fn from_client(settings: &crate::frame::StreamSettings) -> SegmentSettings {
+        SegmentSettings {
+            bytes: settings.segment_bytes,
+            age_ms: settings.segment_age_ms,
+        }
+    }
+}
+
+impl RetentionSettings {
+    /// The retention half of the client protocol's stream settings (its total retention is
+    /// the REST API's tier retention).
+    pub fn from_client(settings: &crate::frame::StreamSettings) -> RetentionSettings {
+        RetentionSettings {
+            local_bytes: settings.local_retention_bytes,
+            local_ms: settings.local_retention_ms,
+            tier_bytes: settings.retention_bytes,
+            tier_ms: settings.retention_ms,
+        }
+    }
+}

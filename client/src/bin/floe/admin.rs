@@ -12,8 +12,9 @@ use floe_wire::admin::{
 use serde_json::json;
 
 use crate::output::{print, print_json, table};
-use crate::size::duration_ms;
-use crate::stream::{StreamCommand, ack_mode_name, age_text, human_bytes, stream_name};
+use crate::stream::{
+    StreamCommand, ack_mode_name, age_text, human_bytes, print_created, stream_name,
+};
 
 #[derive(Subcommand, Debug)]
 pub enum BrokerCommand {
@@ -33,52 +34,29 @@ pub enum ClusterCommand {
 /// `floe stream …` through the controlplane.
 pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: bool) -> Result<()> {
     match command {
-        StreamCommand::Create {
-            name,
-            partitions,
-            replication_factor,
-            ack_mode,
-            segment_bytes,
-            segment_age,
-            local_retention_bytes,
-            local_retention_age,
-            retention_bytes,
-            retention_age,
-        } => {
-            let stream = stream_name(&name)?;
+        StreamCommand::Create(args) => {
+            let stream = stream_name(&args.name)?;
+            let settings = args.settings();
             let request = CreateStreamRequest {
                 name: stream.clone(),
-                partitions,
-                replication_factor,
-                ack_mode: ack_mode.map(Into::into),
-                segment: SegmentSettings {
-                    bytes: segment_bytes,
-                    age_ms: segment_age.map(duration_ms),
-                },
-                retention: RetentionSettings {
-                    local_bytes: local_retention_bytes,
-                    local_ms: local_retention_age.map(duration_ms),
-                    tier_bytes: retention_bytes,
-                    tier_ms: retention_age.map(duration_ms),
-                },
+                partitions: args.partitions,
+                replication_factor: args.replication_factor,
+                ack_mode: args.ack_mode.map(Into::into),
+                segment: SegmentSettings::from_client(&settings),
+                retention: RetentionSettings::from_client(&settings),
             };
             let info = controlplane
                 .create_stream(&request)
                 .await
                 .with_context(|| format!("creating stream {stream}"))?;
-            if json {
-                print_json(&json!({
-                    "created": stream.as_str(),
-                    "partitions": info.config.partitions,
-                    "replication_factor": info.config.replication_factor,
-                    "ack_mode": ack_mode_name(info.config.ack_mode),
-                }))?;
-            } else {
-                print(&format!(
-                    "created stream {stream} with {partitions} partition{}\n",
-                    if partitions == 1 { "" } else { "s" }
-                ))?;
-            }
+            let extra = json!({ "replication_factor": info.config.replication_factor });
+            print_created(
+                &stream,
+                info.config.partitions,
+                info.config.ack_mode,
+                extra,
+                json,
+            )?;
         }
         StreamCommand::List => {
             let list = controlplane.streams().await.context("listing streams")?;

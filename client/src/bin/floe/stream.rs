@@ -2,7 +2,7 @@
 //! controlplane (with one, `admin` sends them to its REST API).
 
 use anyhow::{Context, Result};
-use clap::{Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use floe_client::{AckMode, ClientConfig, Offset, StreamInfo, StreamName, StreamSettings};
 use serde_json::json;
 
@@ -12,39 +12,7 @@ use crate::size::{duration_ms, parse_duration, parse_size};
 #[derive(Subcommand, Debug)]
 pub enum StreamCommand {
     /// Create a stream.
-    Create {
-        name: String,
-        /// Number of partitions, fixed for the stream's life.
-        #[arg(long, default_value_t = 1)]
-        partitions: u32,
-        /// Replicas per partition [default: the controlplane's]
-        #[arg(long)]
-        replication_factor: Option<u32>,
-        /// When a publish is acknowledged [default: quorum with replicas, else leader]
-        #[arg(long, value_enum)]
-        ack_mode: Option<AckModeArg>,
-        /// Seal a segment at this size, e.g. 64MiB [default: the broker's]
-        #[arg(long, value_parser = parse_size)]
-        segment_bytes: Option<u64>,
-        /// Seal a segment at this age, e.g. 10m [default: the broker's]
-        #[arg(long, value_parser = parse_duration)]
-        segment_age: Option<std::time::Duration>,
-        /// Keep at most this much per partition on the broker's disk; older sealed segments
-        /// are read from object storage once tiered, e.g. 1GiB [default: the broker's]
-        #[arg(long, value_parser = parse_size)]
-        local_retention_bytes: Option<u64>,
-        /// Keep records this long on the broker's disk, e.g. 6h [default: the broker's]
-        #[arg(long, value_parser = parse_duration)]
-        local_retention_age: Option<std::time::Duration>,
-        /// Keep at most this much per partition in all, object storage included, e.g. 1TiB
-        /// [default: no limit]
-        #[arg(long, value_parser = parse_size)]
-        retention_bytes: Option<u64>,
-        /// Keep records this long in all, object storage included, e.g. 30days
-        /// [default: no limit]
-        #[arg(long, value_parser = parse_duration)]
-        retention_age: Option<std::time::Duration>,
-    },
+    Create(CreateArgs),
     /// List streams.
     List,
     /// Show a stream's settings and partitions: leader, epoch, local and tiered ranges, high
@@ -52,6 +20,83 @@ pub enum StreamCommand {
     Describe { name: String },
     /// Delete a stream and all its records.
     Delete { name: String },
+}
+
+/// `floe stream create`'s flags.
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    pub name: String,
+    /// Number of partitions, fixed for the stream's life.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// Replicas per partition [default: the controlplane's]
+    #[arg(long)]
+    pub replication_factor: Option<u32>,
+    /// When a publish is acknowledged [default: quorum with replicas, else leader]
+    #[arg(long, value_enum)]
+    pub ack_mode: Option<AckModeArg>,
+    /// Seal a segment at this size, e.g. 64MiB [default: the broker's]
+    #[arg(long, value_parser = parse_size)]
+    pub segment_bytes: Option<u64>,
+    /// Seal a segment at this age, e.g. 10m [default: the broker's]
+    #[arg(long, value_parser = parse_duration)]
+    pub segment_age: Option<std::time::Duration>,
+    /// Keep at most this much per partition on the broker's disk; older sealed segments
+    /// are read from object storage once tiered, e.g. 1GiB [default: the broker's]
+    #[arg(long, value_parser = parse_size)]
+    pub local_retention_bytes: Option<u64>,
+    /// Keep records this long on the broker's disk, e.g. 6h [default: the broker's]
+    #[arg(long, value_parser = parse_duration)]
+    pub local_retention_age: Option<std::time::Duration>,
+    /// Keep at most this much per partition in all, object storage included, e.g. 1TiB
+    /// [default: no limit]
+    #[arg(long, value_parser = parse_size)]
+    pub retention_bytes: Option<u64>,
+    /// Keep records this long in all, object storage included, e.g. 30days
+    /// [default: no limit]
+    #[arg(long, value_parser = parse_duration)]
+    pub retention_age: Option<std::time::Duration>,
+}
+
+impl CreateArgs {
+    /// The settings in the client protocol's terms.
+    pub fn settings(&self) -> StreamSettings {
+        StreamSettings {
+            segment_bytes: self.segment_bytes,
+            segment_age_ms: self.segment_age.map(duration_ms),
+            local_retention_bytes: self.local_retention_bytes,
+            local_retention_ms: self.local_retention_age.map(duration_ms),
+            retention_bytes: self.retention_bytes,
+            retention_ms: self.retention_age.map(duration_ms),
+        }
+    }
+}
+
+/// What `floe stream create` prints once the stream exists; `extra` adds JSON fields.
+pub fn print_created(
+    stream: &StreamName,
+    partitions: u32,
+    ack_mode: AckMode,
+    extra: serde_json::Value,
+    json: bool,
+) -> Result<()> {
+    if json {
+        let mut object = json!({
+            "created": stream.as_str(),
+            "partitions": partitions,
+            "ack_mode": ack_mode_name(ack_mode),
+        });
+        if let (Some(object), serde_json::Value::Object(extra)) = (object.as_object_mut(), extra) {
+            object.extend(extra);
+        }
+        print_json(&object)?;
+    } else {
+        print(&format!(
+            "created stream {stream} with {partitions} partition{}\n",
+            if partitions == 1 { "" } else { "s" }
+        ))?;
+    }
+    Ok(())
 }
 
 /// `--ack-mode`.
@@ -90,49 +135,19 @@ pub fn stream_name(name: &str) -> Result<StreamName> {
 pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Result<()> {
     let client = crate::connect(config).await?;
     match command {
-        StreamCommand::Create {
-            name,
-            partitions,
-            replication_factor,
-            ack_mode,
-            segment_bytes,
-            segment_age,
-            local_retention_bytes,
-            local_retention_age,
-            retention_bytes,
-            retention_age,
-        } => {
-            let stream = stream_name(&name)?;
+        StreamCommand::Create(args) => {
+            let stream = stream_name(&args.name)?;
             anyhow::ensure!(
-                replication_factor.is_none_or(|r| r == 1),
+                args.replication_factor.is_none_or(|r| r == 1),
                 "a broker without a controlplane keeps one replica; pass --controlplane to \
                  replicate"
             );
-            let ack_mode = ack_mode.unwrap_or(AckModeArg::Leader);
-            let settings = StreamSettings {
-                segment_bytes,
-                segment_age_ms: segment_age.map(duration_ms),
-                local_retention_bytes,
-                local_retention_ms: local_retention_age.map(duration_ms),
-                retention_bytes,
-                retention_ms: retention_age.map(duration_ms),
-            };
+            let ack_mode = args.ack_mode.unwrap_or(AckModeArg::Leader).into();
             client
-                .create_stream(&stream, partitions, ack_mode.into(), settings)
+                .create_stream(&stream, args.partitions, ack_mode, args.settings())
                 .await
                 .with_context(|| format!("creating stream {stream}"))?;
-            if json {
-                print_json(&json!({
-                    "created": stream.as_str(),
-                    "partitions": partitions,
-                    "ack_mode": ack_mode_name(ack_mode.into()),
-                }))?;
-            } else {
-                print(&format!(
-                    "created stream {stream} with {partitions} partition{}\n",
-                    if partitions == 1 { "" } else { "s" }
-                ))?;
-            }
+            print_created(&stream, args.partitions, ack_mode, json!({}), json)?;
         }
         StreamCommand::List => list(&client, json).await?,
         StreamCommand::Describe { name } => {
