@@ -276,6 +276,19 @@ async fn bench_backend(label: &str, database: Database) -> anyhow::Result<Value>
         reads.latency.value_at_quantile(0.99),
         reads.latency.value_at_quantile(0.999)
     );
+    // Where the tail sits in time: a burst points at a background event, a spread at CPU
+    // contention.
+    let slow: Vec<String> = reads
+        .slow
+        .iter()
+        .map(|(at, micros)| format!("{at}ms:{:.1}", *micros as f64 / 1e3))
+        .collect();
+    println!(
+        "{label}: {} requests over {} ms: {}",
+        slow.len(),
+        http::SLOW_US / 1000,
+        slow.join(" ")
+    );
     running.shutdown().await;
     Ok(json!({
         "load_ms": millis(loaded),

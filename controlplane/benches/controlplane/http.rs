@@ -63,7 +63,12 @@ pub struct Reads {
     pub sent: u64,
     pub failed: u64,
     pub latency: Histogram<u64>,
+    /// Requests slower than [`SLOW_US`]: (scheduled time from the start in ms, latency in µs).
+    pub slow: Vec<(u64, u64)>,
 }
+
+/// The latency above which a request is listed in [`Reads::slow`].
+pub const SLOW_US: u64 = 5_000;
 
 /// Sends GETs of `paths` (round robin) at `rate` per second for `duration` over 16
 /// connections; latency counts from each request's scheduled time.
@@ -80,6 +85,7 @@ pub async fn fixed_rate(
     let results = Arc::new(Mutex::new((
         Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?,
         0u64,
+        Vec::<(u64, u64)>::new(),
     )));
     let mut tasks = Vec::new();
     for worker in 0..CONNECTIONS {
@@ -89,6 +95,7 @@ pub async fn fixed_rate(
         tasks.push(tokio::spawn(async move {
             let mut local = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
             let mut failed = 0u64;
+            let mut slow = Vec::new();
             let mut index = worker;
             while index < total {
                 let scheduled = start + interval * index as u32;
@@ -98,19 +105,24 @@ pub async fn fixed_rate(
                     Ok((200, _)) => {}
                     _ => failed += 1,
                 }
-                local.record(scheduled.elapsed().as_micros().max(1) as u64)?;
+                let micros = scheduled.elapsed().as_micros().max(1) as u64;
+                local.record(micros)?;
+                if micros > SLOW_US {
+                    slow.push(((scheduled - start).as_millis() as u64, micros));
+                }
                 index += CONNECTIONS;
             }
             let mut results = results.lock().await;
             results.0.add(&local)?;
             results.1 += failed;
+            results.2.extend(slow);
             anyhow::Ok(())
         }));
     }
     for task in tasks {
         task.await??;
     }
-    let (latency, failed) = Arc::try_unwrap(results)
+    let (latency, failed, mut slow) = Arc::try_unwrap(results)
         .map_err(|_| anyhow::anyhow!("workers still hold the results"))?
         .into_inner();
     Ok(Reads {
@@ -119,5 +131,9 @@ pub async fn fixed_rate(
         sent: total,
         failed,
         latency,
+        slow: {
+            slow.sort_unstable();
+            slow
+        },
     })
 }

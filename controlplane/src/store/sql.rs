@@ -64,6 +64,10 @@ impl SqlStore {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(max_connections)
+            // A ping before every checkout is a round trip to a SQLite connection's worker
+            // thread on each request, for a local file that does not drop connections;
+            // a PostgreSQL connection can break between uses, so it is checked.
+            .test_before_acquire(backend == Backend::Postgres)
             .connect(url)
             .await?;
         if backend == Backend::Sqlite {
