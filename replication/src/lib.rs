@@ -1,0 +1,13 @@
+//! Floe's quorum replication: the sans-IO state machine of one partition replica
+//! ([`Replica`]), its peer messages ([`Message`]) and what it asks of its driver
+//! ([`Output`]). `docs/replication.md` states the protocol and why it is safe; the seeded
+//! simulator in `tests/simulator.rs` checks it under loss, reordering, partitions and
+//! crashes.
+
+mod history;
+mod machine;
+mod message;
+
+pub use history::{EpochStart, LogView};
+pub use machine::{Config, Replica};
+pub use message::{Batch, Message, Output, ReadLog, ReplicaId};

@@ -1,0 +1,774 @@
+//! The replication state machine of one partition replica. Sans-IO: it is told what happened
+//! (an append, a peer's message, a sync, the time, the controlplane's decisions) and answers
+//! with [`Output`]s for its driver, under the contract written on [`Output`].
+//!
+//! Safety rests on four rules, each enforced here:
+//!
+//! 1. **Promises.** A replica persists the newest epoch it has heard of and ignores anything
+//!    from older epochs. Reporting for an election promises the new epoch, so the old leader
+//!    can no longer gather acks from a replica that told the controlplane how far its log goes.
+//! 2. **Durable acks.** A follower acks only offsets that are synced *and* verified to agree
+//!    with the current leader's log; the leader counts its own synced end the same way.
+//! 3. **Commit in the current epoch.** The high watermark moves to the offset held by a
+//!    majority only once that offset lies past the start of the leader's own epoch.
+//! 4. **Truncate only the uncommitted.** A follower truncates only where its log disagrees with
+//!    the leader's; the leader holds every committed entry (the controlplane picks the most
+//!    up-to-date of a majority of reports), so disagreement lies above the commit point.
+//!
+//! A leader never survives a restart: after [`Replica::recover`] it leads nothing until a new
+//! election in which it reported, so one epoch never has two different logs.
+
+use std::collections::BTreeMap;
+
+use crate::history::LogView;
+use crate::message::{Batch, Message, Output, ReadLog, ReplicaId};
+
+/// Tuning of one replica.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Appends in flight to one follower before waiting for its ack.
+    pub window: u32,
+    /// Bytes per append message (at least one batch).
+    pub max_message_bytes: usize,
+    /// A follower that has not acked for this long is sent from its last ack again.
+    pub retry_ms: u64,
+    /// An idle leader sends an empty append this often, carrying its high watermark.
+    pub heartbeat_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            window: 8,
+            max_message_bytes: 1 << 20,
+            retry_ms: 200,
+            heartbeat_ms: 50,
+        }
+    }
+}
+
+/// What the leader knows of one follower.
+#[derive(Debug, Clone)]
+struct Progress {
+    /// Acked: durable on the follower and agreeing with this epoch's log.
+    matched: u64,
+    /// Where the next append starts.
+    next: u64,
+    /// The next append tells the follower to reset its log to `next`.
+    reset: bool,
+    /// Where the follower's log joins this one is not known yet (a new epoch, or after a
+    /// mismatch): one append at a time until an ack, instead of a window's worth.
+    probing: bool,
+    in_flight: u32,
+    last_sent_ms: u64,
+    last_heard_ms: u64,
+    /// When `matched` last grew (or the follower was last found behind).
+    last_progress_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Role {
+    /// Knows no leader for its promised epoch (after a restart, or between its election
+    /// report and the announcement).
+    Idle,
+    Follower {
+        leader: ReplicaId,
+        /// End of the prefix verified to agree with the leader.
+        verified: u64,
+        acked: u64,
+    },
+    Leader {
+        /// The first offset of this epoch in the log.
+        epoch_start: u64,
+        followers: BTreeMap<ReplicaId, Progress>,
+    },
+}
+
+/// One partition replica.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    id: ReplicaId,
+    config: Config,
+    /// The newest epoch heard of (persisted).
+    promised: u32,
+    /// The election this incarnation reported for, the only epoch it may lead.
+    reported: Option<u32>,
+    role: Role,
+    log: LogView,
+    high_watermark: u64,
+    now_ms: u64,
+}
+
+impl Replica {
+    /// A replica after (re)start: `promised` is the persisted epoch promise, `log` the
+    /// recovered log — which the driver must have synced, so that it is all durable — and
+    /// `high_watermark` the last checkpoint.
+    pub fn recover(
+        id: ReplicaId,
+        config: Config,
+        promised: u32,
+        mut log: LogView,
+        high_watermark: u64,
+        now_ms: u64,
+    ) -> Replica {
+        log.synced = log.end;
+        let high_watermark = high_watermark.min(log.end).max(log.start);
+        Replica {
+            id,
+            config,
+            promised: promised.max(log.last_epoch()),
+            reported: None,
+            role: Role::Idle,
+            log,
+            high_watermark,
+            now_ms,
+        }
+    }
+
+    pub fn id(&self) -> ReplicaId {
+        self.id
+    }
+
+    pub fn promised_epoch(&self) -> u32 {
+        self.promised
+    }
+
+    pub fn high_watermark(&self) -> u64 {
+        self.high_watermark
+    }
+
+    /// The high watermark the driver may checkpoint: never above the synced end, because a
+    /// checkpoint describes the *durable* log. (A follower's high watermark can run ahead of
+    /// its fsync; after a truncation, the disk may still hold the old entries until the next
+    /// sync, and a checkpoint above them would make a crash recover them as committed.)
+    pub fn checkpoint_high_watermark(&self) -> u64 {
+        self.high_watermark.min(self.log.synced)
+    }
+
+    pub fn log(&self) -> &LogView {
+        &self.log
+    }
+
+    /// The epoch to stamp on a producer's batch, when this replica leads.
+    pub fn leader_epoch(&self) -> Option<u32> {
+        matches!(self.role, Role::Leader { .. }).then_some(self.promised)
+    }
+
+    /// The leader this replica follows, if any.
+    pub fn leader(&self) -> Option<ReplicaId> {
+        match self.role {
+            Role::Follower { leader, .. } => Some(leader),
+            Role::Leader { .. } => Some(self.id),
+            Role::Idle => None,
+        }
+    }
+
+    /// How far each follower has acked, for a leader (lag reporting).
+    pub fn follower_progress(&self) -> Vec<(ReplicaId, u64)> {
+        match &self.role {
+            Role::Leader { followers, .. } => {
+                followers.iter().map(|(id, p)| (*id, p.matched)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The controlplane prepares the election of `epoch`: promise it and report the durable
+    /// log. Asking again for the same epoch repeats the report.
+    pub fn prepare<B: Batch>(&mut self, epoch: u32) -> Vec<Output<B>> {
+        let mut out = Vec::new();
+        if epoch < self.promised || (epoch == self.promised && self.reported != Some(epoch)) {
+            // Older than a promise, or an epoch already in use without this incarnation's
+            // report (it restarted since): the controlplane must pick a newer one.
+            out.push(Output::Refused { epoch });
+            return out;
+        }
+        if epoch > self.promised {
+            self.adopt_epoch(epoch, &mut out);
+            self.role = Role::Idle;
+        }
+        self.reported = Some(epoch);
+        out.push(Output::Report {
+            epoch,
+            last_epoch: self.log.synced_epoch(),
+            end: self.log.synced,
+        });
+        out
+    }
+
+    /// The controlplane names this replica leader of `epoch` over `replicas` (itself
+    /// included).
+    pub fn become_leader<B: Batch>(
+        &mut self,
+        epoch: u32,
+        replicas: &[ReplicaId],
+        log: &impl ReadLog<B>,
+    ) -> Vec<Output<B>> {
+        let mut out = Vec::new();
+        if self.leader_epoch() == Some(epoch) {
+            return out;
+        }
+        if epoch != self.promised || self.reported != Some(epoch) {
+            out.push(Output::Refused { epoch });
+            return out;
+        }
+        let followers = replicas
+            .iter()
+            .filter(|&&r| r != self.id)
+            .map(|&r| {
+                (
+                    r,
+                    Progress {
+                        matched: 0,
+                        next: self.log.end,
+                        reset: false,
+                        probing: true,
+                        in_flight: 0,
+                        last_sent_ms: self.now_ms,
+                        last_heard_ms: self.now_ms,
+                        last_progress_ms: self.now_ms,
+                    },
+                )
+            })
+            .collect();
+        self.role = Role::Leader {
+            epoch_start: self.log.end,
+            followers,
+        };
+        self.advance_high_watermark(&mut out);
+        let ids: Vec<ReplicaId> = replicas.to_vec();
+        for id in ids {
+            self.ship(id, true, log, &mut out);
+        }
+        out
+    }
+
+    /// The controlplane names `leader` for `epoch`; this replica follows it.
+    pub fn become_follower<B: Batch>(&mut self, epoch: u32, leader: ReplicaId) -> Vec<Output<B>> {
+        let mut out = Vec::new();
+        if epoch < self.promised || leader == self.id {
+            return out;
+        }
+        if epoch == self.promised
+            && matches!(self.role, Role::Follower { .. } | Role::Leader { .. })
+        {
+            return out;
+        }
+        if epoch > self.promised {
+            self.adopt_epoch(epoch, &mut out);
+        }
+        self.follow(leader);
+        out
+    }
+
+    /// The leader appended producer batches, in [`Replica::leader_epoch`], up to `end`.
+    pub fn on_appended<B: Batch>(&mut self, end: u64, log: &impl ReadLog<B>) -> Vec<Output<B>> {
+        let mut out = Vec::new();
+        let Some(epoch) = self.leader_epoch() else {
+            return out;
+        };
+        self.log.append(epoch, end);
+        for id in self.follower_ids() {
+            self.ship(id, false, log, &mut out);
+        }
+        out
+    }
+
+    /// The local log is durable below `end` (see the contract on [`Output`]).
+    pub fn on_synced<B: Batch>(&mut self, end: u64) -> Vec<Output<B>> {
+        let mut out = Vec::new();
+        self.log.synced = self.log.synced.max(end.min(self.log.end));
+        match self.role {
+            Role::Leader { .. } => self.advance_high_watermark(&mut out),
+            Role::Follower { .. } => self.ack(&mut out, false),
+            Role::Idle => {}
+        }
+        out
+    }
+
+    /// Time passes: heartbeats and retries.
+    pub fn tick<B: Batch>(&mut self, now_ms: u64, log: &impl ReadLog<B>) -> Vec<Output<B>> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = Vec::new();
+        let now = self.now_ms;
+        let retry = self.config.retry_ms;
+        let heartbeat = self.config.heartbeat_ms;
+        let Role::Leader { followers, .. } = &mut self.role else {
+            return out;
+        };
+        let mut due = Vec::new();
+        for (&id, p) in followers.iter_mut() {
+            let stalled =
+                p.matched < self.log.end && now.saturating_sub(p.last_progress_ms) >= retry;
+            if stalled || now.saturating_sub(p.last_heard_ms) >= retry {
+                if stalled {
+                    // Appends lost, or a restarted follower: go back to what it acked.
+                    p.next = p.next.min(p.matched.max(self.log.start));
+                    p.last_progress_ms = now;
+                }
+                p.in_flight = 0;
+                p.last_heard_ms = now;
+                due.push((id, true));
+            } else if now.saturating_sub(p.last_sent_ms) >= heartbeat {
+                due.push((id, true));
+            }
+        }
+        for (id, force) in due {
+            self.ship(id, force, log, &mut out);
+        }
+        out
+    }
+
+    /// A message from peer `from`.
+    pub fn on_message<B: Batch>(
+        &mut self,
+        from: ReplicaId,
+        message: Message<B>,
+        log: &impl ReadLog<B>,
+    ) -> Vec<Output<B>> {
+        let mut out = Vec::new();
+        let epoch = message.epoch();
+        if let Message::Stale { epoch } = message {
+            if epoch > self.promised {
+                self.adopt_epoch(epoch, &mut out);
+                self.role = Role::Idle;
+            }
+            return out;
+        }
+        if epoch < self.promised {
+            out.push(Output::Send {
+                to: from,
+                message: Message::Stale {
+                    epoch: self.promised,
+                },
+            });
+            return out;
+        }
+        match message {
+            Message::Append {
+                prev_offset,
+                prev_epoch,
+                reset,
+                batches,
+                high_watermark,
+                ..
+            } => {
+                if epoch > self.promised {
+                    self.adopt_epoch(epoch, &mut out);
+                    self.follow(from);
+                } else if !matches!(self.role, Role::Follower { .. }) {
+                    if matches!(self.role, Role::Leader { .. }) {
+                        // Two leaders in one epoch cannot happen; refuse rather than mix logs.
+                        return out;
+                    }
+                    self.follow(from);
+                }
+                self.on_append(
+                    from,
+                    epoch,
+                    prev_offset,
+                    prev_epoch,
+                    reset,
+                    batches,
+                    high_watermark,
+                    &mut out,
+                );
+            }
+            Message::Ack { end, .. } if epoch == self.promised => {
+                let now = self.now_ms;
+                if let Role::Leader { followers, .. } = &mut self.role
+                    && let Some(p) = followers.get_mut(&from)
+                {
+                    p.last_heard_ms = now;
+                    p.in_flight = p.in_flight.saturating_sub(1);
+                    if end <= self.log.end {
+                        p.probing = false;
+                        if end > p.matched {
+                            p.matched = end;
+                            p.last_progress_ms = now;
+                        }
+                        p.next = p.next.max(p.matched);
+                    }
+                    self.advance_high_watermark(&mut out);
+                    self.ship(from, false, log, &mut out);
+                }
+            }
+            Message::Mismatch {
+                start, end, epochs, ..
+            } if epoch == self.promised => {
+                let now = self.now_ms;
+                let agreed = self.log.common_prefix(&epochs, end).min(self.log.end);
+                if let Role::Leader { followers, .. } = &mut self.role
+                    && let Some(p) = followers.get_mut(&from)
+                {
+                    p.last_heard_ms = now;
+                    p.in_flight = 0;
+                    p.probing = true;
+                    p.last_progress_ms = now;
+                    // Join where the logs agree, or at the follower's own start (below
+                    // which it holds only committed data).
+                    let join = agreed.max(start);
+                    if join < self.log.start {
+                        // Below the leader's local start: the follower starts over there.
+                        p.next = self.log.start;
+                        p.reset = true;
+                    } else {
+                        p.next = join.min(self.log.end);
+                        p.reset = false;
+                    }
+                    self.ship(from, true, log, &mut out);
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_append<B: Batch>(
+        &mut self,
+        leader: ReplicaId,
+        epoch: u32,
+        prev_offset: u64,
+        prev_epoch: u32,
+        reset: bool,
+        batches: Vec<B>,
+        leader_high_watermark: u64,
+        out: &mut Vec<Output<B>>,
+    ) {
+        if reset {
+            if self.log.start != prev_offset || self.log.end != prev_offset {
+                debug_assert!(prev_offset <= leader_high_watermark);
+                self.log.reset(prev_offset);
+                self.high_watermark = self.high_watermark.max(prev_offset);
+                self.set_verified(prev_offset);
+                out.push(Output::Reset(prev_offset));
+            }
+        } else {
+            let joins = if prev_offset > self.log.end {
+                false
+            } else if prev_offset <= self.log.start {
+                // Below the local start everything is committed, hence agreed.
+                prev_offset == self.log.start || prev_offset <= self.high_watermark
+            } else {
+                self.log.epoch_at(prev_offset - 1) == Some(prev_epoch)
+            };
+            if !joins {
+                out.push(Output::Send {
+                    to: leader,
+                    message: Message::Mismatch {
+                        epoch,
+                        start: self.log.start,
+                        end: self.log.end,
+                        epochs: self.log.epochs.clone(),
+                    },
+                });
+                return;
+            }
+        }
+        let mut checked = prev_offset.max(self.log.start);
+        let mut writes = Vec::new();
+        for batch in batches {
+            if batch.base() != checked || batch.epoch() > epoch {
+                break; // not contiguous: the leader will resend
+            }
+            if batch.end() <= self.log.start {
+                checked = batch.end();
+                continue;
+            }
+            if batch.base() < self.log.end {
+                if self.log.epoch_at(batch.base()) == Some(batch.epoch()) {
+                    // Same epoch at the same offset: the same batch, already here.
+                    checked = batch.end();
+                    continue;
+                }
+                // Disagreement: everything from here on is uncommitted.
+                assert!(
+                    batch.base() >= self.high_watermark,
+                    "replica {} would truncate committed data at {} (high watermark {})",
+                    self.id,
+                    batch.base(),
+                    self.high_watermark
+                );
+                if !writes.is_empty() {
+                    out.push(Output::Write(std::mem::take(&mut writes)));
+                }
+                self.log.truncate(batch.base());
+                out.push(Output::Truncate(batch.base()));
+            }
+            if batch.epoch() < self.log.last_epoch() {
+                break;
+            }
+            self.log.append(batch.epoch(), batch.end());
+            checked = batch.end();
+            writes.push(batch);
+        }
+        if !writes.is_empty() {
+            out.push(Output::Write(writes));
+        }
+        let verified = if self.log.last_epoch() == epoch {
+            self.log.end // entries of this epoch come only from its leader
+        } else {
+            checked.min(self.log.end)
+        };
+        self.set_verified(verified);
+        if let Role::Follower { verified, .. } = self.role {
+            let committed = leader_high_watermark.min(verified);
+            if committed > self.high_watermark {
+                self.high_watermark = committed;
+                out.push(Output::HighWatermark(committed));
+            }
+        }
+        self.ack(out, true);
+    }
+
+    fn set_verified(&mut self, to: u64) {
+        let end = self.log.end;
+        if let Role::Follower {
+            verified, acked, ..
+        } = &mut self.role
+        {
+            *verified = (*verified).max(to).min(end);
+            *acked = (*acked).min(end);
+        }
+    }
+
+    /// Acks the durable, verified prefix to the leader: when it grew, or always if `always`.
+    fn ack<B: Batch>(&mut self, out: &mut Vec<Output<B>>, always: bool) {
+        let synced = self.log.synced;
+        let epoch = self.promised;
+        if let Role::Follower {
+            leader,
+            verified,
+            acked,
+        } = &mut self.role
+        {
+            let end = synced.min(*verified);
+            if end > *acked || always {
+                *acked = (*acked).max(end);
+                out.push(Output::Send {
+                    to: *leader,
+                    message: Message::Ack { epoch, end },
+                });
+            }
+        }
+    }
+
+    fn adopt_epoch<B: Batch>(&mut self, epoch: u32, out: &mut Vec<Output<B>>) {
+        if let Role::Leader { .. } = self.role {
+            out.push(Output::Deposed {
+                epoch: self.promised,
+            });
+        }
+        self.promised = epoch;
+        out.push(Output::PersistEpoch(epoch));
+    }
+
+    fn follow(&mut self, leader: ReplicaId) {
+        // Below the high watermark everything is committed, so the new leader has it.
+        self.role = Role::Follower {
+            leader,
+            verified: self.high_watermark.min(self.log.end),
+            acked: 0,
+        };
+    }
+
+    fn follower_ids(&self) -> Vec<ReplicaId> {
+        match &self.role {
+            Role::Leader { followers, .. } => followers.keys().copied().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Sends `to` what it lacks, within its window; with `force`, at least a heartbeat.
+    fn ship<B: Batch>(
+        &mut self,
+        to: ReplicaId,
+        force: bool,
+        log: &impl ReadLog<B>,
+        out: &mut Vec<Output<B>>,
+    ) {
+        let epoch = self.promised;
+        let now = self.now_ms;
+        let window = self.config.window;
+        let max_bytes = self.config.max_message_bytes;
+        let high_watermark = self.high_watermark;
+        let Role::Leader { followers, .. } = &mut self.role else {
+            return;
+        };
+        let Some(p) = followers.get_mut(&to) else {
+            return;
+        };
+        let mut sent = false;
+        loop {
+            // Data within the window; a forced heartbeat (it carries the high watermark and
+            // draws a mismatch or an ack) even beyond it.
+            let limit = if p.probing { 1 } else { window };
+            let has_data = p.next < self.log.end && p.in_flight < limit;
+            let heartbeat = force && !sent;
+            if !has_data && !heartbeat {
+                break;
+            }
+            let batches = if has_data {
+                log.read(p.next, max_bytes)
+            } else {
+                Vec::new()
+            };
+            // A heartbeat while replicating joins at the acked end, which is known to agree,
+            // so that it does not overtake appends still in flight.
+            let prev_offset = if has_data || p.probing || p.reset {
+                p.next
+            } else {
+                p.matched.max(self.log.start)
+            };
+            let prev_epoch = if p.reset || prev_offset <= self.log.start {
+                0
+            } else {
+                self.log.epoch_at(prev_offset - 1).unwrap_or(0)
+            };
+            let message = Message::Append {
+                epoch,
+                prev_offset,
+                prev_epoch,
+                reset: p.reset,
+                batches,
+                high_watermark,
+            };
+            if let Message::Append { batches, .. } = &message
+                && let Some(last) = batches.last()
+            {
+                p.next = last.end();
+            }
+            p.reset = false;
+            p.in_flight += 1;
+            p.last_sent_ms = now;
+            out.push(Output::Send { to, message });
+            sent = true;
+            if !has_data {
+                break;
+            }
+        }
+    }
+
+    /// Moves the high watermark to the largest offset durable on a majority, if that offset
+    /// lies in the current epoch.
+    fn advance_high_watermark<B: Batch>(&mut self, out: &mut Vec<Output<B>>) {
+        let Role::Leader {
+            epoch_start,
+            followers,
+        } = &self.role
+        else {
+            return;
+        };
+        let mut ends: Vec<u64> = followers.values().map(|p| p.matched).collect();
+        ends.push(self.log.synced);
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        let majority = ends.len() / 2 + 1;
+        let candidate = ends[majority - 1];
+        if candidate > *epoch_start && candidate > self.high_watermark {
+            self.high_watermark = candidate;
+            out.push(Output::HighWatermark(candidate));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::LogView;
+
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct B(u64, u64, u32);
+
+    impl Batch for B {
+        fn base(&self) -> u64 {
+            self.0
+        }
+        fn end(&self) -> u64 {
+            self.1
+        }
+        fn epoch(&self) -> u32 {
+            self.2
+        }
+        fn size(&self) -> usize {
+            1
+        }
+    }
+
+    struct Empty;
+
+    impl ReadLog<B> for Empty {
+        fn read(&self, _: u64, _: usize) -> Vec<B> {
+            Vec::new()
+        }
+    }
+
+    fn append(epoch: u32, prev: u64, batches: Vec<B>) -> Message<B> {
+        Message::Append {
+            epoch,
+            prev_offset: prev,
+            prev_epoch: if prev == 0 { 0 } else { epoch },
+            reset: false,
+            batches,
+            high_watermark: 0,
+        }
+    }
+
+    #[test]
+    fn a_report_fences_the_old_leader() {
+        let mut r = Replica::recover(2, Config::default(), 1, LogView::empty(0), 0, 0);
+        let out = r.become_follower::<B>(1, 0);
+        assert!(out.is_empty());
+        let out = r.on_message(0, append(1, 0, vec![B(0, 3, 1)]), &Empty);
+        assert_eq!(out[0], Output::Write(vec![B(0, 3, 1)]));
+        // Not synced yet: the ack covers nothing.
+        assert!(matches!(
+            out[1],
+            Output::Send {
+                message: Message::Ack { end: 0, .. },
+                ..
+            }
+        ));
+        let out = r.prepare::<B>(2);
+        assert_eq!(
+            out,
+            vec![
+                Output::PersistEpoch(2),
+                Output::Report {
+                    epoch: 2,
+                    last_epoch: 0,
+                    end: 0
+                }
+            ]
+        );
+        // The old leader's next append is refused, and syncing acks nothing to it.
+        let out = r.on_message(0, append(1, 3, vec![B(3, 4, 1)]), &Empty);
+        assert_eq!(
+            out,
+            vec![Output::Send {
+                to: 0,
+                message: Message::Stale { epoch: 2 }
+            }]
+        );
+        assert!(r.on_synced::<B>(3).is_empty());
+    }
+
+    #[test]
+    fn a_restarted_replica_does_not_lead_an_epoch_it_reported_for_before() {
+        let mut r = Replica::recover(1, Config::default(), 0, LogView::empty(0), 0, 0);
+        assert_eq!(r.prepare::<B>(1).len(), 2);
+        let mut r = Replica::recover(1, Config::default(), 1, LogView::empty(0), 0, 0);
+        assert_eq!(
+            r.become_leader(1, &[0, 1, 2], &Empty),
+            vec![Output::Refused { epoch: 1 }]
+        );
+        assert_eq!(r.prepare::<B>(1), vec![Output::Refused { epoch: 1 }]);
+        assert_eq!(r.prepare::<B>(2).len(), 2);
+        assert!(
+            r.become_leader::<B>(2, &[0, 1, 2], &Empty)
+                .iter()
+                .all(|o| matches!(o, Output::Send { .. }))
+        );
+        assert_eq!(r.leader_epoch(), Some(2));
+    }
+}

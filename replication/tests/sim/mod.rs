@@ -1,0 +1,888 @@
+//! A seeded, deterministic simulation of one partition's replicas, their disks, the network
+//! between them, the controlplane's elections and a producer. Every step is one random event;
+//! after every step the invariants are checked. A failure panics with the seed.
+
+pub mod rng;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use floe_replication::{Batch, Config, LogView, Message, Output, ReadLog, Replica, ReplicaId};
+
+use rng::Rng;
+
+/// A batch in the simulation: its offsets, epoch and the producer's id for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimBatch {
+    pub base: u64,
+    pub count: u64,
+    pub epoch: u32,
+    pub id: u64,
+}
+
+impl Batch for SimBatch {
+    fn base(&self) -> u64 {
+        self.base
+    }
+    fn end(&self) -> u64 {
+        self.base + self.count
+    }
+    fn epoch(&self) -> u32 {
+        self.epoch
+    }
+    fn size(&self) -> usize {
+        100 * self.count as usize
+    }
+}
+
+/// A log's contents: everything below `start` is gone (tiered), then the batches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogData {
+    pub start: u64,
+    pub batches: Vec<SimBatch>,
+}
+
+impl LogData {
+    fn end(&self) -> u64 {
+        self.batches.last().map_or(self.start, Batch::end)
+    }
+
+    fn apply(&mut self, op: &DiskOp) {
+        match op {
+            DiskOp::Write(batches) => {
+                for b in batches {
+                    assert_eq!(b.base, self.end(), "write not at the log end");
+                    self.batches.push(b.clone());
+                }
+            }
+            DiskOp::Truncate(to) => self.batches.retain(|b| b.end() <= *to),
+            DiskOp::Reset(start) => {
+                self.start = *start;
+                self.batches.clear();
+            }
+        }
+    }
+
+    fn view(&self) -> LogView {
+        let mut view = LogView::empty(self.start);
+        for b in &self.batches {
+            view.append(b.epoch, b.end());
+        }
+        view.synced = view.end;
+        view
+    }
+
+    fn batch_at(&self, base: u64) -> Option<&SimBatch> {
+        let i = self.batches.binary_search_by_key(&base, |b| b.base).ok()?;
+        self.batches.get(i)
+    }
+}
+
+impl ReadLog<SimBatch> for LogData {
+    fn read(&self, from: u64, max_bytes: usize) -> Vec<SimBatch> {
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        let first = self.batches.partition_point(|b| b.base < from);
+        for b in &self.batches[first..] {
+            if !out.is_empty() && bytes + b.size() > max_bytes {
+                break;
+            }
+            bytes += b.size();
+            out.push(b.clone());
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone)]
+enum DiskOp {
+    Write(Vec<SimBatch>),
+    Truncate(u64),
+    Reset(u64),
+}
+
+/// A disk: what the last sync made durable, and the changes since, in order. A crash keeps
+/// the durable state plus any prefix of the changes.
+#[derive(Debug, Clone, Default)]
+struct Disk {
+    durable: LogData,
+    current: LogData,
+    since_sync: Vec<DiskOp>,
+    /// The lowest offset a truncation or reset since the last sync removed data from.
+    removed_from: Option<u64>,
+    promised: u32,
+    high_watermark: u64,
+}
+
+impl Disk {
+    fn apply(&mut self, op: DiskOp) {
+        let removed = match op {
+            DiskOp::Write(_) => None,
+            DiskOp::Truncate(to) => Some(to),
+            DiskOp::Reset(_) => Some(0),
+        };
+        if let Some(at) = removed {
+            self.removed_from = Some(self.removed_from.map_or(at, |r| r.min(at)));
+        }
+        self.current.apply(&op);
+        self.since_sync.push(op);
+    }
+
+    /// Makes every change durable; returns the lowest offset it removed data from.
+    fn sync(&mut self) -> Option<u64> {
+        self.durable = self.current.clone();
+        self.since_sync.clear();
+        self.removed_from.take()
+    }
+
+    fn crash(&mut self, rng: &mut Rng) -> Option<u64> {
+        let kept = rng.below(self.since_sync.len() as u64 + 1) as usize;
+        let mut image = self.durable.clone();
+        for op in &self.since_sync[..kept] {
+            image.apply(op);
+        }
+        // Recovery syncs what it found.
+        self.durable = image.clone();
+        self.current = image;
+        self.since_sync.clear();
+        self.removed_from.take()
+    }
+}
+
+struct Node {
+    replica: Replica,
+    disk: Disk,
+    up: bool,
+    /// The high watermark this incarnation exposed.
+    exposed: u64,
+    /// Below this offset the log was checked against the committed prefix.
+    checked_to: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Envelope {
+    Peer {
+        from: ReplicaId,
+        to: ReplicaId,
+        message: Message<SimBatch>,
+    },
+    Prepare {
+        to: ReplicaId,
+        epoch: u32,
+    },
+    Report {
+        from: ReplicaId,
+        epoch: u32,
+        last_epoch: u32,
+        end: u64,
+    },
+    Lead {
+        to: ReplicaId,
+        epoch: u32,
+    },
+    Follow {
+        to: ReplicaId,
+        epoch: u32,
+        leader: ReplicaId,
+    },
+}
+
+impl Envelope {
+    fn link(&self) -> Option<(ReplicaId, ReplicaId)> {
+        match self {
+            Envelope::Peer { from, to, .. } => Some((*from, *to)),
+            _ => None,
+        }
+    }
+}
+
+/// Election reports: replica → (epoch of its last durable entry, durable end).
+type Reports = BTreeMap<ReplicaId, (u32, u64)>;
+
+/// The controlplane's view of the partition.
+#[derive(Debug, Default)]
+struct Controlplane {
+    epoch: u32,
+    leader: Option<ReplicaId>,
+    /// The election in progress: its epoch and the reports gathered.
+    election: Option<(u32, Reports)>,
+}
+
+/// Probabilities, in thousandths, of the disruptive events.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    pub loss: u64,
+    pub duplicate: u64,
+    pub crash: u64,
+    pub partition: u64,
+    pub election: u64,
+}
+
+impl Faults {
+    pub fn random(rng: &mut Rng) -> Faults {
+        Faults {
+            loss: rng.below(150),
+            duplicate: rng.below(100),
+            crash: rng.below(15),
+            partition: rng.below(15),
+            election: rng.below(8),
+        }
+    }
+}
+
+pub struct Sim {
+    seed: u64,
+    rng: Rng,
+    faults: Faults,
+    nodes: Vec<Node>,
+    /// Messages in flight, each with the time it arrives.
+    network: Vec<(u64, Envelope)>,
+    cut: BTreeSet<(ReplicaId, ReplicaId)>,
+    controlplane: Controlplane,
+    now_ms: u64,
+    next_id: u64,
+    /// Producer batches awaiting their ack: base → (id, end, leader, epoch).
+    pending: BTreeMap<u64, (u64, u64, ReplicaId, u32)>,
+    /// Acknowledged to the producer: base → id.
+    pub acked: BTreeMap<u64, SimBatch>,
+    /// Seen below some replica's high watermark: base → id.
+    committed: BTreeMap<u64, u64>,
+    /// Epochs each replica led, to check one leader per epoch.
+    leaders: BTreeMap<u32, ReplicaId>,
+    pub steps: u64,
+    /// The producer sends (off while settling, so the replicas can catch up).
+    producing: bool,
+    /// `FLOE_SIM_TRACE` set: print every event.
+    trace: bool,
+}
+
+impl Sim {
+    pub fn new(seed: u64, replicas: u32) -> Sim {
+        let mut rng = Rng::new(seed);
+        let faults = Faults::random(&mut rng);
+        let config = Config {
+            window: 1 + rng.below(8) as u32,
+            max_message_bytes: 100 * (1 + rng.below(6) as usize),
+            retry_ms: 200,
+            heartbeat_ms: 50,
+        };
+        let nodes = (0..replicas)
+            .map(|id| Node {
+                replica: Replica::recover(id, config.clone(), 0, LogView::empty(0), 0, 0),
+                disk: Disk::default(),
+                up: true,
+                exposed: 0,
+                checked_to: 0,
+            })
+            .collect();
+        Sim {
+            seed,
+            rng,
+            faults,
+            nodes,
+            network: Vec::new(),
+            cut: BTreeSet::new(),
+            controlplane: Controlplane::default(),
+            now_ms: 0,
+            next_id: 1,
+            pending: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            leaders: BTreeMap::new(),
+            steps: 0,
+            producing: true,
+            trace: std::env::var_os("FLOE_SIM_TRACE").is_some(),
+        }
+    }
+
+    fn ids(&self) -> Vec<ReplicaId> {
+        (0..self.nodes.len() as u32).collect()
+    }
+
+    fn majority(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// One random event, then the invariants.
+    pub fn step(&mut self, calm: bool) {
+        self.steps += 1;
+        let roll = self.rng.below(1000);
+        let f = self.faults.clone();
+        if !calm && roll < f.crash {
+            let id = self.rng.below(self.nodes.len() as u64) as ReplicaId;
+            self.crash(id);
+        } else if !calm && roll < f.crash + f.partition {
+            let a = self.rng.below(self.nodes.len() as u64) as ReplicaId;
+            let b = self.rng.below(self.nodes.len() as u64) as ReplicaId;
+            if a != b && !self.cut.remove(&(a, b)) {
+                self.cut.insert((a, b));
+            }
+        } else if !calm && roll < f.crash + f.partition + f.election {
+            self.start_election();
+        } else if roll < 300 {
+            self.deliver_due(calm);
+        } else if roll < 450 {
+            if self.producing {
+                self.produce();
+            }
+        } else if roll < 600 {
+            let id = self.rng.below(self.nodes.len() as u64) as ReplicaId;
+            self.sync(id);
+        } else if roll < 700 {
+            self.now_ms += 1 + self.rng.below(40);
+            for id in self.ids() {
+                self.tick(id);
+            }
+        } else if roll < 800 {
+            self.controlplane_step();
+        } else if roll < 850 {
+            // Restart a crashed node.
+            let down: Vec<ReplicaId> = self
+                .ids()
+                .into_iter()
+                .filter(|&i| !self.nodes[i as usize].up)
+                .collect();
+            if !down.is_empty() {
+                let id = down[self.rng.below(down.len() as u64) as usize];
+                self.restart(id);
+            }
+        } else {
+            self.deliver_due(calm);
+        }
+        self.check();
+    }
+
+    /// Heals every fault and lets the cluster settle; then every acked batch must be on
+    /// every replica, and a new batch must be acked.
+    pub fn settle(&mut self) {
+        self.cut.clear();
+        for id in self.ids() {
+            if !self.nodes[id as usize].up {
+                self.restart(id);
+            }
+        }
+        let before = self.acked.len();
+        for round in 0..40_000 {
+            // Produce a little after healing, then stop and let everything catch up.
+            self.producing = round < 500 || self.acked.len() == before;
+            self.step(true);
+            if !self.producing
+                && self.acked.len() > before
+                && self.pending.is_empty()
+                && self.all_caught_up()
+            {
+                self.check_final();
+                return;
+            }
+        }
+        for n in &self.nodes {
+            eprintln!(
+                "replica {}: up {} promised {} leader {:?} end {} synced {} hw {} durable end {}",
+                n.replica.id(),
+                n.up,
+                n.replica.promised_epoch(),
+                n.replica.leader(),
+                n.replica.log().end,
+                n.replica.log().synced,
+                n.replica.high_watermark(),
+                n.disk.durable.end()
+            );
+        }
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, e) in &self.network {
+            let kind = match e {
+                Envelope::Peer { from, to, message } => {
+                    let name = format!("{message:?}");
+                    let name = name.split([' ', '{']).next().unwrap_or("").to_owned();
+                    format!("{from}->{to} {name}")
+                }
+                other => format!("{other:?}")
+                    .split(' ')
+                    .next()
+                    .unwrap_or("")
+                    .to_owned(),
+            };
+            *kinds.entry(kind).or_default() += 1;
+        }
+        eprintln!(
+            "network: {} messages {kinds:?}; faults {:?}",
+            self.network.len(),
+            self.faults
+        );
+        panic!(
+            "seed {}: no progress after healing: leader {:?} epoch {}, acked {} → {}, pending {}",
+            self.seed,
+            self.controlplane.leader,
+            self.controlplane.epoch,
+            before,
+            self.acked.len(),
+            self.pending.len()
+        );
+    }
+
+    fn all_caught_up(&self) -> bool {
+        let Some(leader) = self.controlplane.leader else {
+            return false;
+        };
+        let end = self.nodes[leader as usize].disk.current.end();
+        self.nodes
+            .iter()
+            .all(|n| n.disk.current.end() == end && n.replica.high_watermark() == end)
+    }
+
+    fn check_final(&self) {
+        for node in &self.nodes {
+            for (base, batch) in &self.acked {
+                assert_eq!(
+                    node.disk.current.batch_at(*base),
+                    Some(batch),
+                    "seed {}: replica {} lacks acked batch at {base}",
+                    self.seed,
+                    node.replica.id()
+                );
+            }
+            assert_eq!(
+                node.disk.current, self.nodes[0].disk.current,
+                "seed {}: logs differ",
+                self.seed
+            );
+        }
+    }
+
+    /// Puts a message on the network: it arrives after 1–20 ms, or now and then after up to
+    /// 300 ms (which reorders it behind later ones).
+    fn send(&mut self, envelope: Envelope) {
+        let delay = if self.rng.below(20) == 0 {
+            1 + self.rng.below(300)
+        } else {
+            1 + self.rng.below(20)
+        };
+        self.network.push((self.now_ms + delay, envelope));
+    }
+
+    /// Delivers every message that has arrived by now, in random order; a duplicated one is
+    /// delivered and also sent again.
+    fn deliver_due(&mut self, calm: bool) {
+        let now = self.now_ms;
+        let (mut due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.network)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.network = later;
+        // Fisher–Yates, seeded.
+        for i in (1..due.len()).rev() {
+            let j = self.rng.below(i as u64 + 1) as usize;
+            due.swap(i, j);
+        }
+        for (_, envelope) in due {
+            if !calm && self.rng.below(1000) < self.faults.duplicate {
+                self.send(envelope.clone());
+            }
+            self.deliver(envelope, calm);
+        }
+    }
+
+    fn deliver(&mut self, envelope: Envelope, calm: bool) {
+        if !calm && self.rng.below(1000) < self.faults.loss {
+            return;
+        }
+        if let Some(link) = envelope.link()
+            && self.cut.contains(&link)
+        {
+            return;
+        }
+        if self.trace {
+            eprintln!("[{}] deliver {envelope:?}", self.steps);
+        }
+        match envelope {
+            Envelope::Peer { from, to, message } => {
+                if self.nodes[to as usize].up {
+                    let node = &mut self.nodes[to as usize];
+                    let out = node.replica.on_message(from, message, &node.disk.current);
+                    self.carry_out(to, out);
+                }
+            }
+            Envelope::Prepare { to, epoch } => {
+                if self.nodes[to as usize].up {
+                    let out = self.nodes[to as usize].replica.prepare(epoch);
+                    self.carry_out(to, out);
+                }
+            }
+            Envelope::Report {
+                from,
+                epoch,
+                last_epoch,
+                end,
+            } => self.on_report(from, epoch, last_epoch, end),
+            Envelope::Lead { to, epoch } => {
+                if self.nodes[to as usize].up {
+                    let ids = self.ids();
+                    let node = &mut self.nodes[to as usize];
+                    let out = node.replica.become_leader(epoch, &ids, &node.disk.current);
+                    self.carry_out(to, out);
+                }
+            }
+            Envelope::Follow { to, epoch, leader } => {
+                if self.nodes[to as usize].up {
+                    let out = self.nodes[to as usize]
+                        .replica
+                        .become_follower(epoch, leader);
+                    self.carry_out(to, out);
+                }
+            }
+        }
+    }
+
+    /// Carries out a replica's outputs in order, as a driver must.
+    fn carry_out(&mut self, id: ReplicaId, outputs: Vec<Output<SimBatch>>) {
+        for output in outputs {
+            if self.trace {
+                eprintln!("[{}]   {id} → {output:?}", self.steps);
+            }
+            let seed = self.seed;
+            let node = &mut self.nodes[id as usize];
+            match output {
+                Output::PersistEpoch(epoch) => {
+                    assert!(
+                        epoch >= node.disk.promised,
+                        "seed {seed}: promise went back"
+                    );
+                    node.disk.promised = epoch;
+                }
+                Output::Send { to, message } => self.send(Envelope::Peer {
+                    from: id,
+                    to,
+                    message,
+                }),
+                Output::Write(batches) => node.disk.apply(DiskOp::Write(batches)),
+                Output::Truncate(to) => {
+                    assert!(
+                        to >= node.exposed,
+                        "seed {seed}: replica {id} truncates to {to} below its high watermark {}",
+                        node.exposed
+                    );
+                    for b in node.disk.current.batches.iter().filter(|b| b.end() > to) {
+                        assert!(
+                            self.committed.get(&b.base) != Some(&b.id),
+                            "seed {seed}: replica {id} truncates committed batch {b:?}"
+                        );
+                        assert!(
+                            self.acked.get(&b.base) != Some(b),
+                            "seed {seed}: replica {id} truncates acked batch {b:?}"
+                        );
+                    }
+                    node.checked_to = node.checked_to.min(to);
+                    node.disk.apply(DiskOp::Truncate(to));
+                }
+                Output::Reset(start) => {
+                    node.checked_to = 0;
+                    node.disk.apply(DiskOp::Reset(start));
+                }
+                Output::HighWatermark(hw) => {
+                    assert!(hw >= node.exposed, "seed {seed}: high watermark went back");
+                    node.exposed = hw;
+                    if self.rng.below(2) == 0 {
+                        node.disk.high_watermark = node.replica.checkpoint_high_watermark();
+                    }
+                    if node.replica.leader_epoch().is_some() {
+                        self.release_acks(id, hw);
+                    }
+                }
+                Output::Report {
+                    epoch,
+                    last_epoch,
+                    end,
+                } => self.send(Envelope::Report {
+                    from: id,
+                    epoch,
+                    last_epoch,
+                    end,
+                }),
+                Output::Deposed { .. } => {
+                    self.pending.retain(|_, (_, _, leader, _)| *leader != id);
+                }
+                Output::Refused { epoch } => {
+                    if self.controlplane.epoch == epoch {
+                        self.controlplane.leader = None;
+                        self.start_election();
+                    }
+                }
+            }
+        }
+    }
+
+    fn release_acks(&mut self, leader: ReplicaId, hw: u64) {
+        let done: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, (_, end, l, _))| *l == leader && *end <= hw)
+            .map(|(base, _)| *base)
+            .collect();
+        for base in done {
+            let (id, end, _, epoch) = self.pending.remove(&base).expect("pending");
+            let batch = SimBatch {
+                base,
+                count: end - base,
+                epoch,
+                id,
+            };
+            assert_eq!(
+                self.nodes[leader as usize].disk.current.batch_at(base),
+                Some(&batch),
+                "seed {}: leader acks a batch it does not hold",
+                self.seed
+            );
+            self.acked.insert(base, batch);
+            self.check_acked_from(base);
+        }
+    }
+
+    fn produce(&mut self) {
+        let Some(leader) = self.controlplane.leader else {
+            return;
+        };
+        let node = &mut self.nodes[leader as usize];
+        if !node.up {
+            return;
+        }
+        let Some(epoch) = node.replica.leader_epoch() else {
+            return;
+        };
+        let base = node.disk.current.end();
+        let batch = SimBatch {
+            base,
+            count: 1 + self.rng.below(3),
+            epoch,
+            id: self.next_id,
+        };
+        self.next_id += 1;
+        self.pending
+            .insert(base, (batch.id, batch.end(), leader, epoch));
+        let end = batch.end();
+        node.disk.apply(DiskOp::Write(vec![batch]));
+        let out = node.replica.on_appended(end, &node.disk.current);
+        self.carry_out(leader, out);
+    }
+
+    fn sync(&mut self, id: ReplicaId) {
+        let node = &mut self.nodes[id as usize];
+        if !node.up {
+            return;
+        }
+        let removed = node.disk.sync();
+        let end = node.disk.current.end();
+        if let Some(from) = removed {
+            self.check_acked_from(from);
+        }
+        let node = &mut self.nodes[id as usize];
+        let out = node.replica.on_synced(end);
+        if self.rng.below(2) == 0 {
+            node.disk.high_watermark = node.replica.checkpoint_high_watermark();
+        }
+        self.carry_out(id, out);
+    }
+
+    fn tick(&mut self, id: ReplicaId) {
+        let now = self.now_ms;
+        let node = &mut self.nodes[id as usize];
+        if node.up {
+            let out = node.replica.tick(now, &node.disk.current);
+            self.carry_out(id, out);
+        }
+    }
+
+    fn crash(&mut self, id: ReplicaId) {
+        let node = &mut self.nodes[id as usize];
+        if !node.up {
+            return;
+        }
+        node.up = false;
+        if self.trace {
+            eprintln!("[{}] crash {id}", self.steps);
+        }
+        let removed = node.disk.crash(&mut self.rng);
+        node.checked_to = 0;
+        if let Some(from) = removed {
+            self.check_acked_from(from);
+        }
+        self.pending.retain(|_, (_, _, leader, _)| *leader != id);
+    }
+
+    fn restart(&mut self, id: ReplicaId) {
+        let now = self.now_ms;
+        let node = &mut self.nodes[id as usize];
+        let config = Config {
+            window: 1 + self.rng.below(8) as u32,
+            ..Config::default()
+        };
+        node.replica = Replica::recover(
+            id,
+            Config {
+                retry_ms: 200,
+                heartbeat_ms: 50,
+                max_message_bytes: 300,
+                ..config
+            },
+            node.disk.promised,
+            node.disk.current.view(),
+            node.disk.high_watermark,
+            now,
+        );
+        node.up = true;
+        node.exposed = node.replica.high_watermark();
+        // The broker's long poll reconnects: it hears the current assignment.
+        if let Some(leader) = self.controlplane.leader {
+            if leader == id {
+                self.send(Envelope::Lead {
+                    to: id,
+                    epoch: self.controlplane.epoch,
+                });
+            } else {
+                self.send(Envelope::Follow {
+                    to: id,
+                    epoch: self.controlplane.epoch,
+                    leader,
+                });
+            }
+        }
+    }
+
+    /// The leader's lease lapsed (or it is partitioned from the controlplane): elect.
+    fn start_election(&mut self) {
+        if self.trace {
+            eprintln!(
+                "[{}] election of {}",
+                self.steps,
+                self.controlplane.epoch + 1
+            );
+        }
+        self.controlplane.epoch += 1;
+        self.controlplane.leader = None;
+        self.controlplane.election = Some((self.controlplane.epoch, BTreeMap::new()));
+        for to in self.ids() {
+            self.send(Envelope::Prepare {
+                to,
+                epoch: self.controlplane.epoch,
+            });
+        }
+    }
+
+    fn on_report(&mut self, from: ReplicaId, epoch: u32, last_epoch: u32, end: u64) {
+        let majority = self.majority();
+        let Some((electing, reports)) = &mut self.controlplane.election else {
+            return;
+        };
+        if *electing != epoch {
+            return;
+        }
+        reports.insert(from, (last_epoch, end));
+        if reports.len() < majority {
+            return;
+        }
+        let (&leader, _) = reports
+            .iter()
+            .max_by_key(|(id, (last_epoch, end))| (*last_epoch, *end, std::cmp::Reverse(**id)))
+            .expect("a majority reported");
+        self.controlplane.election = None;
+        self.controlplane.leader = Some(leader);
+        let previous = self.leaders.insert(epoch, leader);
+        assert!(
+            previous.is_none(),
+            "seed {}: two leaders for epoch {epoch}",
+            self.seed
+        );
+        self.announce();
+    }
+
+    fn announce(&mut self) {
+        let epoch = self.controlplane.epoch;
+        let Some(leader) = self.controlplane.leader else {
+            return;
+        };
+        for to in self.ids() {
+            if to == leader {
+                self.send(Envelope::Lead { to, epoch });
+            } else {
+                self.send(Envelope::Follow { to, epoch, leader });
+            }
+        }
+    }
+
+    /// Leases, retries and long polls: elect when the leader is down, ask again for reports,
+    /// re-announce.
+    fn controlplane_step(&mut self) {
+        match (&self.controlplane.election, self.controlplane.leader) {
+            (Some((epoch, reports)), _) => {
+                let epoch = *epoch;
+                let missing: Vec<ReplicaId> = self
+                    .ids()
+                    .into_iter()
+                    .filter(|id| !reports.contains_key(id))
+                    .collect();
+                for to in missing {
+                    self.send(Envelope::Prepare { to, epoch });
+                }
+            }
+            (None, Some(leader)) if !self.nodes[leader as usize].up => self.start_election(),
+            (None, Some(_)) => {
+                if self.rng.below(10) == 0 {
+                    self.announce();
+                }
+            }
+            (None, None) => self.start_election(),
+        }
+    }
+
+    /// No acknowledged batch at or above `from` is lost: each is durable on a majority.
+    /// Called whenever a durable log may have lost data from `from` on, and for new acks.
+    fn check_acked_from(&self, from: u64) {
+        let majority = self.majority();
+        for (base, batch) in self.acked.range(from..) {
+            let copies = self
+                .nodes
+                .iter()
+                .filter(|n| n.disk.durable.batch_at(*base) == Some(batch))
+                .count();
+            assert!(
+                copies >= majority,
+                "seed {} step {}: acked batch {batch:?} durable on {copies} replicas",
+                self.seed,
+                self.steps
+            );
+        }
+    }
+
+    fn check(&mut self) {
+        let seed = self.seed;
+        // The committed prefix is one: below each replica's high watermark its log agrees
+        // with every other's.
+        for node in self.nodes.iter_mut().filter(|n| n.up) {
+            let hw = node.replica.high_watermark();
+            let log = &node.disk.current;
+            let first = log.batches.partition_point(|b| b.base < node.checked_to);
+            for b in log.batches[first..].iter().take_while(|b| b.end() <= hw) {
+                let first = *self.committed.entry(b.base).or_insert(b.id);
+                assert_eq!(
+                    first,
+                    b.id,
+                    "seed {seed} step {}: replica {} has batch {} at {} below its high \
+                     watermark {hw}, committed was {first}",
+                    self.steps,
+                    node.replica.id(),
+                    b.id,
+                    b.base
+                );
+                if let Some(acked) = self.acked.get(&b.base) {
+                    assert_eq!(acked, b, "seed {seed}: acked batch differs from committed");
+                }
+                node.checked_to = b.end();
+            }
+            // The state machine's view matches the disk.
+            let view = node.replica.log();
+            assert_eq!(
+                (view.start, view.end),
+                (node.disk.current.start, node.disk.current.end()),
+                "seed {seed}: replica {} view differs from its disk",
+                node.replica.id()
+            );
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The seeded replication simulator: `FLOE_SIM_SEEDS` seeds (default 2,000) from
+//! `FLOE_SIM_FIRST_SEED` (default 1), each a few thousand random events with loss,
+//! duplication, reordering, partitions, crashes (with each disk's crash image) and
+//! elections, checked after every step; then the faults heal and everything acked must be on
+//! every replica. A failure names its seed; `FLOE_SIM_FIRST_SEED=N FLOE_SIM_SEEDS=1` replays
+//! it, and failing seeds found so far are kept below as regression tests.
+
+mod sim;
+
+use sim::Sim;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Seeds that failed while the protocol was built (see `docs/replication.md`): a
+/// checkpointed high watermark above the durable log (29), an election stuck on a restarted
+/// replica (33), starved heartbeats (48, 1), mismatch storms (4, 404, 8).
+const REGRESSION_SEEDS: [u64; 7] = [1, 4, 8, 29, 33, 48, 404];
+
+#[test]
+fn regression_seeds() {
+    for seed in REGRESSION_SEEDS {
+        run_seed(seed, 3_000);
+    }
+}
+
+fn run_seed(seed: u64, steps: u64) -> Sim {
+    let replicas = if seed.is_multiple_of(4) { 5 } else { 3 };
+    let mut sim = Sim::new(seed, replicas);
+    for _ in 0..steps {
+        sim.step(false);
+    }
+    sim.settle();
+    sim
+}
+
+#[test]
+fn random_seeds_lose_no_acknowledged_record() {
+    let first = env_u64("FLOE_SIM_FIRST_SEED", 1);
+    let seeds = env_u64("FLOE_SIM_SEEDS", 2_000);
+    let steps = env_u64("FLOE_SIM_STEPS", 3_000);
+    let mut acked = 0;
+    for seed in first..first + seeds {
+        acked += run_seed(seed, steps).acked.len();
+    }
+    // The simulation must do work, not just stay safe by doing nothing.
+    assert!(
+        acked as u64 >= seeds * 10,
+        "only {acked} batches acked over {seeds} seeds"
+    );
+    eprintln!("{seeds} seeds, {acked} batches acked");
+}
