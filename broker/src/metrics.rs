@@ -44,6 +44,8 @@ pub struct Metrics {
     pub publish_batches: Family<StreamLabels, Counter>,
     pub publish_records: Family<StreamLabels, Counter>,
     pub publish_bytes: Family<StreamLabels, Counter>,
+    /// Batches a `ProduceAck` refused, by error code.
+    pub publish_refused: Family<ErrorLabels, Counter>,
     /// From a produce request's arrival to its acknowledgement, seconds.
     pub publish_latency: Histogram,
     pub fetch_requests: Family<StreamLabels, Counter>,
@@ -85,6 +87,7 @@ impl Metrics {
             publish_batches: Family::default(),
             publish_records: Family::default(),
             publish_bytes: Family::default(),
+            publish_refused: Family::default(),
             publish_latency: latency_histogram(),
             fetch_requests: Family::default(),
             fetch_bytes: Family::default(),
@@ -112,6 +115,11 @@ impl Metrics {
             "publish_batches",
             "Record batches appended",
             m.publish_batches.clone(),
+        );
+        registry.register(
+            "publish_refused_batches",
+            "Batches refused in a produce acknowledgement, by error code",
+            m.publish_refused.clone(),
         );
         registry.register(
             "publish_records",

@@ -10,6 +10,7 @@
 mod admin;
 mod error_map;
 mod fetch;
+mod order;
 mod produce;
 
 use std::net::SocketAddr;
@@ -21,7 +22,7 @@ use bytes::BytesMut;
 use floe_wire::BrokerId;
 use floe_wire::frame::{
     ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, FrameLimits, HEADER_LEN,
-    HelloAck, Message, ProtocolVersion, RequestId,
+    HelloAck, Message, MessageType, ProtocolVersion, RequestId,
 };
 use tokio::sync::{Semaphore, watch};
 
@@ -61,6 +62,8 @@ struct Connection {
     /// Fetch response bytes being held; separate from `in_flight` so that a stalled consumer
     /// never blocks a producer sharing its connection.
     fetch_budget: Semaphore,
+    /// Produce requests append in the order their streams were opened.
+    order: order::RequestOrder,
 }
 
 /// Creates the QUIC endpoint with socket buffers large enough not to drop packets at speed.
@@ -158,7 +161,9 @@ async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>
             state.limits.max_in_flight_bytes.min(u64::from(u32::MAX)) as usize
         ),
         fetch_budget: Semaphore::new(state.fetch_bytes_per_connection as usize),
+        order: order::RequestOrder::new(),
     });
+    let mut tickets = 0u64;
     loop {
         let (send, recv) = match connection.accept_bi().await {
             Ok(streams) => streams,
@@ -168,8 +173,10 @@ async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>
             }
         };
         let (state, conn) = (state.clone(), conn.clone());
+        let ticket = tickets;
+        tickets += 1;
         tokio::spawn(async move {
-            if let Err(e) = serve_stream(&state, &conn, send, recv).await {
+            if let Err(e) = serve_stream(&state, &conn, ticket, send, recv).await {
                 tracing::debug!(%remote, error = %e, "stream ended with an error");
             }
         });
@@ -180,9 +187,11 @@ async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>
 async fn serve_stream(
     state: &BrokerState,
     conn: &Connection,
+    ticket: u64,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<()> {
+    let turn = order::Turn::new(&conn.order, ticket);
     let limits = state.limits.frame_limits();
     let mut head = [0u8; HEADER_LEN];
     recv.read_exact(&mut head).await?;
@@ -207,6 +216,15 @@ async fn serve_stream(
             let _ = recv.stop(0u32.into());
             return Ok(());
         }
+    };
+    let turn = if header.message_type == MessageType::Produce {
+        // Wait before reading the payload: QUIC keeps receiving it meanwhile, and no later
+        // request can hold the byte budget an earlier one needs.
+        turn.wait().await;
+        Some(turn)
+    } else {
+        turn.finish();
+        None
     };
     let started = Instant::now();
     let payload_len = header.payload_len as usize;
@@ -240,9 +258,9 @@ async fn serve_stream(
     let response = match message {
         Ok(Message::Fetch(mut fetch)) => {
             fetch.max_bytes = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection);
-            handle(state, conn, Message::Fetch(fetch), started).await
+            handle(state, conn, Message::Fetch(fetch), started, None).await
         }
-        Ok(message) => handle(state, conn, message, started).await,
+        Ok(message) => handle(state, conn, message, started, turn).await,
         Err(e) => error(e.error_code(), e.to_string()),
     };
     respond(state, &mut send, version, header.request_id, response).await
@@ -253,6 +271,7 @@ async fn handle(
     conn: &Connection,
     message: Message,
     started: Instant,
+    turn: Option<order::Turn<'_>>,
 ) -> Message {
     if let Message::Hello(hello) = &message {
         return match floe_wire::frame::negotiate(hello.min_version, hello.max_version) {
@@ -280,7 +299,7 @@ async fn handle(
         Message::MetadataRequest(request) => admin::metadata(state, request),
         Message::CreateStream(request) => admin::create_stream(state, *request).await,
         Message::DeleteStream(request) => admin::delete_stream(state, request).await,
-        Message::Produce(request) => produce::produce(state, request, started).await,
+        Message::Produce(request) => produce::produce(state, request, started, turn).await,
         Message::Fetch(request) => fetch::fetch(state, request, started).await,
         other => error(
             ErrorCode::InvalidRequest,

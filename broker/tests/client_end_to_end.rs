@@ -98,6 +98,22 @@ async fn ten_thousand_records_come_back_in_order_with_the_offsets_their_producer
         let offset = delivery.await.expect("acknowledged");
         assert_eq!(offset, Offset::new(i / 2), "record {i}");
     }
+    // Pipelined requests (one batch each, five in flight per partition) reached the log in
+    // sequence order: none was refused and resent.
+    let metrics = broker.profile.metrics.clone().expect("metrics address");
+    let text = common::http_get(&metrics, "/metrics").await;
+    assert!(
+        text.contains("floe_publish_batches_total"),
+        "the broker's metrics are served"
+    );
+    assert!(
+        !text.contains("floe_publish_refused_batches_total{"),
+        "no batch was refused: {}",
+        text.lines()
+            .filter(|l| l.contains("refused"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
 
     for partition in 0..2u32 {
         let records = read_all(&client, &stream, partition, (RECORDS / 2) as usize).await;

@@ -117,6 +117,17 @@ impl Client {
         request: &Message,
         timeout: Duration,
     ) -> Result<Message, Error> {
+        self.open_request(timeout)
+            .await?
+            .exchange(request, timeout)
+            .await
+    }
+
+    /// Opens the stream of one request (reconnecting once if the connection was lost). The
+    /// broker applies a connection's produce requests in the order their streams were
+    /// opened, so a caller that needs an order opens the streams in that order and may then
+    /// run the exchanges concurrently.
+    pub(crate) async fn open_request(&self, timeout: Duration) -> Result<OpenRequest, Error> {
         let mut reconnected = false;
         loop {
             let session = self.session().await?;
@@ -138,15 +149,14 @@ impl Client {
                 Ok(Err(lost)) => return Err(Error::ConnectionLost(lost)),
             };
             let id = self.next_request_id();
-            let limits = session.limits.frame_limits();
-            let exchange = exchange::run(streams, request, session.version, id, &limits);
-            return match tokio::time::timeout(timeout, exchange).await {
-                Ok(answer) => answer,
-                Err(_) => Err(Error::Timeout {
-                    operation: exchange::type_name(request.message_type()),
-                    after: timeout,
-                }),
-            };
+            // Requests leave in the order they were made: without priorities QUIC
+            // interleaves the streams' data.
+            let _ = streams.0.set_priority(request_priority(id));
+            return Ok(OpenRequest {
+                streams,
+                session,
+                id,
+            });
         }
     }
 
@@ -233,5 +243,42 @@ impl Client {
             }
         }
         Err(last)
+    }
+}
+
+/// A request stream's QUIC send priority: older requests first. Wraps every 2^31 requests,
+/// where one request may be overtaken.
+fn request_priority(id: RequestId) -> i32 {
+    i32::MAX - (id.get() & 0x7fff_ffff) as i32
+}
+
+/// A request whose stream is open: [`OpenRequest::exchange`] sends it and reads the answer.
+pub(crate) struct OpenRequest {
+    streams: (quinn::SendStream, quinn::RecvStream),
+    session: Arc<Session>,
+    id: RequestId,
+}
+
+impl OpenRequest {
+    pub(crate) async fn exchange(
+        self,
+        request: &Message,
+        timeout: Duration,
+    ) -> Result<Message, Error> {
+        let limits = self.session.limits.frame_limits();
+        let exchange = exchange::run(
+            self.streams,
+            request,
+            self.session.version,
+            self.id,
+            &limits,
+        );
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::Timeout {
+                operation: exchange::type_name(request.message_type()),
+                after: timeout,
+            }),
+        }
     }
 }

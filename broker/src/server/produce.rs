@@ -6,13 +6,21 @@ use std::time::Instant;
 use floe_wire::BatchHeader;
 use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce, ProduceAck};
 
+use super::order::Turn;
 use super::{BrokerState, admin, error_map};
-use crate::metrics::StreamLabels;
+use crate::metrics::{ErrorLabels, StreamLabels};
 use crate::partitions::Durability;
 
 pub(crate) use crate::tiering::LOCAL_EPOCH;
 
-pub(crate) async fn produce(state: &BrokerState, request: Produce, started: Instant) -> Message {
+/// `turn` is this request's place in its connection's order of appends; it is given up once
+/// the batches are appended, before waiting for their sync.
+pub(crate) async fn produce(
+    state: &BrokerState,
+    request: Produce,
+    started: Instant,
+    turn: Option<Turn<'_>>,
+) -> Message {
     let partition = match admin::partition(state, &request.stream, request.partition) {
         Ok(p) => p,
         Err(message) => return message,
@@ -66,11 +74,19 @@ pub(crate) async fn produce(state: &BrokerState, request: Produce, started: Inst
             Err(e) => {
                 tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "produce refused");
                 let code = error_map::code(&e);
+                state
+                    .metrics
+                    .publish_refused
+                    .get_or_create(&ErrorLabels {
+                        code: format!("{code:?}"),
+                    })
+                    .inc();
                 failed = Some(code);
                 results.push(Err(code));
             }
         }
     }
+    drop(turn);
     if let (Durability::Leader, Some(offset)) = (partition.durability, durable_at)
         && let Err(e) = partition.log.wait_synced(offset).await
     {

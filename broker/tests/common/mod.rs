@@ -163,7 +163,10 @@ impl BrokerProcess {
             .arg(&profile_path)
             .args(args)
             .envs(env.iter().copied())
-            .env("FLOE_LOG", "info")
+            .env(
+                "FLOE_LOG",
+                std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
