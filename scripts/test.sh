@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 scripts/install-test-deps.sh
 
-echo "== S3-compatible test server =="
+echo "== S3-compatible test server (at ${SECONDS}s) =="
 FLOE_TEST_S3_ENDPOINT=$(scripts/moto.sh)
 export FLOE_TEST_S3_ENDPOINT
 # Tests that must pause object storage start a private server of their own.
@@ -15,23 +15,24 @@ export FLOE_TEST_MOTO_SERVER="$PWD/.venv/bin/moto_server"
 trap 'kill "$(cat .venv/moto.pid)" 2>/dev/null || true' EXIT
 echo "serving on $FLOE_TEST_S3_ENDPOINT"
 
-echo "== PostgreSQL test server =="
+echo "== PostgreSQL test server (at ${SECONDS}s) =="
 FLOE_TEST_POSTGRES_URL=$(scripts/postgres.sh)
 export FLOE_TEST_POSTGRES_URL
 trap 'kill "$(cat .venv/moto.pid)" 2>/dev/null || true; scripts/postgres.sh stop' EXIT
 echo "serving on $FLOE_TEST_POSTGRES_URL"
 
-echo "== cargo build (workspace binaries) =="
+echo "== cargo build (workspace binaries) (at ${SECONDS}s) =="
 # End-to-end tests run the real binaries: client/tests/cli.rs finds floe-broker next to floe.
 cargo build --workspace --bins --locked
 
-echo "== cargo test (workspace) =="
+echo "== cargo test (workspace) (at ${SECONDS}s) =="
 cargo test --workspace --locked
 
-echo "== REST API fuzzing (schemathesis, ${FLOE_API_FUZZ_SECONDS:=90}s) =="
+echo "== REST API fuzzing (schemathesis, ${FLOE_API_FUZZ_SECONDS:=90}s) (at ${SECONDS}s) =="
 FLOE_API_FUZZ_SECONDS="$FLOE_API_FUZZ_SECONDS" scripts/api-fuzz.sh
 
 if [ -d fuzz/fuzz_targets ]; then
-  echo "== fuzz smoke (${FUZZ_SECONDS:=10}s per target) =="
+  echo "== fuzz smoke (${FUZZ_SECONDS:=10}s per target) (at ${SECONDS}s) =="
   CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} FUZZ_SECONDS="$FUZZ_SECONDS" scripts/fuzz-smoke.sh
 fi
+echo "== done (at ${SECONDS}s) =="
