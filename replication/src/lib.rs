@@ -5,9 +5,11 @@
 //! crashes.
 
 mod history;
+mod log_binding;
 mod machine;
 mod message;
 
 pub use history::{EpochStart, LogView};
+pub use log_binding::{WireBatch, log_view, split_batches};
 pub use machine::{Config, Replica};
 pub use message::{Batch, Message, Output, ReadLog, ReplicaId};
