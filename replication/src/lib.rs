@@ -8,8 +8,10 @@ mod history;
 mod log_binding;
 mod machine;
 mod message;
+mod peer;
 
 pub use history::{EpochStart, LogView};
 pub use log_binding::{WireBatch, log_view, split_batches};
 pub use machine::{Config, Replica};
 pub use message::{Batch, Message, Output, ReadLog, ReplicaId};
+pub use peer::{PeerError, from_wire, to_wire};

@@ -54,7 +54,8 @@ pub use message::{
     AuthToken, BatchAck, CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse,
     EncodedFrame, ErrorDetails, ErrorResponse, Fetch, FetchPosition, FetchResponse, Hello,
     HelloAck, Message, MetadataRequest, MetadataResponse, PartitionMetadata, Produce, ProduceAck,
-    StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
+    ReplicaAck, ReplicaAppend, ReplicaMismatch, ReplicaStale, StreamInfo, StreamMetadata,
+    StreamSettings, UploadBacklog,
 };
 pub use version::{NoCommonVersion, ProtocolVersion, negotiate};
 

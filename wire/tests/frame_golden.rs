@@ -321,13 +321,17 @@ fn golden_header_fields_sit_at_their_positions() {
 
 #[test]
 fn message_type_discriminants_are_stable() {
-    let expected: [(MessageType, u8, bool); 13] = [
+    let expected: [(MessageType, u8, bool); 17] = [
         (MessageType::Hello, 0x01, false),
         (MessageType::MetadataRequest, 0x02, false),
         (MessageType::CreateStream, 0x03, false),
         (MessageType::DeleteStream, 0x04, false),
         (MessageType::Produce, 0x05, false),
         (MessageType::Fetch, 0x06, false),
+        (MessageType::ReplicaAppend, 0x10, false),
+        (MessageType::ReplicaAck, 0x11, false),
+        (MessageType::ReplicaMismatch, 0x12, false),
+        (MessageType::ReplicaStale, 0x13, false),
         (MessageType::Error, 0x80, true),
         (MessageType::HelloAck, 0x81, true),
         (MessageType::MetadataResponse, 0x82, true),

@@ -120,6 +120,26 @@ proptest! {
         round_trip(m.into(), id)?;
     }
 
+    #[test]
+    fn replica_append_round_trips(m in strategies::replica_append(), id in any::<u64>()) {
+        round_trip(m.into(), id)?;
+    }
+
+    #[test]
+    fn replica_ack_round_trips(m in strategies::replica_ack(), id in any::<u64>()) {
+        round_trip(m.into(), id)?;
+    }
+
+    #[test]
+    fn replica_mismatch_round_trips(m in strategies::replica_mismatch(), id in any::<u64>()) {
+        round_trip(m.into(), id)?;
+    }
+
+    #[test]
+    fn replica_stale_round_trips(m in strategies::replica_stale(), id in any::<u64>()) {
+        round_trip(m.into(), id)?;
+    }
+
     /// A stream of frames read in arbitrary pieces yields the same messages, in order.
     #[test]
     fn frames_split_anywhere_decode_in_order(

@@ -115,6 +115,10 @@ fn response_type(request: MessageType) -> Option<MessageType> {
         MessageType::Produce => MessageType::ProduceAck,
         MessageType::Fetch => MessageType::FetchResponse,
         MessageType::Error
+        | MessageType::ReplicaAppend
+        | MessageType::ReplicaAck
+        | MessageType::ReplicaMismatch
+        | MessageType::ReplicaStale
         | MessageType::HelloAck
         | MessageType::MetadataResponse
         | MessageType::CreateStreamResponse
@@ -140,6 +144,10 @@ pub(crate) fn type_name(message_type: MessageType) -> &'static str {
         MessageType::Fetch => "Fetch",
         MessageType::FetchResponse => "FetchResponse",
         MessageType::Error => "Error",
+        MessageType::ReplicaAppend => "ReplicaAppend",
+        MessageType::ReplicaAck => "ReplicaAck",
+        MessageType::ReplicaMismatch => "ReplicaMismatch",
+        MessageType::ReplicaStale => "ReplicaStale",
     }
 }
 

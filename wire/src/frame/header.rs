@@ -46,6 +46,11 @@ pub enum MessageType {
     DeleteStream = 0x04,
     Produce = 0x05,
     Fetch = 0x06,
+    /// Peer protocol (replication): one-way, never answered.
+    ReplicaAppend = 0x10,
+    ReplicaAck = 0x11,
+    ReplicaMismatch = 0x12,
+    ReplicaStale = 0x13,
     Error = 0x80,
     HelloAck = 0x81,
     MetadataResponse = 0x82,
@@ -57,13 +62,17 @@ pub enum MessageType {
 
 impl MessageType {
     /// Every message type, in discriminant order.
-    pub const ALL: [MessageType; 13] = [
+    pub const ALL: [MessageType; 17] = [
         MessageType::Hello,
         MessageType::MetadataRequest,
         MessageType::CreateStream,
         MessageType::DeleteStream,
         MessageType::Produce,
         MessageType::Fetch,
+        MessageType::ReplicaAppend,
+        MessageType::ReplicaAck,
+        MessageType::ReplicaMismatch,
+        MessageType::ReplicaStale,
         MessageType::Error,
         MessageType::HelloAck,
         MessageType::MetadataResponse,

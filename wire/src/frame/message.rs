@@ -10,6 +10,7 @@ mod fetch;
 mod handshake;
 mod metadata;
 mod produce;
+mod replica;
 mod stream_admin;
 
 pub use error_response::{ErrorDetails, ErrorResponse};
@@ -19,6 +20,7 @@ pub use metadata::{
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata, UploadBacklog,
 };
 pub use produce::{BatchAck, Produce, ProduceAck};
+pub use replica::{ReplicaAck, ReplicaAppend, ReplicaMismatch, ReplicaStale};
 pub use stream_admin::{
     CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, StreamSettings,
 };
@@ -48,6 +50,11 @@ pub enum Message {
     Fetch(Fetch),
     FetchResponse(FetchResponse),
     Error(ErrorResponse),
+    /// The peer protocol (replication), one-way on the peer port.
+    ReplicaAppend(ReplicaAppend),
+    ReplicaAck(ReplicaAck),
+    ReplicaMismatch(ReplicaMismatch),
+    ReplicaStale(ReplicaStale),
 }
 
 /// An encoded frame as chunks for a vectored write: the head (frame header and every field
@@ -101,6 +108,10 @@ impl Message {
             Message::Fetch(_) => MessageType::Fetch,
             Message::FetchResponse(_) => MessageType::FetchResponse,
             Message::Error(_) => MessageType::Error,
+            Message::ReplicaAppend(_) => MessageType::ReplicaAppend,
+            Message::ReplicaAck(_) => MessageType::ReplicaAck,
+            Message::ReplicaMismatch(_) => MessageType::ReplicaMismatch,
+            Message::ReplicaStale(_) => MessageType::ReplicaStale,
         }
     }
 
@@ -201,6 +212,10 @@ impl Message {
                 Message::Fetch(m) => m.write(out),
                 Message::FetchResponse(m) => m.write(out),
                 Message::Error(m) => m.write(out),
+                Message::ReplicaAppend(m) => m.write(out),
+                Message::ReplicaAck(m) => m.write(out),
+                Message::ReplicaMismatch(m) => m.write(out),
+                Message::ReplicaStale(m) => m.write(out),
             },
         }
     }
@@ -255,6 +270,10 @@ impl Message {
             MessageType::Fetch => Message::Fetch(Fetch::read(input)?),
             MessageType::FetchResponse => Message::FetchResponse(FetchResponse::read(input)?),
             MessageType::Error => Message::Error(ErrorResponse::read(input)?),
+            MessageType::ReplicaAppend => Message::ReplicaAppend(ReplicaAppend::read(input)?),
+            MessageType::ReplicaAck => Message::ReplicaAck(ReplicaAck::read(input)?),
+            MessageType::ReplicaMismatch => Message::ReplicaMismatch(ReplicaMismatch::read(input)?),
+            MessageType::ReplicaStale => Message::ReplicaStale(ReplicaStale::read(input)?),
         })
     }
 }
@@ -281,7 +300,11 @@ from_message!(
     ProduceAck(ProduceAck),
     Fetch(Fetch),
     FetchResponse(FetchResponse),
-    Error(ErrorResponse)
+    Error(ErrorResponse),
+    ReplicaAppend(ReplicaAppend),
+    ReplicaAck(ReplicaAck),
+    ReplicaMismatch(ReplicaMismatch),
+    ReplicaStale(ReplicaStale)
 );
 
 impl From<CreateStream> for Message {

@@ -5,8 +5,8 @@ use floe_wire::frame::{
     AuthToken, BatchAck, ConnectionLimits, CreateStream, CreateStreamResponse, DeleteStream,
     DeleteStreamResponse, ErrorDetails, ErrorResponse, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition,
     FetchResponse, Hello, HelloAck, MAX_FRAME_BYTES, MetadataRequest, MetadataResponse,
-    PartitionMetadata, Produce, ProduceAck, ProtocolVersion, StreamInfo, StreamMetadata,
-    StreamSettings, UploadBacklog,
+    PartitionMetadata, Produce, ProduceAck, ProtocolVersion, ReplicaAck, ReplicaAppend,
+    ReplicaMismatch, ReplicaStale, StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 use floe_wire::{
     AckMode, BatchBuilder, BrokerId, Endpoint, ErrorCode, Message, Offset, PartitionId, StreamName,
@@ -316,5 +316,91 @@ pub fn message() -> impl Strategy<Value = Message> {
         fetch().prop_map(Message::from),
         fetch_response().prop_map(Message::from),
         error_response().prop_map(Message::from),
+        replica_append().prop_map(Message::from),
+        replica_ack().prop_map(Message::from),
+        replica_mismatch().prop_map(Message::from),
+        replica_stale().prop_map(Message::from),
     ]
+}
+
+pub fn replica_append() -> impl Strategy<Value = ReplicaAppend> {
+    (
+        stream_name(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<u32>(),
+        any::<bool>(),
+        any::<u64>(),
+        vec(record_batch(), 0..4),
+    )
+        .prop_map(
+            |(
+                stream,
+                partition,
+                epoch,
+                prev_offset,
+                prev_epoch,
+                reset,
+                high_watermark,
+                batches,
+            )| {
+                ReplicaAppend {
+                    stream,
+                    partition: PartitionId::new(partition),
+                    epoch,
+                    prev_offset,
+                    prev_epoch,
+                    reset,
+                    high_watermark,
+                    batches,
+                }
+            },
+        )
+}
+
+pub fn replica_ack() -> impl Strategy<Value = ReplicaAck> {
+    (stream_name(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
+        |(stream, partition, epoch, end)| ReplicaAck {
+            stream,
+            partition: PartitionId::new(partition),
+            epoch,
+            end,
+        },
+    )
+}
+
+/// A mismatch with a valid epoch history: increasing epochs and starts inside the log.
+pub fn replica_mismatch() -> impl Strategy<Value = ReplicaMismatch> {
+    (
+        stream_name(),
+        any::<u32>(),
+        any::<u32>(),
+        0u64..1 << 40,
+        btree_set(0u64..1 << 20, 0..6),
+        btree_set(any::<u32>(), 0..6),
+    )
+        .prop_map(|(stream, partition, epoch, start, offsets, epochs)| {
+            let offsets: Vec<u64> = offsets.into_iter().map(|o| start + o).collect();
+            let end = offsets.last().map_or(start, |last| last + 1);
+            let epochs = epochs.into_iter().zip(offsets).collect();
+            ReplicaMismatch {
+                stream,
+                partition: PartitionId::new(partition),
+                epoch,
+                start,
+                end,
+                epochs,
+            }
+        })
+}
+
+pub fn replica_stale() -> impl Strategy<Value = ReplicaStale> {
+    (stream_name(), any::<u32>(), any::<u32>()).prop_map(|(stream, partition, epoch)| {
+        ReplicaStale {
+            stream,
+            partition: PartitionId::new(partition),
+            epoch,
+        }
+    })
 }
