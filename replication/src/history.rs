@@ -80,6 +80,28 @@ impl LogView {
         self.epochs.retain(|e| e.start < offset);
     }
 
+    /// Forgets entries below `start` (they left the local disk); the epoch in force at
+    /// `start` is kept, starting there.
+    pub fn advance_start(&mut self, start: u64) {
+        if start <= self.start {
+            return;
+        }
+        let start = start.min(self.end);
+        let keep = self
+            .epochs
+            .partition_point(|e| e.start <= start)
+            .saturating_sub(1);
+        self.epochs.drain(..keep);
+        if let Some(first) = self.epochs.first_mut() {
+            first.start = first.start.max(start);
+        }
+        if start == self.end {
+            self.epochs.clear();
+        }
+        self.start = start;
+        self.synced = self.synced.max(start);
+    }
+
     /// Drops every entry; the next offset is `start`.
     pub fn reset(&mut self, start: u64) {
         *self = LogView::empty(start);

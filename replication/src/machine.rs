@@ -274,6 +274,13 @@ impl Replica {
         out
     }
 
+    /// The log's start moved up to `start` (local retention removed segments that object
+    /// storage holds). Only over committed, synced data.
+    pub fn on_log_start(&mut self, start: u64) {
+        debug_assert!(start <= self.high_watermark.max(self.log.start));
+        self.log.advance_start(start);
+    }
+
     /// The local log is durable below `end` (see the contract on [`Output`]).
     pub fn on_synced<B: Batch>(&mut self, end: u64) -> Vec<Output<B>> {
         let mut out = Vec::new();
@@ -405,11 +412,16 @@ impl Replica {
                     p.in_flight = 0;
                     p.probing = true;
                     p.last_progress_ms = now;
-                    // Join where the logs agree, or at the follower's own start (below
-                    // which it holds only committed data).
-                    let join = agreed.max(start);
-                    if join < self.log.start {
-                        // Below the leader's local start: the follower starts over there.
+                    // Join where the logs agree, at the follower's own start (below which
+                    // it holds only committed data), and never below what it acked in this
+                    // epoch (a late mismatch must not send it back, let alone reset it).
+                    let join = agreed.max(start).max(p.matched);
+                    // At the leader's own start the entry before it is unknown here, so a
+                    // follower holding older entries could never check the join: it starts
+                    // over at the leader's start, as it does below it.
+                    if join < self.log.start
+                        || (join == self.log.start && start < join && p.matched < join)
+                    {
                         p.next = self.log.start;
                         p.reset = true;
                     } else {
@@ -436,45 +448,58 @@ impl Replica {
         leader_high_watermark: u64,
         out: &mut Vec<Output<B>>,
     ) {
-        if reset {
-            if self.log.start != prev_offset || self.log.end != prev_offset {
-                debug_assert!(prev_offset <= leader_high_watermark);
-                self.log.reset(prev_offset);
-                self.high_watermark = self.high_watermark.max(prev_offset);
-                self.set_verified(prev_offset);
-                out.push(Output::Reset(prev_offset));
-            }
+        // Everything below the local start or the high watermark is committed and so agrees
+        // with any leader; below the verified end it agrees with this one.
+        let verified = match self.role {
+            Role::Follower { verified, .. } => verified,
+            _ => 0,
+        };
+        let agreed_below = self.log.start.max(self.high_watermark).max(verified);
+        let joins = if prev_offset > self.log.end {
+            false
+        } else if prev_offset <= agreed_below {
+            true
         } else {
-            let joins = if prev_offset > self.log.end {
-                false
-            } else if prev_offset <= self.log.start {
-                // Below the local start everything is committed, hence agreed.
-                prev_offset == self.log.start || prev_offset <= self.high_watermark
-            } else {
-                self.log.epoch_at(prev_offset - 1) == Some(prev_epoch)
-            };
-            if !joins {
-                out.push(Output::Send {
-                    to: leader,
-                    message: Message::Mismatch {
-                        epoch,
-                        start: self.log.start,
-                        end: self.log.end,
-                        epochs: self.log.epochs.clone(),
-                    },
-                });
-                return;
+            !reset && self.log.epoch_at(prev_offset - 1) == Some(prev_epoch)
+        };
+        if reset && !joins && prev_offset > self.log.start {
+            // The log cannot be joined to the leader's above its local start: start over
+            // there. Idempotent: once reset (or once past `prev_offset` below the high
+            // watermark), a duplicate or late reset joins instead of wiping acked data.
+            debug_assert!(prev_offset <= leader_high_watermark);
+            self.log.reset(prev_offset);
+            out.push(Output::Reset(prev_offset));
+            if prev_offset > self.high_watermark {
+                // Below the leader's local start everything is committed (and tiered).
+                self.high_watermark = prev_offset;
+                out.push(Output::HighWatermark(prev_offset));
             }
+            self.set_verified(prev_offset);
+        } else if !joins {
+            out.push(Output::Send {
+                to: leader,
+                message: Message::Mismatch {
+                    epoch,
+                    start: self.log.start,
+                    end: self.log.end,
+                    epochs: self.log.epochs.clone(),
+                },
+            });
+            return;
         }
-        let mut checked = prev_offset.max(self.log.start);
+        let mut checked = prev_offset;
         let mut writes = Vec::new();
         for batch in batches {
             if batch.base() != checked || batch.epoch() > epoch {
                 break; // not contiguous: the leader will resend
             }
             if batch.end() <= self.log.start {
+                // Below the local start: committed, and already tiered.
                 checked = batch.end();
                 continue;
+            }
+            if batch.base() < self.log.start {
+                break; // straddles the local start: batch boundaries differ, cannot be
             }
             if batch.base() < self.log.end {
                 if self.log.epoch_at(batch.base()) == Some(batch.epoch()) {

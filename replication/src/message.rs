@@ -73,8 +73,10 @@ impl<B> Message<B> {
 /// - [`Output::PersistEpoch`] must be durable before any later output is carried out: a
 ///   replica's promise not to accept older epochs must survive a crash before anyone relies
 ///   on it (the election report, an ack in the new epoch).
-/// - [`Output::Write`], [`Output::Truncate`] and [`Output::Reset`] change the local log in
-///   order; they need not be durable at once. The driver syncs the log when it likes and then
+/// - [`Output::Reset`] is durable before any later output is carried out (the old log is
+///   gone for good: a crash must not bring back entries below a checkpointed high watermark).
+/// - [`Output::Write`] and [`Output::Truncate`] change the local log in order; they need not
+///   be durable at once. The driver syncs the log when it likes and then
 ///   calls [`crate::Replica::on_synced`] with the log's durable end; a sync covers every change
 ///   made before it, truncations included. Acks are only ever sent for synced offsets.
 /// - [`Output::Send`] may be delayed, duplicated or lost; the protocol retries.

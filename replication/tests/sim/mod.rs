@@ -55,11 +55,13 @@ impl LogData {
                 }
             }
             DiskOp::Truncate(to) => self.batches.retain(|b| b.end() <= *to),
-            DiskOp::Reset(start) => {
-                self.start = *start;
-                self.batches.clear();
-            }
         }
+    }
+
+    /// Drops the batches below `start`, a batch boundary (local retention after tiering).
+    fn advance_start(&mut self, start: u64) {
+        self.batches.retain(|b| b.base >= start);
+        self.start = self.start.max(start);
     }
 
     fn view(&self) -> LogView {
@@ -97,7 +99,6 @@ impl ReadLog<SimBatch> for LogData {
 enum DiskOp {
     Write(Vec<SimBatch>),
     Truncate(u64),
-    Reset(u64),
 }
 
 /// A disk: what the last sync made durable, and the changes since, in order. A crash keeps
@@ -118,13 +119,29 @@ impl Disk {
         let removed = match op {
             DiskOp::Write(_) => None,
             DiskOp::Truncate(to) => Some(to),
-            DiskOp::Reset(_) => Some(0),
         };
         if let Some(at) = removed {
             self.removed_from = Some(self.removed_from.map_or(at, |r| r.min(at)));
         }
         self.current.apply(&op);
         self.since_sync.push(op);
+    }
+
+    /// A reset is durable at once (the contract on `Output::Reset`).
+    fn reset(&mut self, start: u64) {
+        self.current = LogData {
+            start,
+            batches: Vec::new(),
+        };
+        self.durable = self.current.clone();
+        self.since_sync.clear();
+        self.removed_from = None;
+    }
+
+    /// Local retention: segments below `start` are deleted, durably.
+    fn advance_start(&mut self, start: u64) {
+        self.durable.advance_start(start);
+        self.current.advance_start(start);
     }
 
     /// Makes every change durable; returns the lowest offset it removed data from.
@@ -248,6 +265,14 @@ pub struct Sim {
     committed: BTreeMap<u64, u64>,
     /// Epochs each replica led, to check one leader per epoch.
     leaders: BTreeMap<u32, ReplicaId>,
+    /// Every batch ever written, by (epoch, base offset): one epoch has one log.
+    written: BTreeMap<(u32, u64), u64>,
+    /// Below this offset the partition is in object storage (tiered by the leader from its
+    /// committed log); replicas may drop their logs below it.
+    tiered: u64,
+    /// Resets carried out, and prefixes dropped by retention: coverage of the log-start path.
+    pub resets: u64,
+    pub retained: u64,
     pub steps: u64,
     /// The producer sends (off while settling, so the replicas can catch up).
     producing: bool,
@@ -288,6 +313,10 @@ impl Sim {
             acked: BTreeMap::new(),
             committed: BTreeMap::new(),
             leaders: BTreeMap::new(),
+            written: BTreeMap::new(),
+            tiered: 0,
+            resets: 0,
+            retained: 0,
             steps: 0,
             producing: true,
             trace: std::env::var_os("FLOE_SIM_TRACE").is_some(),
@@ -334,6 +363,8 @@ impl Sim {
             }
         } else if roll < 800 {
             self.controlplane_step();
+        } else if roll < 815 {
+            self.tier_and_retain();
         } else if roll < 850 {
             // Restart a crashed node.
             let down: Vec<ReplicaId> = self
@@ -430,8 +461,21 @@ impl Sim {
     }
 
     fn check_final(&self) {
+        let start = self
+            .nodes
+            .iter()
+            .map(|n| n.disk.current.start)
+            .max()
+            .unwrap_or(0);
+        let suffix = |log: &LogData| -> Vec<SimBatch> {
+            log.batches
+                .iter()
+                .filter(|b| b.base >= start)
+                .cloned()
+                .collect()
+        };
         for node in &self.nodes {
-            for (base, batch) in &self.acked {
+            for (base, batch) in self.acked.range(node.disk.current.start..) {
                 assert_eq!(
                     node.disk.current.batch_at(*base),
                     Some(batch),
@@ -441,7 +485,8 @@ impl Sim {
                 );
             }
             assert_eq!(
-                node.disk.current, self.nodes[0].disk.current,
+                suffix(&node.disk.current),
+                suffix(&self.nodes[0].disk.current),
                 "seed {}: logs differ",
                 self.seed
             );
@@ -552,7 +597,17 @@ impl Sim {
                     to,
                     message,
                 }),
-                Output::Write(batches) => node.disk.apply(DiskOp::Write(batches)),
+                Output::Write(batches) => {
+                    for b in &batches {
+                        let first = *self.written.entry((b.epoch, b.base)).or_insert(b.id);
+                        assert_eq!(
+                            first, b.id,
+                            "seed {seed}: two batches at {} in epoch {}",
+                            b.base, b.epoch
+                        );
+                    }
+                    node.disk.apply(DiskOp::Write(batches));
+                }
                 Output::Truncate(to) => {
                     assert!(
                         to >= node.exposed,
@@ -573,8 +628,15 @@ impl Sim {
                     node.disk.apply(DiskOp::Truncate(to));
                 }
                 Output::Reset(start) => {
+                    assert!(
+                        start <= self.tiered,
+                        "seed {seed}: replica {id} resets to {start}, above the tier's end {}",
+                        self.tiered
+                    );
                     node.checked_to = 0;
-                    node.disk.apply(DiskOp::Reset(start));
+                    node.disk.reset(start);
+                    self.resets += 1;
+                    self.check_acked_from(0);
                 }
                 Output::HighWatermark(hw) => {
                     assert!(hw >= node.exposed, "seed {seed}: high watermark went back");
@@ -654,12 +716,70 @@ impl Sim {
             id: self.next_id,
         };
         self.next_id += 1;
+        let first = *self.written.entry((epoch, base)).or_insert(batch.id);
+        assert_eq!(
+            first, batch.id,
+            "seed {}: two batches at {base} in epoch {epoch}",
+            self.seed
+        );
         self.pending
             .insert(base, (batch.id, batch.end(), leader, epoch));
         let end = batch.end();
         node.disk.apply(DiskOp::Write(vec![batch]));
         let out = node.replica.on_appended(end, &node.disk.current);
         self.carry_out(leader, out);
+    }
+
+    /// The leader tiers part of its committed log; then one replica drops its log below
+    /// some batch boundary that is tiered, committed and durable on it.
+    fn tier_and_retain(&mut self) {
+        if let Some(leader) = self.controlplane.leader {
+            let node = &self.nodes[leader as usize];
+            if node.up && node.replica.leader_epoch().is_some() {
+                let hw = node.replica.high_watermark();
+                let boundaries: Vec<u64> = node
+                    .disk
+                    .current
+                    .batches
+                    .iter()
+                    .map(Batch::end)
+                    .filter(|&end| end > self.tiered && end <= hw)
+                    .collect();
+                if !boundaries.is_empty() {
+                    self.tiered = boundaries[self.rng.below(boundaries.len() as u64) as usize];
+                }
+            }
+        }
+        let id = self.rng.below(self.nodes.len() as u64) as usize;
+        let node = &self.nodes[id];
+        if !node.up {
+            return;
+        }
+        let limit = self
+            .tiered
+            .min(node.replica.high_watermark())
+            // The synced end as the replica sees it: a truncation lowers it until the next
+            // sync, while the disk may still hold the old entries.
+            .min(node.replica.log().synced);
+        let boundaries: Vec<u64> = node
+            .disk
+            .current
+            .batches
+            .iter()
+            .map(Batch::end)
+            .filter(|&end| end > node.disk.current.start && end <= limit)
+            .collect();
+        if boundaries.is_empty() {
+            return;
+        }
+        let start = boundaries[self.rng.below(boundaries.len() as u64) as usize];
+        if self.trace {
+            eprintln!("[{}] replica {id} drops its log below {start}", self.steps);
+        }
+        self.retained += 1;
+        let node = &mut self.nodes[id];
+        node.disk.advance_start(start);
+        node.replica.on_log_start(start);
     }
 
     fn sync(&mut self, id: ReplicaId) {
@@ -835,7 +955,7 @@ impl Sim {
     /// Called whenever a durable log may have lost data from `from` on, and for new acks.
     fn check_acked_from(&self, from: u64) {
         let majority = self.majority();
-        for (base, batch) in self.acked.range(from..) {
+        for (base, batch) in self.acked.range(from.max(self.tiered)..) {
             let copies = self
                 .nodes
                 .iter()
@@ -856,6 +976,13 @@ impl Sim {
         // with every other's.
         for node in self.nodes.iter_mut().filter(|n| n.up) {
             let hw = node.replica.high_watermark();
+            assert!(
+                hw <= node.disk.current.end(),
+                "seed {seed} step {}: replica {} exposes {hw}, beyond its log end {}",
+                self.steps,
+                node.replica.id(),
+                node.disk.current.end()
+            );
             let log = &node.disk.current;
             let first = log.batches.partition_point(|b| b.base < node.checked_to);
             for b in log.batches[first..].iter().take_while(|b| b.end() <= hw) {
