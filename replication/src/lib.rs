@@ -1,7 +1,7 @@
 //! Floe's quorum replication: the sans-IO state machine of one partition replica
 //! ([`Replica`]), its peer messages ([`Message`]) and what it asks of its driver
 //! ([`Output`]). `docs/replication.md` states the protocol and why it is safe; the seeded
-//! simulator in `tests/simulator.rs` checks it under loss, reordering, partitions and
+//! simulator in `tests/simulator/` checks it under loss, reordering, partitions and
 //! crashes.
 
 mod history;

@@ -404,10 +404,11 @@ impl Replica {
                 start, end, epochs, ..
             } if epoch == self.promised => {
                 let now = self.now_ms;
-                let agreed = self.log.common_prefix(&epochs, end).min(self.log.end);
+                let view = &self.log;
                 if let Role::Leader { followers, .. } = &mut self.role
                     && let Some(p) = followers.get_mut(&from)
                 {
+                    let agreed = view.common_prefix(&epochs, end).min(view.end);
                     p.last_heard_ms = now;
                     p.in_flight = 0;
                     p.probing = true;

@@ -163,6 +163,7 @@ impl BrokerProcess {
             .arg(&profile_path)
             .args(args)
             .envs(env.iter().copied())
+            // `FLOE_TEST_BROKER_LOG` overrides the broker's log filter (e.g. to debug a module).
             .env(
                 "FLOE_LOG",
                 std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into()),

@@ -58,6 +58,17 @@ impl LogData {
         }
     }
 
+    /// A random batch end in `(above, upto]`, if there is one.
+    fn boundary_in(&self, above: u64, upto: u64, rng: &mut Rng) -> Option<u64> {
+        let ends: Vec<u64> = self
+            .batches
+            .iter()
+            .map(Batch::end)
+            .filter(|&end| end > above && end <= upto)
+            .collect();
+        (!ends.is_empty()).then(|| ends[rng.below(ends.len() as u64) as usize])
+    }
+
     /// Drops the batches below `start`, a batch boundary (local retention after tiering).
     fn advance_start(&mut self, start: u64) {
         self.batches.retain(|b| b.base >= start);
@@ -737,16 +748,12 @@ impl Sim {
             let node = &self.nodes[leader as usize];
             if node.up && node.replica.leader_epoch().is_some() {
                 let hw = node.replica.high_watermark();
-                let boundaries: Vec<u64> = node
+                if let Some(end) = node
                     .disk
                     .current
-                    .batches
-                    .iter()
-                    .map(Batch::end)
-                    .filter(|&end| end > self.tiered && end <= hw)
-                    .collect();
-                if !boundaries.is_empty() {
-                    self.tiered = boundaries[self.rng.below(boundaries.len() as u64) as usize];
+                    .boundary_in(self.tiered, hw, &mut self.rng)
+                {
+                    self.tiered = end;
                 }
             }
         }
@@ -761,18 +768,10 @@ impl Sim {
             // The synced end as the replica sees it: a truncation lowers it until the next
             // sync, while the disk may still hold the old entries.
             .min(node.replica.log().synced);
-        let boundaries: Vec<u64> = node
-            .disk
-            .current
-            .batches
-            .iter()
-            .map(Batch::end)
-            .filter(|&end| end > node.disk.current.start && end <= limit)
-            .collect();
-        if boundaries.is_empty() {
+        let log = &node.disk.current;
+        let Some(start) = log.boundary_in(log.start, limit, &mut self.rng) else {
             return;
-        }
-        let start = boundaries[self.rng.below(boundaries.len() as u64) as usize];
+        };
         if self.trace {
             eprintln!("[{}] replica {id} drops its log below {start}", self.steps);
         }
