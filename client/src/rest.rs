@@ -18,9 +18,9 @@ use std::time::Duration;
 use floe_wire::BrokerId;
 use floe_wire::admin::{
     AlterRetentionRequest, ApiError, ApiErrorCode, Assignments, BrokerInfo, BrokerList,
-    CreateStreamRequest, Health, HeartbeatRequest, HeartbeatResponse, ReadReplicaList, Readiness,
-    RegisterBrokerRequest, RegisterBrokerResponse, ScalingPolicy, StreamDescription, StreamInfo,
-    StreamList,
+    CreateStreamRequest, ElectionReport, Health, HeartbeatRequest, HeartbeatResponse,
+    ReadReplicaList, Readiness, RegisterBrokerRequest, RegisterBrokerResponse, ScalingPolicy,
+    StreamDescription, StreamInfo, StreamList,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -273,6 +273,22 @@ impl Controlplane {
     ) -> Result<HeartbeatResponse, RestError> {
         let path = format!("/v1/brokers/{}/heartbeat", id.get());
         self.send(Method::POST, &path, request).await
+    }
+
+    /// `POST /v1/brokers/{id}/elections`: a replica's answer to an election.
+    pub async fn report_election(
+        &self,
+        id: BrokerId,
+        report: &ElectionReport,
+    ) -> Result<(), RestError> {
+        let path = format!("/v1/brokers/{}/elections", id.get());
+        let body = serde_json::to_vec(report).map_err(|e| RestError::Invalid {
+            url: self.base.clone(),
+            detail: format!("encoding the request: {e}"),
+        })?;
+        self.call::<serde_json::Value>(Method::POST, &path, Some(body), CALL_TIMEOUT)
+            .await
+            .map(|_| ())
     }
 
     /// `GET /v1/brokers/{id}/assignments`: at once without `after_version`; otherwise once

@@ -14,9 +14,9 @@ mod read_replica;
 mod stream;
 
 pub use broker::{
-    Assignments, BrokerInfo, BrokerList, BrokerState, HeartbeatRequest, HeartbeatResponse,
-    PartitionAssignment, PartitionReport, RegisterBrokerRequest, RegisterBrokerResponse,
-    StreamAssignment,
+    Assignments, BrokerInfo, BrokerList, BrokerState, ElectionOutcome, ElectionReport,
+    HeartbeatRequest, HeartbeatResponse, PartitionAssignment, PartitionReport,
+    RegisterBrokerRequest, RegisterBrokerResponse, StreamAssignment,
 };
 pub use error::{ApiError, ApiErrorCode};
 pub use group::{

@@ -129,4 +129,33 @@ pub struct PartitionAssignment {
     pub replicas: Vec<BrokerId>,
     pub leader: Option<BrokerId>,
     pub epoch: u64,
+    /// An election for `epoch` is running (`leader` is then absent): every replica promises
+    /// `epoch` and answers with an [`ElectionReport`]. Only for replicated partitions
+    /// (replication factor above 1).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub electing: bool,
+}
+
+/// `POST /v1/brokers/{id}/elections`: a replica's answer to an election of its partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ElectionReport {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    /// The election's epoch.
+    pub epoch: u64,
+    pub outcome: ElectionOutcome,
+}
+
+/// What a replica answers to an election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ElectionOutcome {
+    /// The replica durably promised `epoch` (it ignores older leaders from now on); its
+    /// durable log ends at `end`, and its last entry was written in `last_epoch` (0: empty).
+    Reported { last_epoch: u64, end: u64 },
+    /// The replica cannot report for, or lead, `epoch`: it promised a newer one, or it
+    /// restarted after reporting. The controlplane elects again with an epoch above both
+    /// `epoch` and `promised` (the newest epoch the replica has promised).
+    Refused { promised: u64 },
 }

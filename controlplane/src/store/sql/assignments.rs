@@ -210,6 +210,7 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
                 .map(|id| broker_from_db("partitions.leader", id))
                 .transpose()?,
             epoch: from_db("partitions.epoch", row.try_get(3)?)?,
+            electing: false,
         };
         by_stream.entry(stream).or_default().push(assignment);
     }
