@@ -18,6 +18,7 @@
 //!   older than the configured age.
 
 mod open;
+mod reset;
 mod retention;
 mod syncer;
 mod truncation;

@@ -229,3 +229,67 @@ fn a_crash_during_truncation_leaves_the_kept_prefix_intact() {
         }
     }
 }
+
+#[test]
+fn a_reset_is_all_or_nothing_across_a_crash() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..30 {
+        log.append(&batch(&format!("r{i}"), 3, 0), 1)
+            .expect("append");
+    }
+    log.wait_synced_blocking(log.log_end()).expect("sync");
+    log.store_high_watermark(Offset::new(40)).expect("hw");
+    let before = read_all(&log, Offset::ZERO);
+    let start = Offset::new(500);
+    let captured = Arc::new(Mutex::new(Vec::new()));
+    {
+        let captured = captured.clone();
+        storage.on_sync(move |_, image| captured.lock().expect("lock").push(image));
+    }
+    log.reset(start).expect("reset");
+    assert_eq!((log.log_start(), log.log_end()), (start, start));
+    assert_eq!(log.synced_end(), start);
+    assert_eq!(log.high_watermark(), start);
+    assert!(log.epoch_history().entries().is_empty());
+    let next = log
+        .append(&batch("after", 2, 0), 4)
+        .expect("append after reset");
+    assert_eq!(next.base_offset, start);
+    log.wait_synced_blocking(next.next_offset()).expect("sync");
+    drop(log);
+    let images = std::mem::take(&mut *captured.lock().expect("lock"));
+    assert!(
+        images.len() >= 3,
+        "reset synced only {} times",
+        images.len()
+    );
+    let mut reset_seen = false;
+    for (i, image) in images.iter().enumerate() {
+        for seed in 0..4 {
+            let restored = image.restore(seed);
+            let log = Log::open(
+                Arc::new(restored) as Arc<dyn Storage>,
+                &dir(),
+                small_config(),
+            )
+            .unwrap_or_else(|e| panic!("image {i} seed {seed}: {e}"));
+            if log.log_start() == start {
+                // The reset happened: nothing of the old log is left.
+                reset_seen = true;
+                let after = read_all(&log, start);
+                assert!(after.len() <= 2, "image {i} seed {seed}: {after:?}");
+                assert!(log.high_watermark() <= log.log_end());
+            } else {
+                // It did not: the whole old log is there.
+                assert_eq!(log.log_start(), Offset::ZERO, "image {i} seed {seed}");
+                assert_eq!(
+                    read_all(&log, Offset::ZERO),
+                    before,
+                    "image {i} seed {seed}: a partial reset"
+                );
+            }
+        }
+    }
+    assert!(reset_seen, "no crash image after the reset took effect");
+}

@@ -66,6 +66,7 @@ pub(super) fn open(
     storage
         .create_dir_all(dir)
         .map_err(LogError::io("create directory", dir))?;
+    super::reset::recover(storage.as_ref(), dir)?;
     let listing = list(storage.as_ref(), dir)?;
     let mut bases = listing.segments.clone();
     if bases.is_empty() {
