@@ -12,7 +12,7 @@ if [ ! -x .venv/bin/schemathesis ]; then
   .venv/bin/pip install --quiet schemathesis >&2
 fi
 
-bin=${FLOE_CONTROLPLANE_BIN:-target/debug/floe-controlplane}
+bin=${FLOE_CONTROLPLANE_BIN:-${CARGO_TARGET_DIR:-target}/debug/floe-controlplane}
 if [ ! -x "$bin" ]; then
   cargo build -p floe-controlplane --bin floe-controlplane
 fi

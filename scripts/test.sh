@@ -21,9 +21,11 @@ export FLOE_TEST_POSTGRES_URL
 trap 'kill "$(cat .venv/moto.pid)" 2>/dev/null || true; scripts/postgres.sh stop' EXIT
 echo "serving on $FLOE_TEST_POSTGRES_URL"
 
-echo "== cargo build (workspace binaries) (at ${SECONDS}s) =="
-# End-to-end tests run the real binaries: client/tests/cli.rs finds floe-broker next to floe.
-cargo build --workspace --bins --locked
+echo "== cargo test --no-run (workspace build) (at ${SECONDS}s) =="
+# End-to-end tests run the real binaries (client/tests/cli.rs finds floe-broker next to
+# floe). Building the tests builds every package's binaries too, in the test profile; a
+# separate `cargo build` would compile the workspace a second time in the dev profile.
+cargo test --workspace --locked --no-run
 
 echo "== cargo test (workspace) (at ${SECONDS}s) =="
 cargo test --workspace --locked

@@ -15,6 +15,9 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[allow(dead_code)] // the fixed-rate load is the replication benchmark's
+#[path = "publish/load.rs"]
+mod load;
 #[path = "publish/raw.rs"]
 mod raw;
 
@@ -22,29 +25,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use floe_broker::tls::CertificatePaths;
 use floe_client::{
     AckMode, Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer,
     ProducerConfig, ProducerRecord, StreamName, StreamSettings,
 };
 use hdrhistogram::Histogram;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn percentiles(h: &Histogram<u64>) -> String {
-    format!(
-        "p50 {} µs, p99 {} µs, p999 {} µs",
-        h.value_at_quantile(0.5),
-        h.value_at_quantile(0.99),
-        h.value_at_quantile(0.999)
-    )
-}
+use load::{env_u64, percentiles, publish};
 
 fn main() -> anyhow::Result<()> {
     common::install_crypto();
@@ -155,36 +142,6 @@ fn rss_of(pid: u32) -> Option<u64> {
         .parse::<u64>()
         .ok()
         .map(|kib| kib * 1024)
-}
-
-/// Publishes `records` of 1 KiB as fast as the producer allows; returns the time and the
-/// send→ack latency in microseconds.
-async fn publish(
-    client: &Client,
-    stream: &StreamName,
-    records: u64,
-) -> anyhow::Result<(Duration, Histogram<u64>)> {
-    let producer = Producer::new(client, stream.clone(), ProducerConfig::default()).await?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, floe_client::TimedDelivery)>(1 << 16);
-    let collector = tokio::spawn(async move {
-        let mut latency = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
-        while let Some((sent, delivery)) = rx.recv().await {
-            let (_, acked) = delivery.await?;
-            latency.saturating_record(acked.saturating_duration_since(sent).as_micros() as u64);
-        }
-        anyhow::Ok(latency)
-    });
-    let value = Bytes::from(vec![b'x'; 1024]);
-    let started = Instant::now();
-    for _ in 0..records {
-        let sent = Instant::now();
-        let delivery = producer.send(ProducerRecord::new(value.clone())).await?;
-        tx.send((sent, delivery.timed())).await?;
-    }
-    drop(tx);
-    producer.close().await?;
-    let latency = collector.await??;
-    Ok((started.elapsed(), latency))
 }
 
 /// Publishes at a fixed rate while a consumer follows the tail; the value carries the send

@@ -27,6 +27,10 @@ pub struct StreamEntry {
     /// created on a broker without a controlplane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at_ms: Option<u64>,
+    /// Replicas per partition, as the controlplane assigns them; absent or 1: the partition
+    /// lives on this broker alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_factor: Option<u32>,
     /// The partitions this broker serves; absent: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Vec<u32>>,
@@ -149,6 +153,7 @@ mod tests {
             retention_bytes: None,
             retention_ms: Some(60_000),
             created_at_ms: Some(1_700_000_000_000),
+            replication_factor: None,
             held: Some(vec![0, 2]),
             deleting: false,
         };

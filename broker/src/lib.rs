@@ -11,6 +11,8 @@ pub mod dev;
 pub mod managed;
 pub mod metrics;
 pub mod partitions;
+pub mod peer;
+pub mod replica;
 pub mod run;
 pub mod server;
 pub mod tiering;

@@ -1,5 +1,6 @@
-//! The `floe-broker` binary: `dev` (everything in one process, zero configuration) and
-//! `serve` (a broker with operator-provided certificates).
+//! The `floe-broker` binary: `dev` (everything in one process, zero configuration),
+//! `serve` (a broker with operator-provided certificates) and `certs` (a development CA and
+//! certificate for a cluster on one machine).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,6 +28,13 @@ enum Command {
     Dev(DevArgs),
     /// Run a broker with operator-provided certificates.
     Serve(ServeArgs),
+    /// Write a development CA and a broker certificate for localhost (`ca.pem`, `broker.pem`,
+    /// `broker.key`) into a directory, for a cluster on one machine; existing files are kept.
+    Certs {
+        /// The directory to write into.
+        #[arg(long)]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -154,6 +162,18 @@ struct ServeArgs {
     /// Failure domain (e.g. an availability zone) reported to the controlplane.
     #[arg(long, env = "FLOE_ZONE")]
     zone: Option<String>,
+    /// The peer port: replication traffic from other brokers (QUIC, mutual TLS with the
+    /// certificate above). Needed to hold replicas of streams with a replication factor
+    /// above 1. Port 0 picks a free one.
+    #[arg(long, env = "FLOE_PEER_LISTEN", requires_all = ["controlplane", "peer_ca"])]
+    peer_listen: Option<SocketAddr>,
+    /// host:port other brokers use to reach the peer port [default: its listen address]
+    #[arg(long, env = "FLOE_PEER_ADVERTISE")]
+    peer_advertise: Option<String>,
+    /// PEM certificate of the CA that signs every broker's certificate: peers must present
+    /// one it signed.
+    #[arg(long, env = "FLOE_PEER_CA")]
+    peer_ca: Option<PathBuf>,
     #[command(flatten)]
     storage: StorageArgs,
 }
@@ -177,6 +197,12 @@ fn main() -> Result<()> {
         match cli.command {
             Command::Dev(args) => run_dev(args).await,
             Command::Serve(args) => run_serve(args).await,
+            Command::Certs { dir } => {
+                let certs = tls::DevCertificates::ensure(&dir)?;
+                use std::io::Write;
+                writeln!(std::io::stdout(), "{}", certs.ca.display())?;
+                Ok(())
+            }
         }
     })
 }
@@ -235,14 +261,18 @@ async fn run_dev(args: DevArgs) -> Result<()> {
 }
 
 async fn run_serve(args: ServeArgs) -> Result<()> {
-    let mut settings = Settings::new(
-        args.data_dir,
-        args.listen,
-        CertificatePaths {
-            cert: args.cert,
-            key: args.key,
-        },
-    );
+    let certificate = CertificatePaths {
+        cert: args.cert,
+        key: args.key,
+    };
+    let mut settings = Settings::new(args.data_dir, args.listen, certificate.clone());
+    settings.peer = match (args.peer_listen, args.peer_ca) {
+        (Some(listen), Some(ca)) => Some(run::PeerSettings {
+            listen,
+            tls: tls::PeerTls { certificate, ca },
+        }),
+        _ => None,
+    };
     settings.metrics_listen = args.metrics_listen;
     settings.advertised = args.advertise;
     settings.broker_id = args.broker_id;
@@ -250,7 +280,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
         url,
         admin_token: args.admin_token,
         zone: args.zone,
-        peer_endpoint: None,
+        peer_endpoint: args.peer_advertise,
     });
     args.storage.apply(&mut settings);
     let _ = tls::ALPN;

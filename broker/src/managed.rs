@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use floe_client::rest::{Controlplane, RestError};
 use floe_wire::admin::{
     ApiErrorCode, Assignments, BrokerState as LeaseState, HeartbeatRequest, OffsetRange,
-    PartitionReport, RegisterBrokerRequest, StreamAssignment,
+    PartitionAssignment, PartitionReport, RegisterBrokerRequest, StreamAssignment,
 };
 use floe_wire::{AckMode, BrokerId, Endpoint, PartitionId, StreamName};
 use serde::{Deserialize, Serialize};
@@ -327,15 +327,26 @@ fn entry(stream: &StreamAssignment, me: BrokerId) -> StreamEntry {
         retention_bytes: config.retention.tier_bytes,
         retention_ms: config.retention.tier_ms,
         created_at_ms: Some(stream.created_at_ms),
+        replication_factor: Some(config.replication_factor),
         held: Some(
             stream
                 .partitions
                 .iter()
-                .filter(|p| p.leader == Some(me))
+                .filter(|p| holds(config.replication_factor, p, me))
                 .map(|p| p.partition.get())
                 .collect(),
         ),
         deleting: false,
+    }
+}
+
+/// Whether this broker serves `partition`: every replica of a replicated partition, only
+/// the leader of one without replicas.
+fn holds(replication_factor: u32, partition: &PartitionAssignment, me: BrokerId) -> bool {
+    if replication_factor > 1 {
+        partition.replicas.contains(&me)
+    } else {
+        partition.leader == Some(me)
     }
 }
 
@@ -401,8 +412,50 @@ async fn apply(state: &Arc<BrokerState>, managed: &Managed, assignments: Assignm
             }
         }
     }
+    if !assign_replicas(state, &assignments) {
+        complete = false;
+    }
     if complete {
         managed.applied.send_replace(assignments.version);
+    }
+    complete
+}
+
+/// Hands each replicated partition held here its assignment (epoch, leader, election),
+/// starting its replica first when it has none. False when replication is not set up on this
+/// broker (no peer port) and a replicated partition needs it.
+fn assign_replicas(state: &BrokerState, assignments: &Assignments) -> bool {
+    let me = assignments.broker_id;
+    let mut complete = true;
+    for stream in &assignments.streams {
+        if stream.config.replication_factor <= 1 {
+            continue;
+        }
+        for p in stream
+            .partitions
+            .iter()
+            .filter(|p| p.replicas.contains(&me))
+        {
+            let Some(partition) = state
+                .partitions
+                .get(stream.name.as_str(), p.partition.get())
+            else {
+                continue;
+            };
+            let Some(context) = &state.replication else {
+                tracing::error!(stream = %stream.name, "a replicated stream, and this broker has no peer port (--peer-listen)");
+                complete = false;
+                continue;
+            };
+            partition
+                .start_replica(context)
+                .assign(crate::replica::Assignment {
+                    epoch: p.epoch,
+                    leader: p.leader,
+                    electing: p.electing,
+                    replicas: p.replicas.clone(),
+                });
+        }
     }
     complete
 }

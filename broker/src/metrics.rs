@@ -17,6 +17,14 @@ pub struct StreamLabels {
     pub stream: String,
 }
 
+/// Labels of a leader's per-follower series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FollowerLabels {
+    pub stream: String,
+    pub partition: u32,
+    pub follower: u32,
+}
+
 /// Labels of error series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -48,6 +56,8 @@ pub struct Metrics {
     pub publish_refused: Family<ErrorLabels, Counter>,
     /// From a produce request's arrival to its acknowledgement, seconds.
     pub publish_latency: Histogram,
+    /// From a replicated append to its commit (the high watermark passing it), seconds.
+    pub quorum_ack_latency: Histogram,
     pub fetch_requests: Family<StreamLabels, Counter>,
     pub fetch_bytes: Family<StreamLabels, Counter>,
     pub fetch_latency: Histogram,
@@ -71,6 +81,14 @@ pub struct Metrics {
     pub tier_cache_misses: Counter,
     pub tier_cache_memory_bytes: Gauge,
     pub tier_corrupt_objects: Counter,
+    /// Records a follower still lacks (the leader's log end minus its acked end), per
+    /// partition this broker leads.
+    pub replication_lag: Family<FollowerLabels, Gauge>,
+    /// Elections this broker's replicas won (became leader).
+    pub replica_leaderships: Counter,
+    /// Uncommitted tails truncated, and whole logs reset, on this broker's replicas.
+    pub replica_truncations: Counter,
+    pub replica_resets: Counter,
     scrape_hook: OnceLock<ScrapeHook>,
     registry: Registry,
 }
@@ -89,6 +107,7 @@ impl Metrics {
             publish_bytes: Family::default(),
             publish_refused: Family::default(),
             publish_latency: latency_histogram(),
+            quorum_ack_latency: latency_histogram(),
             fetch_requests: Family::default(),
             fetch_bytes: Family::default(),
             fetch_latency: latency_histogram(),
@@ -108,6 +127,10 @@ impl Metrics {
             tier_cache_misses: Counter::default(),
             tier_cache_memory_bytes: Gauge::default(),
             tier_corrupt_objects: Counter::default(),
+            replication_lag: Family::default(),
+            replica_leaderships: Counter::default(),
+            replica_truncations: Counter::default(),
+            replica_resets: Counter::default(),
             scrape_hook: OnceLock::new(),
             registry: Registry::default(),
         };
@@ -135,6 +158,31 @@ impl Metrics {
             "publish_latency_seconds",
             "Produce request to acknowledgement",
             m.publish_latency.clone(),
+        );
+        registry.register(
+            "quorum_ack_latency_seconds",
+            "Replicated append to commit on a majority of the replicas (quorum acks)",
+            m.quorum_ack_latency.clone(),
+        );
+        registry.register(
+            "replication_lag_records",
+            "Records a follower lacks behind its leader's log end (on the leader)",
+            m.replication_lag.clone(),
+        );
+        registry.register(
+            "replica_leaderships",
+            "Elections this broker's replicas won",
+            m.replica_leaderships.clone(),
+        );
+        registry.register(
+            "replica_truncations",
+            "Uncommitted tails truncated on this broker's replicas",
+            m.replica_truncations.clone(),
+        );
+        registry.register(
+            "replica_resets",
+            "Replica logs reset to their leader's log start",
+            m.replica_resets.clone(),
         );
         registry.register(
             "fetch_requests",

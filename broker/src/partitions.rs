@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
@@ -13,23 +13,27 @@ use floe_tier::{PartitionPath, TierRetention, TierStore, Uploader, UploaderConfi
 use floe_wire::Offset;
 
 use crate::catalog::{Catalog, StreamEntry};
+use crate::replica::{ReplicaContext, ReplicaHandle};
 
 /// How a stream acknowledges publishes on this broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// Acknowledge once appended (page cache).
     None,
-    /// Acknowledge once fsynced.
+    /// Acknowledge once fsynced on the leader.
     Leader,
+    /// Acknowledge once fsynced on a majority of the replicas. A partition without replicas
+    /// is its own majority: the same as `Leader`.
+    Quorum,
 }
 
 impl Durability {
-    /// Parses the catalog's spelling. `quorum` needs replication, which a single broker
-    /// provides as `leader` (a majority of one).
+    /// Parses the catalog's spelling.
     pub fn parse(mode: &str) -> Result<Durability> {
         match mode {
             "none" => Ok(Durability::None),
-            "leader" | "quorum" => Ok(Durability::Leader),
+            "leader" => Ok(Durability::Leader),
+            "quorum" => Ok(Durability::Quorum),
             other => anyhow::bail!("unknown ack mode `{other}`"),
         }
     }
@@ -46,9 +50,50 @@ pub struct Partition {
     retention: Mutex<(RetentionPolicy, TierRetention)>,
     pub tier_path: PartitionPath,
     pub uploader: Uploader,
+    /// The partition has replicas on other brokers: producers append and consumers read
+    /// through its replica, never straight to the log.
+    pub replicated: bool,
+    replica: OnceLock<ReplicaHandle>,
 }
 
 impl Partition {
+    /// The replica of a replicated partition, once its first assignment started it.
+    pub fn replica(&self) -> Option<&ReplicaHandle> {
+        self.replica.get()
+    }
+
+    /// The replica, started now when it was not.
+    pub fn start_replica(self: &Arc<Self>, context: &ReplicaContext) -> &ReplicaHandle {
+        self.replica
+            .get_or_init(|| ReplicaHandle::start(self, context.clone()))
+    }
+
+    fn stop_replica(&self) {
+        if let Some(replica) = self.replica.get() {
+            replica.stop();
+        }
+    }
+
+    /// Where records stop being visible to consumers: the high watermark of a replicated
+    /// partition (none while this broker does not lead it), else the synced end.
+    pub fn committed_end(&self) -> Option<Offset> {
+        if !self.replicated {
+            return Some(self.log.synced_end());
+        }
+        let commit = self.replica()?.commit();
+        commit.leading?;
+        Some(Offset::new(commit.high_watermark))
+    }
+
+    /// Whether this broker writes the partition's tier: the leader of a replicated partition,
+    /// or the only holder of an unreplicated one.
+    pub fn tiers_here(&self) -> Option<u32> {
+        if self.replicated {
+            self.replica()?.commit().leading
+        } else {
+            Some(crate::tiering::LOCAL_EPOCH)
+        }
+    }
     /// Sealed segments beyond it leave the local disk, once tiered.
     pub fn local_retention(&self) -> RetentionPolicy {
         self.retention.lock().unwrap_or_else(|e| e.into_inner()).0
@@ -235,6 +280,8 @@ impl Partitions {
             retention: Mutex::new((local_retention, tier_retention)),
             tier_path,
             uploader,
+            replicated: entry.replication_factor.is_some_and(|factor| factor > 1),
+            replica: OnceLock::new(),
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert((name.to_string(), id), partition);
@@ -280,6 +327,7 @@ impl Partitions {
             keys.into_iter().filter_map(|k| map.remove(&k)).collect()
         };
         for partition in released {
+            partition.stop_replica();
             if let Err(e) = partition.log.close() {
                 tracing::error!(stream = name, partition = partition.id, error = %e, "closing a released partition");
             }
@@ -350,6 +398,7 @@ impl Partitions {
             keys.into_iter().filter_map(|k| map.remove(&k)).collect()
         };
         for partition in removed {
+            partition.stop_replica();
             let _ = partition.log.close();
         }
         let dir = self.stream_dir(name);
@@ -441,6 +490,7 @@ impl Partitions {
     /// Syncs and closes every log (graceful shutdown).
     pub fn close_all(&self) {
         for p in self.all() {
+            p.stop_replica();
             if let Err(e) = p.log.close() {
                 tracing::error!(stream = %p.stream, partition = p.id, error = %e, "closing log");
             }

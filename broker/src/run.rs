@@ -15,8 +15,10 @@ use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
 use crate::managed::{self, ControlplaneSettings, Managed};
-use crate::metrics::{KindLabels, Metrics, ScrapeHook, StreamLabels, mirror};
+use crate::metrics::{FollowerLabels, KindLabels, Metrics, ScrapeHook, StreamLabels, mirror};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
+use crate::peer::{self, Peers};
+use crate::replica::ReplicaContext;
 use crate::server::{self, BrokerState};
 use crate::tiering::{self, TierSettings, Tiering};
 use crate::tls::{self, CertificatePaths};
@@ -106,6 +108,15 @@ pub struct Settings {
     /// The controlplane that assigns this broker its partitions; `None`: the local catalog
     /// alone, streams created over the client protocol.
     pub controlplane: Option<ControlplaneSettings>,
+    /// The peer port, for replicated partitions (with a controlplane only).
+    pub peer: Option<PeerSettings>,
+}
+
+/// Where this broker takes replication traffic from its peers, and its identity there.
+#[derive(Debug, Clone)]
+pub struct PeerSettings {
+    pub listen: SocketAddr,
+    pub tls: tls::PeerTls,
 }
 
 impl Settings {
@@ -129,6 +140,7 @@ impl Settings {
             stream_defaults: StreamDefaults::default(),
             disk_high_water: DiskHighWater::UsedFraction(0.9),
             controlplane: None,
+            peer: None,
         }
     }
 }
@@ -190,9 +202,25 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let advertised =
         Endpoint::new(advertised).context("the advertised address is not host:port")?;
 
+    let peer_endpoint = match (&settings.peer, &settings.controlplane) {
+        (Some(peer), Some(_)) => {
+            let config = tls::peer_server_config(&peer.tls)?;
+            let endpoint = server::endpoint(peer.listen, config, &reset_key)
+                .context("opening the peer port")?;
+            Some((endpoint, tls::peer_client_config(&peer.tls)?))
+        }
+        (Some(_), None) => anyhow::bail!("a peer port needs a controlplane"),
+        _ => None,
+    };
     let managed = match &settings.controlplane {
         Some(controlplane) => {
-            Some(Managed::connect(controlplane, &settings.data_dir, advertised.clone()).await?)
+            let mut controlplane = controlplane.clone();
+            if controlplane.peer_endpoint.is_none()
+                && let Some((endpoint, _)) = &peer_endpoint
+            {
+                controlplane.peer_endpoint = Some(endpoint.local_addr()?.to_string());
+            }
+            Some(Managed::connect(&controlplane, &settings.data_dir, advertised.clone()).await?)
         }
         None => None,
     };
@@ -201,7 +229,28 @@ pub async fn start(settings: Settings) -> Result<Running> {
         .map_or(BrokerId::new(settings.broker_id), |m| m.broker_id);
 
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let (replication, peer_server) = match (peer_endpoint, &managed) {
+        (Some((endpoint, client)), Some(managed)) => {
+            let peers = Arc::new(Peers::new(
+                broker_id,
+                endpoint.clone(),
+                client,
+                managed.controlplane.clone(),
+                shutdown_rx.clone(),
+            ));
+            tracing::info!(peer_addr = %endpoint.local_addr()?, "peer port open");
+            let context = ReplicaContext {
+                me: broker_id,
+                metrics: metrics.clone(),
+                peers,
+                controlplane: managed.controlplane.clone(),
+            };
+            (Some(context), Some(endpoint))
+        }
+        _ => (None, None),
+    };
     let state = Arc::new(BrokerState {
+        replication,
         partitions,
         tiering,
         disk_high_water: std::sync::atomic::AtomicBool::new(false),
@@ -229,10 +278,13 @@ pub async fn start(settings: Settings) -> Result<Running> {
         settings.disk_high_water,
     ));
     let tiering = tokio::spawn(tiering::run(state.clone()));
-    let controlplane = vec![
+    let mut controlplane = vec![
         tokio::spawn(managed::heartbeat(state.clone())),
         tokio::spawn(managed::follow_assignments(state.clone())),
     ];
+    if let Some(endpoint) = peer_server {
+        controlplane.push(tokio::spawn(peer::serve(endpoint, state.clone())));
+    }
     tracing::info!(%quic_addr, ?metrics_addr, data_dir = %settings.data_dir.display(), "broker serving");
     Ok(Running {
         quic_addr,
@@ -301,6 +353,20 @@ fn scrape_hook(state: std::sync::Weak<BrokerState>) -> ScrapeHook {
         }
         m.local_log_bytes
             .set(i64::try_from(local_bytes).unwrap_or(i64::MAX));
+        m.replication_lag.clear();
+        for p in state.partitions.all() {
+            let Some(replica) = p.replica() else { continue };
+            let end = p.log.log_end().get();
+            for (follower, acked) in replica.follower_progress() {
+                m.replication_lag
+                    .get_or_create(&FollowerLabels {
+                        stream: p.stream.clone(),
+                        partition: p.id,
+                        follower,
+                    })
+                    .set(i64::try_from(end.saturating_sub(acked)).unwrap_or(i64::MAX));
+            }
+        }
         m.disk_high_water
             .set(i64::from(state.disk_high_water.load(Ordering::Relaxed)));
         let tier = state.tiering.store.metrics().snapshot();

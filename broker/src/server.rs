@@ -42,6 +42,9 @@ pub struct BrokerState {
     pub broker_id: BrokerId,
     /// The controlplane link, when one manages this broker.
     pub managed: Option<crate::managed::Managed>,
+    /// The peer port and the controlplane, for replicated partitions (managed brokers with a
+    /// peer port only).
+    pub replication: Option<crate::replica::ReplicaContext>,
     /// `host:port` clients should use to reach this broker.
     pub advertised: floe_wire::Endpoint,
     /// Longest a fetch may wait on the tail, whatever the client asks.
@@ -132,6 +135,16 @@ fn socket2_ref(socket: &std::net::UdpSocket) -> socket2::SockRef<'_> {
 
 /// Accepts connections until `shutdown` turns true, then closes the endpoint.
 pub async fn serve(endpoint: quinn::Endpoint, state: Arc<BrokerState>) {
+    accept(endpoint, state, serve_connection).await;
+}
+
+/// Hands every connection `endpoint` accepts to `serve` on a task of its own, until the
+/// broker shuts down; then closes the endpoint.
+pub(crate) async fn accept<F, Fut>(endpoint: quinn::Endpoint, state: Arc<BrokerState>, serve: F)
+where
+    F: Fn(quinn::Connection, Arc<BrokerState>) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut shutdown = state.shutdown.clone();
     loop {
         tokio::select! {
@@ -140,7 +153,7 @@ pub async fn serve(endpoint: quinn::Endpoint, state: Arc<BrokerState>) {
                 let state = state.clone();
                 tokio::spawn(async move {
                     match incoming.await {
-                        Ok(connection) => serve_connection(connection, state).await,
+                        Ok(connection) => serve(connection, state).await,
                         Err(e) => tracing::debug!(error = %e, "handshake failed"),
                     }
                 });

@@ -209,11 +209,16 @@ pub(crate) async fn run(state: Arc<BrokerState>) {
 
 /// Uploads what the partition sealed below its high watermark and commits it.
 async fn upload(state: &BrokerState, partition: &Partition) {
+    // A replicated partition is tiered by its leader alone, in its epoch, up to what a
+    // majority holds.
+    let (Some(epoch), Some(high_watermark)) = (partition.tiers_here(), partition.committed_end())
+    else {
+        return;
+    };
     let sealed = partition.log.sealed_segments();
-    let high_watermark = partition.log.synced_end();
     let result = partition
         .uploader
-        .run(&sealed, high_watermark, LOCAL_EPOCH, now_ms())
+        .run(&sealed, high_watermark, epoch, now_ms())
         .await;
     match result {
         Ok(report) if !report.committed.is_empty() => {
@@ -244,12 +249,22 @@ async fn upload(state: &BrokerState, partition: &Partition) {
 async fn collect(state: Arc<BrokerState>) {
     let tiering = &state.tiering;
     for partition in state.partitions.all() {
+        let Some(epoch) = partition.tiers_here() else {
+            // A follower only reads the manifest its leader writes, so that its local
+            // retention knows what the tier holds.
+            if partition.replicated
+                && let Err(e) = partition.uploader.refresh().await
+            {
+                tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "reading the manifest on a follower");
+            }
+            continue;
+        };
         let tier_retention = partition.tier_retention();
         if tier_retention != floe_tier::TierRetention::default() {
             let removal = apply_tier_retention(
                 partition.uploader.manifest(),
                 tier_retention,
-                LOCAL_EPOCH,
+                epoch,
                 now_ms(),
             )
             .await;

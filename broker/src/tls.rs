@@ -149,3 +149,84 @@ pub fn server_config(
     config.transport_config(Arc::new(transport));
     Ok(config)
 }
+
+/// The ALPN protocol id of the peer port (broker to broker), version 1.
+pub const PEER_ALPN: &[u8] = b"floe-peer/1";
+
+/// A broker's identity on the peer port: its certificate and key, and the CA that signs every
+/// broker of the cluster.
+#[derive(Debug, Clone)]
+pub struct PeerTls {
+    pub certificate: CertificatePaths,
+    pub ca: PathBuf,
+}
+
+fn ca_roots(ca: &Path) -> Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        CertificateDer::pem_file_iter(ca).with_context(|| format!("reading {}", ca.display()))?
+    {
+        roots
+            .add(cert.with_context(|| format!("parsing {}", ca.display()))?)
+            .with_context(|| format!("a certificate in {}", ca.display()))?;
+    }
+    anyhow::ensure!(!roots.is_empty(), "{} holds no certificate", ca.display());
+    Ok(roots)
+}
+
+/// The peer port's transport: one unidirectional stream per sending peer, generous windows
+/// (appends carry up to a megabyte each, several in flight), no bidirectional streams.
+fn peer_transport() -> Result<quinn::TransportConfig> {
+    let idle = Duration::from_secs(10);
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(0u32.into())
+        .max_concurrent_uni_streams(64u32.into())
+        .stream_receive_window((16u32 * 1024 * 1024).into())
+        .receive_window((64u32 * 1024 * 1024).into())
+        .send_window(32 * 1024 * 1024)
+        .keep_alive_interval(Some(idle / 3))
+        .max_idle_timeout(Some(idle.try_into().context("idle timeout")?));
+    Ok(transport)
+}
+
+/// The peer port's server side: TLS 1.3, and only clients with a certificate from the
+/// cluster's CA (mutual TLS).
+pub fn peer_server_config(tls: &PeerTls) -> Result<quinn::ServerConfig> {
+    let (chain, key) = load(&tls.certificate)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(ca_roots(&tls.ca)?),
+        provider.clone(),
+    )
+    .build()
+    .context("the peer CA")?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .context("the certificate and key do not match")?;
+    config.alpn_protocols = vec![PEER_ALPN.to_vec()];
+    config.max_early_data_size = 0;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(peer_transport()?));
+    Ok(server)
+}
+
+/// The peer port's client side: trusts the cluster's CA and presents this broker's
+/// certificate.
+pub fn peer_client_config(tls: &PeerTls) -> Result<quinn::ClientConfig> {
+    let (chain, key) = load(&tls.certificate)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(ca_roots(&tls.ca)?)
+        .with_client_auth_cert(chain, key)
+        .context("the certificate and key do not match")?;
+    config.alpn_protocols = vec![PEER_ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(config)?;
+    let mut client = quinn::ClientConfig::new(Arc::new(crypto));
+    client.transport_config(Arc::new(peer_transport()?));
+    Ok(client)
+}

@@ -7,89 +7,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
-use common::install_crypto;
-use floe_broker::tls::DevCertificates;
-use floe_client::rest::Controlplane;
+use common::cluster::{Cluster, Timing};
 use floe_client::{
     Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer,
     ProducerConfig, ProducerRecord, StreamName,
 };
 use floe_wire::BrokerId;
 use floe_wire::admin::{BrokerState, CreateStreamRequest, StreamDescription};
-
-const DEADLINE: Duration = Duration::from_secs(30);
-
-/// A `floe-broker serve` process managed by the controlplane; killed on drop.
-struct ServeProcess {
-    child: Child,
-    log: PathBuf,
-}
-
-impl ServeProcess {
-    fn start(
-        dir: &Path,
-        certificates: &DevCertificates,
-        controlplane: &str,
-        objects: &Path,
-    ) -> ServeProcess {
-        std::fs::create_dir_all(dir).expect("broker directory");
-        let log = dir.join("broker.log");
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["--listen", "127.0.0.1:0"])
-            .arg("--cert")
-            .arg(&certificates.server.cert)
-            .arg("--key")
-            .arg(&certificates.server.key)
-            .args(["--controlplane", controlplane])
-            .args(["--tier-cache-disk", "0", "--tier-upload-interval", "200ms"])
-            .arg("--object-store")
-            .arg(format!("file://{}", objects.display()))
-            .env("FLOE_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn floe-broker serve");
-        ServeProcess { child, log }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-async fn wait_for<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 async fn client(endpoint: &str, ca: &Path) -> Client {
     let mut config = ClientConfig::new(endpoint.to_string(), "localhost", ca.to_path_buf());
@@ -161,45 +88,22 @@ fn endpoint_of(brokers: &[floe_wire::admin::BrokerInfo], id: BrokerId) -> String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_brokers_spread_partitions_and_a_killed_one_is_replaced() {
-    install_crypto();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
-        path: dir.path().join("controlplane.db"),
-    });
-    config.listen = "127.0.0.1:0".parse().expect("address");
-    config.lease = Duration::from_secs(2);
-    config.heartbeat_interval = Duration::from_millis(300);
-    config.reconcile_interval = Duration::from_millis(200);
-    config.default_replication_factor = 1;
-    let running = floe_controlplane::Controlplane::start(config)
-        .await
-        .expect("controlplane");
-    let url = format!("http://{}", running.local_addr());
-    let rest = Controlplane::new(&url, None).expect("REST client");
-    let certificates = DevCertificates::ensure(&dir.path().join("tls")).expect("certificates");
-    // One bucket for the cluster.
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).expect("objects directory");
-    let start = |i: usize| {
-        ServeProcess::start(
-            &dir.path().join(format!("b{i}")),
-            &certificates,
-            &url,
-            &objects,
-        )
-    };
-    let mut brokers: Vec<ServeProcess> = (0..3).map(start).collect();
-    wait_for("three live brokers", async || {
-        let list = rest.brokers().await.ok()?.brokers;
-        (list.iter().filter(|b| b.state == BrokerState::Live).count() == 3).then_some(())
-    })
+    let mut cluster = Cluster::start(
+        3,
+        Timing {
+            reconcile: Duration::from_millis(200),
+            ..Timing::default()
+        },
+    )
     .await;
+    let rest = &cluster.rest;
+    let ca = cluster.certificates.ca.clone();
 
     let stream = StreamName::new("spread").expect("name");
     rest.create_stream(&CreateStreamRequest {
         name: stream.clone(),
         partitions: 3,
-        replication_factor: None,
+        replication_factor: Some(1),
         ack_mode: None,
         // A segment per batch or two: sealed segments reach the tier within the test.
         segment: floe_wire::admin::SegmentSettings {
@@ -228,75 +132,66 @@ async fn three_brokers_spread_partitions_and_a_killed_one_is_replaced() {
     let list = rest.brokers().await.expect("brokers").brokers;
     for p in &description.partitions {
         let endpoint = endpoint_of(&list, p.leader.expect("leader"));
-        publish_and_read(&endpoint, &certificates.ca, &stream, p.partition.get()).await;
+        publish_and_read(&endpoint, &ca, &stream, p.partition.get()).await;
     }
-    let tiered = wait_for(
-        "every leader's report of its records, mostly tiered",
-        async || {
-            let d = rest.stream("spread").await.ok()?;
-            d.partitions
-                .iter()
-                .all(|p| p.hot.is_some_and(|h| h.end == 10) && p.tier.is_some_and(|t| t.end >= 5))
-                .then_some(d.partitions[0].tier.map(|t| t.end))
-        },
-    )
-    .await
-    .expect("partition 0's tiered range");
+    let tiered = cluster
+        .wait_for(
+            "every leader's report of its records, mostly tiered",
+            async |c: &Cluster| {
+                let d = c.rest.stream("spread").await.ok()?;
+                d.partitions
+                    .iter()
+                    .all(|p| {
+                        p.hot.is_some_and(|h| h.end == 10) && p.tier.is_some_and(|t| t.end >= 5)
+                    })
+                    .then_some(d.partitions[0].tier.map(|t| t.end))
+            },
+        )
+        .await
+        .expect("partition 0's tiered range");
 
     // SIGKILL the leader of partition 0: its lease lapses and it is reported dead.
     let victim = description.partitions[0].leader.expect("leader");
-    let victim_index = list
-        .iter()
-        .position(|b| b.broker_id == victim)
-        .expect("victim listed");
-    // Brokers register in start order, but ids come from the controlplane: find the process
-    // by the endpoint it logged.
-    let victim_endpoint = endpoint_of(&list, victim);
-    let process = brokers
-        .iter()
-        .position(|b| b.log().contains(&victim_endpoint))
-        .unwrap_or(victim_index);
-    brokers[process].kill();
-    wait_for("the killed broker reported dead", async || {
-        let list = rest.brokers().await.ok()?.brokers;
-        list.iter()
-            .any(|b| b.broker_id == victim && b.state == BrokerState::Dead)
-            .then_some(())
-    })
-    .await;
+    let process = cluster.index_of(victim);
+    cluster.kill(process);
+    cluster
+        .wait_for("the killed broker reported dead", async |c: &Cluster| {
+            let list = c.rest.brokers().await.ok()?.brokers;
+            list.iter()
+                .any(|b| b.broker_id == victim && b.state == BrokerState::Dead)
+                .then_some(())
+        })
+        .await;
 
     // Its partition moves to a live broker under a new epoch, which serves it.
-    let moved = wait_for("partition 0 on a live broker", async || {
-        let d = rest.stream("spread").await.ok()?;
-        let p = d.partitions[0].clone();
-        (p.leader.is_some_and(|l| l != victim) && p.epoch > description.partitions[0].epoch)
-            .then_some(p)
-    })
-    .await;
-    let list = rest.brokers().await.expect("brokers").brokers;
-    let endpoint = endpoint_of(&list, moved.leader.expect("leader"));
+    let moved = cluster
+        .wait_for("partition 0 on a live broker", async |c: &Cluster| {
+            let p = c.partition("spread", 0).await?;
+            (p.leader.is_some_and(|l| l != victim) && p.epoch > description.partitions[0].epoch)
+                .then_some(p)
+        })
+        .await;
+    let endpoint = cluster.endpoint(moved.leader.expect("leader")).await;
     // The new leader's log continues where the tiered history ends: no offset is reused, and
     // the history is still readable through it.
-    let first = publish_and_read(&endpoint, &certificates.ca, &stream, 0).await;
+    let first = publish_and_read(&endpoint, &ca, &stream, 0).await;
     assert!(
         first.get() >= tiered,
         "offset {first} reused below the tier's end {tiered}"
     );
-    assert_eq!(
-        first_record(&endpoint, &certificates.ca, &stream, 0).await,
-        b"p0-0"
-    );
+    assert_eq!(first_record(&endpoint, &ca, &stream, 0).await, b"p0-0");
 
     // Restarted on its data directory, it comes back under the same id.
-    brokers[process] = start(process);
-    wait_for("the restarted broker live again", async || {
-        let list = rest.brokers().await.ok()?.brokers;
-        list.iter()
-            .any(|b| b.broker_id == victim && b.state == BrokerState::Live)
-            .then_some(())
-    })
-    .await;
-    let list = rest.brokers().await.expect("brokers").brokers;
+    cluster.restart(process);
+    cluster
+        .wait_for("the restarted broker live again", async |c: &Cluster| {
+            let list = c.rest.brokers().await.ok()?.brokers;
+            list.iter()
+                .any(|b| b.broker_id == victim && b.state == BrokerState::Live)
+                .then_some(())
+        })
+        .await;
+    let list = cluster.rest.brokers().await.expect("brokers").brokers;
     assert_eq!(list.len(), 3, "no new broker id: {list:?}");
-    running.shutdown().await;
+    cluster.shutdown().await;
 }

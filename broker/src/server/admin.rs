@@ -10,7 +10,7 @@ use floe_wire::frame::{
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
     StreamSettings, UploadBacklog,
 };
-use floe_wire::{AckMode, PartitionId, StreamName};
+use floe_wire::{AckMode, Offset, PartitionId, StreamName};
 use std::time::Duration;
 
 use super::{BrokerState, error, produce::LOCAL_EPOCH};
@@ -89,12 +89,15 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
         .filter_map(|id| state.partitions.get(name.as_str(), id))
         .map(|p| {
             let backlog = p.uploader.backlog();
+            // A replica that does not lead names no leader: the client asks elsewhere.
+            let leading = p.tiers_here();
+            let committed = p.committed_end();
             PartitionMetadata {
                 id: PartitionId::new(p.id),
-                leader: Some(state.advertised.clone()),
-                leader_epoch: LOCAL_EPOCH,
+                leader: leading.map(|_| state.advertised.clone()),
+                leader_epoch: leading.unwrap_or(LOCAL_EPOCH),
                 log_start: p.log_start(),
-                high_watermark: p.log.synced_end(),
+                high_watermark: committed.unwrap_or(Offset::ZERO),
                 local_start: p.log.log_start(),
                 tier_end: p.tier_end(),
                 upload_backlog: UploadBacklog {
@@ -138,6 +141,7 @@ pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) ->
         retention_bytes: settings.retention_bytes,
         retention_ms: settings.retention_ms,
         created_at_ms: None,
+        replication_factor: None,
         held: None,
         deleting: false,
     };

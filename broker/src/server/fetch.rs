@@ -1,17 +1,24 @@
-//! Fetch: whole stored batches from a position, up to a byte budget, only below the synced
-//! end (what a crash cannot take back); long-polls on the tail until data or the deadline.
+//! Fetch: whole stored batches from a position, up to a byte budget, only below the committed
+//! end — the synced end of an unreplicated partition (what a crash cannot take back), the
+//! high watermark of a replicated one, served by its leader only; long-polls on the tail
+//! until data or the deadline.
 //! A position below the local log is served from the tier, one segment object at a time, so
 //! a consumer reading from the start crosses into the hot log with no gap and no duplicate.
 
 use std::time::{Duration, Instant};
 
 use floe_hot_log::LogError;
+use floe_hot_log::SyncStatus;
 use floe_wire::Offset;
-use floe_wire::frame::{FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message};
+use floe_wire::frame::{
+    ErrorCode, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message,
+};
+use tokio::sync::watch;
 
 use super::{BrokerState, admin, error_map};
 use crate::metrics::StreamLabels;
 use crate::partitions::Partition;
+use crate::replica::Commit;
 
 pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant) -> Message {
     let partition = match admin::partition(state, &request.stream, request.partition) {
@@ -30,7 +37,10 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
     let max_bytes = request.max_bytes.clamp(1, budget.max(1)) as usize;
     let wait = Duration::from_millis(u64::from(request.max_wait_ms)).min(state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
-    let mut synced = log.sync_status();
+    let mut tail = match Tail::watch(&partition) {
+        Ok(tail) => tail,
+        Err(message) => return message,
+    };
     let from = match resolve(state, &partition, request.position).await {
         Ok(offset) => offset,
         Err(message) => return message,
@@ -51,7 +61,10 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
                 .observe(started.elapsed().as_secs_f64());
             return response;
         }
-        let high_watermark = log.synced_end();
+        let high_watermark = match visible_end(&partition) {
+            Ok(end) => end,
+            Err(message) => return message,
+        };
         let read = if from > log.log_end() {
             Err(LogError::OffsetOutOfRange {
                 requested: from,
@@ -83,15 +96,15 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
                 });
             }
             Ok(None) => {
-                let changed = tokio::time::timeout_at(deadline, synced.changed()).await;
-                if !matches!(changed, Ok(Ok(()))) {
+                let changed = tokio::time::timeout_at(deadline, tail.changed()).await;
+                if !matches!(changed, Ok(true)) {
                     state
                         .metrics
                         .fetch_latency
                         .observe(started.elapsed().as_secs_f64());
                     return Message::FetchResponse(FetchResponse {
                         log_start: partition.log_start(),
-                        high_watermark: log.synced_end(),
+                        high_watermark,
                         next_offset: from,
                         records: bytes::Bytes::new(),
                     });
@@ -128,7 +141,7 @@ async fn tiered(
     match read {
         Ok(read) => Message::FetchResponse(FetchResponse {
             log_start: partition.log_start(),
-            high_watermark: log.synced_end(),
+            high_watermark: partition.committed_end().unwrap_or(read.next_offset),
             next_offset: read.next_offset,
             records: read.bytes,
         }),
@@ -149,7 +162,7 @@ async fn resolve(
     Ok(match position {
         FetchPosition::Offset(offset) => offset,
         FetchPosition::Earliest => partition.log_start(),
-        FetchPosition::Latest => log.synced_end(),
+        FetchPosition::Latest => visible_end(partition)?,
         FetchPosition::Timestamp(ms) => {
             let local = log
                 .offset_for_timestamp(ms)
@@ -168,10 +181,54 @@ async fn resolve(
                         .map_err(|e| {
                             error_map::tier_message(&e, partition.log_start(), log.log_end())
                         })?;
-                    tier.or(local).unwrap_or_else(|| log.synced_end())
+                    match tier.or(local) {
+                        Some(offset) => offset,
+                        None => visible_end(partition)?,
+                    }
                 }
-                _ => log.synced_end(),
+                _ => visible_end(partition)?,
             }
         }
     })
+}
+
+/// The end of what consumers may read, or `NotLeader` on a replica that does not lead.
+fn visible_end(partition: &Partition) -> Result<Offset, Message> {
+    partition.committed_end().ok_or_else(|| {
+        super::error(
+            ErrorCode::NotLeader,
+            format!(
+                "this broker does not lead stream {} partition {}",
+                partition.stream, partition.id
+            ),
+        )
+    })
+}
+
+/// What a fetch waiting on the tail watches: the log's syncs, or a replica's commits.
+enum Tail {
+    Synced(watch::Receiver<SyncStatus>),
+    Committed(watch::Receiver<Commit>),
+}
+
+impl Tail {
+    fn watch(partition: &Partition) -> Result<Tail, Message> {
+        if !partition.replicated {
+            return Ok(Tail::Synced(partition.log.sync_status()));
+        }
+        match partition.replica() {
+            Some(replica) => Ok(Tail::Committed(replica.watch_commit())),
+            None => {
+                visible_end(partition).map(|_| unreachable!("an unstarted replica leads nothing"))
+            }
+        }
+    }
+
+    /// Waits for a change; false when the source is gone.
+    async fn changed(&mut self) -> bool {
+        match self {
+            Tail::Synced(rx) => rx.changed().await.is_ok(),
+            Tail::Committed(rx) => rx.changed().await.is_ok(),
+        }
+    }
 }

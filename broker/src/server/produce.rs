@@ -1,5 +1,8 @@
 //! Produce: append each batch to the partition's log and acknowledge per the stream's ack
-//! mode. With `leader`, the acknowledgement waits for the fdatasync covering the last batch.
+//! mode. With `leader`, the acknowledgement waits for the fdatasync covering the last batch;
+//! with `quorum` on a replicated partition, for the high watermark to pass it (a majority
+//! holds it durably). A replicated partition takes appends only on its leader, in the
+//! leader's epoch.
 
 use std::time::Instant;
 
@@ -10,6 +13,7 @@ use super::order::Turn;
 use super::{BrokerState, admin, error_map};
 use crate::metrics::{ErrorLabels, StreamLabels};
 use crate::partitions::Durability;
+use crate::replica::ReplicaError;
 
 pub(crate) use crate::tiering::LOCAL_EPOCH;
 
@@ -38,8 +42,14 @@ pub(crate) async fn produce(
             results: vec![Err(ErrorCode::DiskHighWater); request.batches.len()],
         });
     }
+    let replica = match (partition.replicated, partition.replica()) {
+        (false, _) => None,
+        (true, Some(replica)) => Some(replica),
+        (true, None) => return not_leader(request.batches.len()),
+    };
     let mut results = Vec::with_capacity(request.batches.len());
     let mut durable_at = None;
+    let mut leader_epoch = None;
     let mut failed = None;
     for batch in &request.batches {
         if let Some(code) = failed {
@@ -48,7 +58,21 @@ pub(crate) async fn produce(
             results.push(Err(code));
             continue;
         }
-        match partition.log.append(batch, LOCAL_EPOCH) {
+        let appended = match replica {
+            None => partition
+                .log
+                .append(batch, LOCAL_EPOCH)
+                .map_err(Refusal::Log),
+            Some(replica) => match replica.append(&partition.log, batch) {
+                Ok((appended, epoch)) => {
+                    leader_epoch = Some(epoch);
+                    Ok(appended)
+                }
+                Err(ReplicaError::Log(e)) => Err(Refusal::Log(e)),
+                Err(ReplicaError::NotLeader) => Err(Refusal::NotLeader),
+            },
+        };
+        match appended {
             Ok(appended) => {
                 if !appended.duplicate {
                     state.metrics.publish_batches.get_or_create(&labels).inc();
@@ -72,8 +96,13 @@ pub(crate) async fn produce(
                 }));
             }
             Err(e) => {
-                tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "produce refused");
-                let code = error_map::code(&e);
+                let code = match &e {
+                    Refusal::Log(e) => {
+                        tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "produce refused");
+                        error_map::code(e)
+                    }
+                    Refusal::NotLeader => ErrorCode::NotLeader,
+                };
                 state
                     .metrics
                     .publish_refused
@@ -87,10 +116,30 @@ pub(crate) async fn produce(
         }
     }
     drop(turn);
-    if let (Durability::Leader, Some(offset)) = (partition.durability, durable_at)
-        && let Err(e) = partition.log.wait_synced(offset).await
-    {
-        let code = error_map::code(&e);
+    if let Some(replica) = replica {
+        replica.appended();
+    }
+    let durable = match (partition.durability, durable_at, replica, leader_epoch) {
+        (_, None, _, _) | (Durability::None, ..) => Ok(()),
+        (Durability::Quorum, Some(end), Some(replica), Some(epoch)) => {
+            let started = Instant::now();
+            let committed = replica.wait_committed(end.get(), epoch).await;
+            state
+                .metrics
+                .quorum_ack_latency
+                .observe(started.elapsed().as_secs_f64());
+            committed.map_err(|e| match e {
+                ReplicaError::NotLeader => ErrorCode::NotLeader,
+                ReplicaError::Log(e) => error_map::code(&e),
+            })
+        }
+        (_, Some(end), ..) => partition
+            .log
+            .wait_synced(end)
+            .await
+            .map_err(|e| error_map::code(&e)),
+    };
+    if let Err(code) = durable {
         for result in &mut results {
             if result.is_ok() {
                 *result = Err(code);
@@ -109,4 +158,17 @@ pub(crate) async fn produce(
         .publish_latency
         .observe(started.elapsed().as_secs_f64());
     Message::ProduceAck(ProduceAck { results })
+}
+
+/// Why a batch was not appended.
+enum Refusal {
+    Log(floe_hot_log::LogError),
+    NotLeader,
+}
+
+/// Every batch refused: this broker holds the partition but does not lead it (now).
+fn not_leader(batches: usize) -> Message {
+    Message::ProduceAck(ProduceAck {
+        results: vec![Err(ErrorCode::NotLeader); batches],
+    })
 }

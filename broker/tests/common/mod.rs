@@ -275,3 +275,4 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
 }
+pub mod cluster;

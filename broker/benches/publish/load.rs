@@ -1,0 +1,94 @@
+//! The publishing load the benchmarks share: as fast as the producer allows, or at a fixed
+//! rate, with send→ack latencies.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe_client::{Client, Producer, ProducerConfig, ProducerRecord, StreamName};
+use hdrhistogram::Histogram;
+
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+pub fn percentiles(h: &Histogram<u64>) -> String {
+    format!(
+        "p50 {} µs, p99 {} µs, p999 {} µs",
+        h.value_at_quantile(0.5),
+        h.value_at_quantile(0.99),
+        h.value_at_quantile(0.999)
+    )
+}
+
+/// Publishes `records` of 1 KiB as fast as the producer allows; returns the time and the
+/// send→ack latency in microseconds.
+pub async fn publish(
+    client: &Client,
+    stream: &StreamName,
+    records: u64,
+) -> anyhow::Result<(Duration, Histogram<u64>)> {
+    let producer = Producer::new(client, stream.clone(), ProducerConfig::default()).await?;
+    let (tx, collector) = collect_latencies();
+    let value = Bytes::from(vec![b'x'; 1024]);
+    let started = Instant::now();
+    for _ in 0..records {
+        let sent = Instant::now();
+        let delivery = producer.send(ProducerRecord::new(value.clone())).await?;
+        tx.send((sent, delivery.timed())).await?;
+    }
+    drop(tx);
+    producer.close().await?;
+    let latency = collector.await??;
+    Ok((started.elapsed(), latency))
+}
+
+/// Publishes 1 KiB records at `rate` per second for `seconds`, one record per request
+/// (no linger); returns the send→ack latency in microseconds.
+pub async fn fixed_rate(
+    client: &Client,
+    stream: &StreamName,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<Histogram<u64>> {
+    let config = ProducerConfig {
+        linger: Duration::ZERO,
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(client, stream.clone(), config).await?;
+    let (tx, collector) = collect_latencies();
+    let value = Bytes::from(vec![b'z'; 1024]);
+    let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    for _ in 0..rate * seconds {
+        tick.tick().await;
+        let sent = Instant::now();
+        let delivery = producer.send(ProducerRecord::new(value.clone())).await?;
+        tx.send((sent, delivery.timed())).await?;
+    }
+    drop(tx);
+    producer.close().await?;
+    collector.await?
+}
+
+type Sent = (Instant, floe_client::TimedDelivery);
+
+/// A channel of sent records' deliveries, and the task that waits for each and records its
+/// send→ack latency in microseconds.
+fn collect_latencies() -> (
+    tokio::sync::mpsc::Sender<Sent>,
+    tokio::task::JoinHandle<anyhow::Result<Histogram<u64>>>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Sent>(1 << 16);
+    let collector = tokio::spawn(async move {
+        let mut latency = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
+        while let Some((sent, delivery)) = rx.recv().await {
+            let (_, acked) = delivery.await?;
+            latency.saturating_record(acked.saturating_duration_since(sent).as_micros() as u64);
+        }
+        anyhow::Ok(latency)
+    });
+    (tx, collector)
+}

@@ -1,0 +1,263 @@
+//! The peer port: brokers send each other replication messages over QUIC with mutual TLS,
+//! on a port of their own, apart from clients.
+//!
+//! Each broker keeps one outgoing connection per peer it talks to, with one unidirectional
+//! stream carrying its messages in order; the answers come back on the peer's own outgoing
+//! connection. A stream starts with a `Hello` whose name is `floe-peer <broker id>`, which
+//! tells the receiver who sends; then `ReplicaAppend`, `ReplicaAck`, `ReplicaMismatch` and
+//! `ReplicaStale` frames follow (see `docs/protocol.md`). Delivery is best effort: a full
+//! queue or a broken connection drops messages, and the replication protocol resends what
+//! matters. Only certificates signed by the cluster's CA are accepted, in both directions.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::{Bytes, BytesMut};
+use floe_client::rest::Controlplane;
+use floe_wire::frame::{
+    Frame, FrameHeader, FrameLimits, HEADER_LEN, Hello, Message, ProtocolVersion, RequestId,
+};
+use floe_wire::{BrokerId, Endpoint};
+use tokio::sync::{mpsc, watch};
+
+use crate::server::BrokerState;
+
+/// The `Hello` name prefix that identifies a sending broker.
+const PEER_NAME: &str = "floe-peer ";
+/// Frames queued for one peer before new ones are dropped.
+const QUEUE_FRAMES: usize = 1024;
+/// Pause before connecting to a peer again.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+/// This broker's side of the peer port.
+#[derive(Debug)]
+pub struct Peers {
+    me: BrokerId,
+    endpoint: quinn::Endpoint,
+    client: quinn::ClientConfig,
+    controlplane: Controlplane,
+    /// Peer addresses, as the controlplane lists them.
+    addresses: Mutex<HashMap<BrokerId, Endpoint>>,
+    queues: Mutex<HashMap<BrokerId, mpsc::Sender<Bytes>>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Peers {
+    pub fn new(
+        me: BrokerId,
+        endpoint: quinn::Endpoint,
+        client: quinn::ClientConfig,
+        controlplane: Controlplane,
+        shutdown: watch::Receiver<bool>,
+    ) -> Peers {
+        Peers {
+            me,
+            endpoint,
+            client,
+            controlplane,
+            addresses: Mutex::new(HashMap::new()),
+            queues: Mutex::new(HashMap::new()),
+            shutdown,
+        }
+    }
+
+    pub fn me(&self) -> BrokerId {
+        self.me
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        Ok(self.endpoint.local_addr()?)
+    }
+
+    /// Queues `message` for `to`; dropped when the peer's queue is full.
+    pub fn send(self: &Arc<Self>, to: BrokerId, message: &Message) {
+        let mut frame = BytesMut::new();
+        if let Err(e) = message.encode(ProtocolVersion::V1, RequestId::new(0), &mut frame) {
+            tracing::error!(error = %e, "could not encode a peer message");
+            return;
+        }
+        let queue = {
+            let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            queues
+                .entry(to)
+                .or_insert_with(|| {
+                    let (tx, rx) = mpsc::channel(QUEUE_FRAMES);
+                    tokio::spawn(send_loop(self.clone(), to, rx));
+                    tx
+                })
+                .clone()
+        };
+        if queue.try_send(frame.freeze()).is_err() {
+            tracing::trace!(peer = to.get(), "peer queue full; message dropped");
+        }
+    }
+
+    /// Where `peer` listens, from the controlplane's broker list (refreshed on a miss).
+    async fn address(&self, peer: BrokerId) -> Option<Endpoint> {
+        if let Some(known) = self.known(peer) {
+            return Some(known);
+        }
+        match self.controlplane.brokers().await {
+            Ok(list) => {
+                let mut addresses = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
+                for broker in list.brokers {
+                    addresses.insert(broker.broker_id, broker.peer_endpoint);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "listing brokers for their peer addresses"),
+        }
+        self.known(peer)
+    }
+
+    fn known(&self, peer: BrokerId) -> Option<Endpoint> {
+        let addresses = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
+        addresses.get(&peer).cloned()
+    }
+
+    fn forget(&self, peer: BrokerId) {
+        let mut addresses = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
+        addresses.remove(&peer);
+    }
+}
+
+/// Carries `peer`'s queue to it, connecting (again) as needed, until shutdown.
+async fn send_loop(peers: Arc<Peers>, peer: BrokerId, mut queue: mpsc::Receiver<Bytes>) {
+    let mut shutdown = peers.shutdown.clone();
+    loop {
+        let connected = tokio::select! {
+            connected = connect(&peers, peer) => connected,
+            _ = shutdown.wait_for(|s| *s) => return,
+        };
+        match connected {
+            Ok(mut stream) => loop {
+                let frame = tokio::select! {
+                    frame = queue.recv() => frame,
+                    _ = shutdown.wait_for(|s| *s) => return,
+                };
+                let Some(frame) = frame else { return };
+                if let Err(e) = stream.write_all(&frame).await {
+                    tracing::debug!(peer = peer.get(), error = %e, "peer stream broke; reconnecting");
+                    break;
+                }
+            },
+            Err(e) => {
+                tracing::debug!(peer = peer.get(), error = %e, "cannot reach peer");
+                peers.forget(peer);
+            }
+        }
+        // Whatever queued meanwhile is stale by the time a connection is back.
+        while queue.try_recv().is_ok() {}
+        tokio::time::sleep(RECONNECT_PAUSE).await;
+    }
+}
+
+async fn connect(peers: &Peers, peer: BrokerId) -> Result<quinn::SendStream> {
+    let address = peers
+        .address(peer)
+        .await
+        .with_context(|| format!("no peer address for broker {}", peer.get()))?;
+    let host = address.host().to_string();
+    let socket = tokio::net::lookup_host(address.as_str())
+        .await
+        .with_context(|| format!("resolving {address}"))?
+        .next()
+        .with_context(|| format!("{address} resolves to nothing"))?;
+    let connection = peers
+        .endpoint
+        .connect_with(peers.client.clone(), socket, host.trim_matches(['[', ']']))?
+        .await
+        .with_context(|| format!("connecting to {address}"))?;
+    let mut stream = connection.open_uni().await?;
+    let hello = Message::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        client_name: format!("{PEER_NAME}{}", peers.me.get()),
+        auth_token: None,
+    });
+    let mut frame = BytesMut::new();
+    hello.encode(ProtocolVersion::V1, RequestId::new(0), &mut frame)?;
+    stream.write_all(&frame).await?;
+    tracing::debug!(peer = peer.get(), %address, "peer connection open");
+    Ok(stream)
+}
+
+/// Accepts peer connections until shutdown; every stream's messages go to the partitions'
+/// replicas.
+pub async fn serve(endpoint: quinn::Endpoint, state: Arc<BrokerState>) {
+    crate::server::accept(endpoint, state, serve_connection).await;
+}
+
+async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>) {
+    let remote = connection.remote_address();
+    while let Ok(stream) = connection.accept_uni().await {
+        let state = state.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_stream(stream, &state).await {
+                tracing::debug!(%remote, error = %e, "peer stream ended");
+            }
+        });
+    }
+}
+
+async fn serve_stream(mut stream: quinn::RecvStream, state: &BrokerState) -> Result<()> {
+    let limits = state.limits.frame_limits();
+    let from = match read_message(&mut stream, &limits).await? {
+        Some(Message::Hello(hello)) => sender(&hello.client_name)
+            .with_context(|| format!("a peer stream from `{}`", hello.client_name))?,
+        Some(other) => anyhow::bail!("a peer stream starting with {:?}", other.message_type()),
+        None => return Ok(()),
+    };
+    while let Some(message) = read_message(&mut stream, &limits).await? {
+        match floe_replication::from_wire(message) {
+            Ok((stream_name, partition, message)) => {
+                crate::replica::deliver(state, from, &stream_name, partition, message);
+            }
+            Err(e) => anyhow::bail!("not a replication message: {e:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// The broker id in a peer stream's `Hello` name.
+fn sender(name: &str) -> Option<BrokerId> {
+    name.strip_prefix(PEER_NAME)?
+        .parse()
+        .ok()
+        .map(BrokerId::new)
+}
+
+/// The next whole message on `stream`, or `None` at its clean end.
+async fn read_message(
+    stream: &mut quinn::RecvStream,
+    limits: &FrameLimits,
+) -> Result<Option<Message>> {
+    let mut head = [0u8; HEADER_LEN];
+    match stream.read_exact(&mut head).await {
+        Ok(()) => {}
+        Err(quinn::ReadExactError::FinishedEarly(0)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let header = FrameHeader::decode(&head, limits)?.context("a whole header did not decode")?;
+    let mut payload = vec![0u8; header.payload_len as usize];
+    stream.read_exact(&mut payload).await?;
+    let frame = Frame {
+        header,
+        payload: Bytes::from(payload),
+    };
+    Ok(Some(frame.message(limits)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sender_is_named_in_the_hello() {
+        assert_eq!(sender("floe-peer 7"), Some(BrokerId::new(7)));
+        assert_eq!(sender("floe-peer x"), None);
+        assert_eq!(sender("floe-cli"), None);
+    }
+}

@@ -1,0 +1,259 @@
+//! A real cluster on loopback for tests: a controlplane (in this process, SQLite) and
+//! `floe-broker serve` processes with peer ports, sharing one local-directory bucket. Brokers
+//! can be SIGKILLed and restarted on their data directories.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use floe_broker::tls::DevCertificates;
+use floe_client::rest::Controlplane;
+use floe_client::{Client, ClientConfig};
+use floe_wire::BrokerId;
+use floe_wire::admin::{BrokerState, PartitionDescription};
+
+use super::install_crypto;
+
+/// How long a cluster operation may take before a test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Lease settings for fast failover in tests.
+pub struct Timing {
+    pub lease: Duration,
+    pub heartbeat: Duration,
+    pub reconcile: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            lease: Duration::from_secs(2),
+            heartbeat: Duration::from_millis(300),
+            reconcile: Duration::from_millis(100),
+        }
+    }
+}
+
+/// One `floe-broker serve` process; killed on drop.
+pub struct BrokerProcess {
+    child: Option<Child>,
+    pub dir: PathBuf,
+}
+
+impl BrokerProcess {
+    fn start(
+        dir: &Path,
+        certificates: &DevCertificates,
+        controlplane: &str,
+        objects: &Path,
+    ) -> BrokerProcess {
+        std::fs::create_dir_all(dir).expect("broker directory");
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("broker.log"))
+            .expect("log file");
+        let log_filter = std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into());
+        let child = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .args(["--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"])
+            .arg("--cert")
+            .arg(&certificates.server.cert)
+            .arg("--key")
+            .arg(&certificates.server.key)
+            .arg("--peer-ca")
+            .arg(&certificates.ca)
+            .args(["--controlplane", controlplane])
+            .args(["--tier-cache-disk", "0", "--tier-upload-interval", "200ms"])
+            .arg("--object-store")
+            .arg(format!("file://{}", objects.display()))
+            .env("FLOE_LOG", log_filter)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn floe-broker serve");
+        BrokerProcess {
+            child: Some(child),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default()
+    }
+
+    /// The id the controlplane gave this broker, once it registered.
+    pub fn broker_id(&self) -> Option<BrokerId> {
+        let bytes = std::fs::read(self.dir.join("data").join("broker.json")).ok()?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let id = value.get("broker_id")?.as_u64()?;
+        Some(BrokerId::new(u32::try_from(id).ok()?))
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A controlplane and `n` brokers.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    controlplane: Option<floe_controlplane::Running>,
+    pub rest: Controlplane,
+    pub url: String,
+    pub certificates: DevCertificates,
+    objects: PathBuf,
+    pub brokers: Vec<BrokerProcess>,
+}
+
+impl Cluster {
+    /// Starts the controlplane and `n` brokers and waits until all hold a lease.
+    pub async fn start(n: usize, timing: Timing) -> Cluster {
+        install_crypto();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
+            path: dir.path().join("controlplane.db"),
+        });
+        config.listen = "127.0.0.1:0".parse().expect("address");
+        config.lease = timing.lease;
+        config.heartbeat_interval = timing.heartbeat;
+        config.reconcile_interval = timing.reconcile;
+        let controlplane = floe_controlplane::Controlplane::start(config)
+            .await
+            .expect("controlplane");
+        let url = format!("http://{}", controlplane.local_addr());
+        let rest = Controlplane::new(&url, None).expect("REST client");
+        let certificates = DevCertificates::ensure(&dir.path().join("tls")).expect("certificates");
+        let objects = dir.path().join("objects");
+        std::fs::create_dir_all(&objects).expect("objects directory");
+        let mut cluster = Cluster {
+            controlplane: Some(controlplane),
+            rest,
+            url,
+            certificates,
+            objects,
+            brokers: Vec::new(),
+            dir,
+        };
+        for i in 0..n {
+            let broker = cluster.spawn(i);
+            cluster.brokers.push(broker);
+        }
+        cluster
+            .wait_for("every broker live", async |c: &Cluster| {
+                let list = c.rest.brokers().await.ok()?.brokers;
+                (list.iter().filter(|b| b.state == BrokerState::Live).count() == n).then_some(())
+            })
+            .await;
+        cluster
+    }
+
+    fn spawn(&self, i: usize) -> BrokerProcess {
+        BrokerProcess::start(
+            &self.dir.path().join(format!("b{i}")),
+            &self.certificates,
+            &self.url,
+            &self.objects,
+        )
+    }
+
+    /// SIGKILLs broker process `i`.
+    pub fn kill(&mut self, i: usize) {
+        self.brokers[i].kill();
+    }
+
+    /// Starts broker process `i` again on its data directory.
+    pub fn restart(&mut self, i: usize) {
+        self.brokers[i].kill();
+        self.brokers[i] = self.spawn(i);
+    }
+
+    /// The process index of broker `id`.
+    pub fn index_of(&self, id: BrokerId) -> usize {
+        self.brokers
+            .iter()
+            .position(|b| b.broker_id() == Some(id))
+            .expect("a broker process with that id")
+    }
+
+    /// Polls `probe` every 50 ms until it answers, failing the test after [`DEADLINE`].
+    pub async fn wait_for<T>(
+        &self,
+        what: &str,
+        mut probe: impl AsyncFnMut(&Cluster) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(value) = probe(self).await {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The partition as the controlplane describes it.
+    pub async fn partition(&self, stream: &str, partition: u32) -> Option<PartitionDescription> {
+        let description = self.rest.stream(stream).await.ok()?;
+        description
+            .partitions
+            .into_iter()
+            .find(|p| p.partition.get() == partition)
+    }
+
+    /// Waits for a leader of `partition` in an epoch above `after`.
+    pub async fn leader_after(&self, stream: &str, partition: u32, after: u64) -> (BrokerId, u64) {
+        self.wait_for("a leader", async |c: &Cluster| {
+            let p = c.partition(stream, partition).await?;
+            let leader = p.leader?;
+            (p.epoch > after).then_some((leader, p.epoch))
+        })
+        .await
+    }
+
+    /// Where clients reach broker `id`.
+    pub async fn endpoint(&self, id: BrokerId) -> String {
+        let list = self.rest.brokers().await.expect("brokers").brokers;
+        list.iter()
+            .find(|b| b.broker_id == id)
+            .map(|b| b.client_endpoint.to_string())
+            .expect("a known broker")
+    }
+
+    /// A client of broker `id`.
+    pub async fn client(&self, id: BrokerId) -> Client {
+        let mut config = ClientConfig::new(
+            self.endpoint(id).await,
+            "localhost",
+            self.certificates.ca.clone(),
+        );
+        config.request_timeout = Duration::from_secs(5);
+        config.reconnect_attempts = 0;
+        Client::connect(config).await.expect("connect to a broker")
+    }
+
+    pub async fn shutdown(mut self) {
+        for broker in &mut self.brokers {
+            broker.kill();
+        }
+        if let Some(controlplane) = self.controlplane.take() {
+            controlplane.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A Floe cluster on this machine, for trying replication and failover by hand: a controlplane
+# (SQLite) and N brokers (default 3) with peer ports, sharing one local-directory bucket, with
+# a development CA. Everything lives under a directory (default ./floe-cluster); logs are
+# <dir>/controlplane.log and <dir>/b<i>/broker.log. Ctrl-C stops the whole cluster.
+#
+#   deploy/local-cluster.sh [N] [DIR]
+#
+# Then, for example:
+#   floe --controlplane http://127.0.0.1:7300 stream create orders --partitions 3 --replication-factor 3
+#   curl -s http://127.0.0.1:7300/v1/streams/orders            # leaders, epochs, replicas
+#   kill -9 <pid of a leader>                                   # and watch a new one elected
+set -euo pipefail
+brokers=${1:-3}
+dir=$(realpath -m "${2:-floe-cluster}")
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+controlplane_addr=${FLOE_CONTROLPLANE_LISTEN:-127.0.0.1:7300}
+
+cargo build --release --manifest-path "$root/Cargo.toml" -p floe-broker -p floe-controlplane -p floe-client --bins
+bin="$root/target/release"
+mkdir -p "$dir/objects"
+"$bin/floe-broker" certs --dir "$dir/tls" >/dev/null
+
+pids=()
+cleanup() {
+  kill "${pids[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+"$bin/floe-controlplane" --data-dir "$dir" --listen "$controlplane_addr" \
+  --lease-ms "${FLOE_LEASE_MS:-3000}" >"$dir/controlplane.out" 2>"$dir/controlplane.log" &
+pids+=($!)
+for i in $(seq 0 $((brokers - 1))); do
+  mkdir -p "$dir/b$i"
+  "$bin/floe-broker" serve --data-dir "$dir/b$i/data" \
+    --listen "127.0.0.1:$((7100 + i))" --peer-listen "127.0.0.1:$((7200 + i))" \
+    --metrics-listen "127.0.0.1:$((7180 + i))" \
+    --cert "$dir/tls/broker.pem" --key "$dir/tls/broker.key" --peer-ca "$dir/tls/ca.pem" \
+    --controlplane "http://$controlplane_addr" \
+    --object-store "file://$dir/objects" 2>"$dir/b$i/broker.log" &
+  pids+=($!)
+  echo "broker $i: pid $!, clients 127.0.0.1:$((7100 + i)), peers 127.0.0.1:$((7200 + i)), metrics http://127.0.0.1:$((7180 + i))/metrics"
+done
+echo "controlplane: http://$controlplane_addr/v1 (pid ${pids[0]}); CA for clients: $dir/tls/ca.pem"
+echo "Ctrl-C stops the cluster."
+wait
