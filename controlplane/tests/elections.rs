@@ -256,6 +256,56 @@ async fn a_lapsed_leader_lease_starts_an_election_with_the_same_replicas() {
 }
 
 #[tokio::test]
+async fn draining_the_leader_moves_the_leadership_but_not_the_replicas() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |config| {
+        config.partition_election_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let addr = running.local_addr();
+    let ids = three_brokers_and_a_replicated_stream(addr).await;
+    let set = replicas(&assignment(addr, ids[0]).await.0);
+    assert_eq!(report(addr, set[0], 1, reported(0, 3)).await.status, 204);
+    assert_eq!(report(addr, set[1], 1, reported(0, 3)).await.status, 204);
+    assert_eq!(
+        assignment(addr, set[0]).await.0["leader"].as_u64(),
+        Some(set[0])
+    );
+
+    let drained = post(addr, &format!("/v1/brokers/{}/drain", set[0]), &json!({})).await;
+    assert_eq!(drained.status, 200, "{:?}", drained.body);
+    let election = eventually(
+        "an election at epoch 2",
+        Duration::from_secs(10),
+        || async {
+            let (partition, _) = assignment(addr, set[1]).await;
+            (epoch(&partition) == 2).then_some(partition)
+        },
+    )
+    .await;
+    assert!(electing(&election));
+    assert_eq!(
+        replicas(&election),
+        set,
+        "a replicated partition keeps its members"
+    );
+    assert_eq!(report(addr, set[0], 2, reported(1, 3)).await.status, 204);
+    assert_eq!(report(addr, set[1], 2, reported(1, 3)).await.status, 204);
+    assert!(
+        electing(&assignment(addr, set[1]).await.0),
+        "a draining broker does not count"
+    );
+    assert_eq!(report(addr, set[2], 2, reported(1, 3)).await.status, 204);
+    let (led, _) = assignment(addr, set[1]).await;
+    assert_eq!(
+        led["leader"].as_u64(),
+        Some(set[1]),
+        "the earliest live member of a tie"
+    );
+    running.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_undecided_election_starts_again_after_the_timeout() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start_sqlite(dir.path(), |config| {
