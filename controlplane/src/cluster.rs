@@ -33,6 +33,8 @@ pub(crate) struct Cluster<S> {
     /// Set on taking over: the next reconciler pass starts every running election again,
     /// since the reports sent to an earlier leader are lost.
     elections_lost: AtomicBool,
+    /// Asks the reconciler to look for partitions without a live leader on its next pass.
+    election_check: AtomicBool,
     /// Turns true when the controlplane stops; cuts long-polls short.
     shutdown: watch::Receiver<bool>,
 }
@@ -49,6 +51,7 @@ impl<S: Store> Cluster<S> {
             wake_reconciler: Notify::new(),
             ballots: std::sync::Mutex::new(Ballots::default()),
             elections_lost: AtomicBool::new(false),
+            election_check: AtomicBool::new(false),
             shutdown,
         }
     }
@@ -131,6 +134,16 @@ impl<S: Store> Cluster<S> {
 
     pub(crate) fn lose_elections(&self) {
         self.elections_lost.store(true, Ordering::SeqCst);
+    }
+
+    /// Asks the reconciler to look for elections to start on its next pass (new electing
+    /// partitions, whose timeout it must start counting).
+    pub(crate) fn request_election_check(&self) {
+        self.election_check.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn take_election_check(&self) -> bool {
+        self.election_check.swap(false, Ordering::SeqCst)
     }
 
     pub(crate) async fn reconciler_woken(&self) {

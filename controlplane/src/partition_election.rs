@@ -175,6 +175,13 @@ impl Ballots {
         self.open.remove(key);
     }
 
+    /// Whether any election this controlplane knows of has run `timeout_ms` by `now_ms`.
+    pub(crate) fn any_timed_out(&self, now_ms: u64, timeout_ms: u64) -> bool {
+        self.open
+            .values()
+            .any(|ballot| now_ms.saturating_sub(ballot.opened_at_ms) >= timeout_ms)
+    }
+
     /// Forgets every election (a new leadership term of this controlplane).
     pub(crate) fn clear(&mut self) {
         self.open.clear();

@@ -53,17 +53,31 @@ pub(crate) async fn run<S: Store>(cluster: Arc<Cluster<S>>, mut shutdown: watch:
 
 /// One pass: expire lapsed leases, repair placement if anything asked for it, then start
 /// the elections that are due. Returns the next lease expiry.
+///
+/// Elections are looked for only when something may have made one due: a broker died, was
+/// drained or registered, a stream was created, this controlplane took over, or a running
+/// election reached its timeout. So a cluster with many partitions electing for a while
+/// (brokers slow to report) is read once per timeout, not on every pass.
 pub(crate) async fn tick<S: Store>(cluster: &Cluster<S>) -> Result<Option<u64>, StoreError> {
     let _writes = cluster.write_lock().await;
-    let expired = cluster.store.expire_leases(now_ms()).await?;
+    let now = now_ms();
+    let expired = cluster.store.expire_leases(now).await?;
     if !expired.is_empty() {
         tracing::info!(brokers = ?expired, "lease lapsed; broker declared dead");
     }
-    if cluster.take_repair_request() || !expired.is_empty() {
+    let changed = cluster.take_repair_request() || !expired.is_empty();
+    if changed {
         repair(cluster).await?;
     }
+    let timeout_ms = millis(cluster.config.partition_election_timeout);
+    // Every flag is taken before reading, so a request made during the read is kept.
     let lost = cluster.take_elections_lost();
-    if let Err(error) = elect(cluster, lost).await {
+    let asked = cluster.take_election_check();
+    let timed_out = cluster.ballots().any_timed_out(now, timeout_ms);
+    if (changed || lost || asked || timed_out)
+        && let Err(error) = elect(cluster, lost, timeout_ms).await
+    {
+        cluster.request_election_check();
         if lost {
             cluster.lose_elections();
         }
@@ -72,11 +86,17 @@ pub(crate) async fn tick<S: Store>(cluster: &Cluster<S>) -> Result<Option<u64>, 
     cluster.store.next_lease_expiry().await
 }
 
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Starts the elections [`partition_election::plan`] finds due.
-async fn elect<S: Store>(cluster: &Cluster<S>, lost: bool) -> Result<(), StoreError> {
+async fn elect<S: Store>(
+    cluster: &Cluster<S>,
+    lost: bool,
+    timeout_ms: u64,
+) -> Result<(), StoreError> {
     let leaderless = cluster.store.leaderless_partitions().await?;
-    let timeout_ms =
-        u64::try_from(cluster.config.partition_election_timeout.as_millis()).unwrap_or(u64::MAX);
     let starts = partition_election::plan(
         &leaderless,
         &mut cluster.ballots(),

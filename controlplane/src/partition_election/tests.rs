@@ -278,3 +278,12 @@ fn ballots_of_decided_partitions_are_dropped() {
     assert!(plan(&[], &mut ballots, false, 10, 3_000).is_empty());
     assert_eq!(ballots.len(), 0);
 }
+
+#[test]
+fn a_ballot_times_out_after_the_election_timeout() {
+    let mut ballots = Ballots::default();
+    assert!(!ballots.any_timed_out(10_000, 3_000), "no elections");
+    ballots.open(&key(), 5, 1_000);
+    assert!(!ballots.any_timed_out(3_999, 3_000));
+    assert!(ballots.any_timed_out(4_000, 3_000));
+}
