@@ -117,23 +117,33 @@ async fn elect<S: Store>(
     Ok(())
 }
 
-/// Whether the reconciler may change a partition's replica set. An unreplicated one, yes.
-/// A replicated one only while it has no replica at all: changing the members of a
-/// replicated partition, especially together with its leader, could lose committed records
-/// unless elections also required a majority of the old set. Until they do, a replicated
-/// partition keeps its members, dead or draining ones included, and stays
-/// under-replicated.
-pub(crate) fn replaceable(partition: &MisplacedPartition) -> bool {
-    partition.replication_factor <= 1 || partition.replicas.is_empty()
+/// Whether the reconciler may change a partition's replica set, with `live_brokers` live.
+/// An unreplicated one, yes. A replicated one only while it has no replica at all:
+/// changing the members of a replicated partition, especially together with its leader,
+/// could lose committed records unless elections also required a majority of the old set.
+/// Until they do, a replicated partition keeps its members, dead or draining ones included,
+/// and stays under-replicated. Since its first members are then its members for good, a
+/// replicated partition without replicas waits until a full set of brokers is live,
+/// rather than settling on the first broker to register.
+pub(crate) fn replaceable(partition: &MisplacedPartition, live_brokers: usize) -> bool {
+    partition.replication_factor <= 1
+        || (partition.replicas.is_empty() && live_brokers >= partition.replication_factor as usize)
 }
 
 async fn repair<S: Store>(cluster: &Cluster<S>) -> Result<(), StoreError> {
     let mut misplaced = cluster.store.misplaced_partitions().await?;
-    misplaced.retain(replaceable);
     if misplaced.is_empty() {
         return Ok(());
     }
     let brokers = cluster.store.brokers().await?;
+    let live = brokers
+        .iter()
+        .filter(|broker| broker.state == BrokerState::Live)
+        .count();
+    misplaced.retain(|partition| replaceable(partition, live));
+    if misplaced.is_empty() {
+        return Ok(());
+    }
     let mut placer = live_placer(&brokers);
     let replicated: HashSet<(&StreamName, PartitionId)> = misplaced
         .iter()

@@ -306,6 +306,51 @@ async fn draining_the_leader_moves_the_leadership_but_not_the_replicas() {
 }
 
 #[tokio::test]
+async fn a_replicated_partition_created_before_any_broker_is_placed_on_a_full_set_and_elects() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |config| {
+        config.partition_election_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let addr = running.local_addr();
+    let created = post(
+        addr,
+        "/v1/streams",
+        &json!({ "name": "orders", "partitions": 1, "replication_factor": 3 }),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let unplaced = &get(addr, "/v1/streams/orders").await.body["partitions"][0];
+    assert_eq!(
+        (epoch(unplaced), electing(unplaced)),
+        (0, false),
+        "{unplaced}"
+    );
+
+    // Its first members are its members for good: it waits for a full set of brokers.
+    let mut ids = Vec::new();
+    for (port, zone) in [(7100, "a"), (7200, "b"), (7300, "c")] {
+        ids.push(register(addr, port, zone).await);
+    }
+    let id = ids[0];
+    let placed = eventually("placed and electing", Duration::from_secs(10), || async {
+        let (partition, _) = assignment(addr, id).await;
+        electing(&partition).then_some(partition)
+    })
+    .await;
+    assert_eq!(placed["leader"], Value::Null, "{placed}");
+    let set = replicas(&placed);
+    assert_eq!(set.len(), 3, "{placed}");
+    let at = epoch(&placed);
+    for member in &set {
+        assert_eq!(report(addr, *member, at, reported(0, 0)).await.status, 204);
+    }
+    let (led, _) = assignment(addr, id).await;
+    assert_eq!(led["leader"].as_u64(), Some(set[0]), "{led}");
+    running.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_undecided_election_starts_again_after_the_timeout() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start_sqlite(dir.path(), |config| {
