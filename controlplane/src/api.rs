@@ -3,6 +3,7 @@
 //! resource; the bodies are [`floe_wire::admin`] types.
 
 mod brokers;
+mod election_reports;
 pub(crate) mod error;
 mod extract;
 mod groups;
@@ -42,6 +43,7 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/brokers/{broker_id}/heartbeat"),
     ("post", "/v1/brokers/{broker_id}/drain"),
     ("get", "/v1/brokers/{broker_id}/assignments"),
+    ("post", "/v1/brokers/{broker_id}/elections"),
     ("get", "/v1/groups"),
     ("get", "/v1/groups/{group}/offsets"),
     ("post", "/v1/groups/{group}/offsets"),
@@ -84,6 +86,10 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
         .route(
             "/v1/brokers/{broker_id}/assignments",
             get(brokers::assignments::<S>),
+        )
+        .route(
+            "/v1/brokers/{broker_id}/elections",
+            post(election_reports::report::<S>),
         )
         .route("/v1/groups", get(groups::list::<S>))
         .route(

@@ -1,14 +1,17 @@
 //! The state the API handlers and the leader's loops share: the store, the settings, this
 //! controlplane's role, the assignment version brokers long-poll on, the lock that
-//! serialises writes, and the flag that asks for a placement repair.
+//! serialises writes, the flag that asks for a placement repair, and the ballots of running
+//! partition elections.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{MutexGuard as BallotsGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use floe_wire::admin::Role;
 use tokio::sync::{Mutex, MutexGuard, Notify, watch};
 
 use crate::config::Config;
+use crate::partition_election::Ballots;
 use crate::store::{Store, StoreError};
 
 /// Shared by every handler and loop of one controlplane.
@@ -24,6 +27,14 @@ pub(crate) struct Cluster<S> {
     writes: Mutex<()>,
     repair_needed: AtomicBool,
     wake_reconciler: Notify,
+    /// Reports of running partition elections. Held only without awaiting, and only
+    /// together with `writes`, so that a report and the store's state agree.
+    ballots: std::sync::Mutex<Ballots>,
+    /// Set on taking over: the next reconciler pass starts every running election again,
+    /// since the reports sent to an earlier leader are lost.
+    elections_lost: AtomicBool,
+    /// Asks the reconciler to look for partitions without a live leader on its next pass.
+    election_check: AtomicBool,
     /// Turns true when the controlplane stops; cuts long-polls short.
     shutdown: watch::Receiver<bool>,
 }
@@ -38,6 +49,9 @@ impl<S: Store> Cluster<S> {
             writes: Mutex::new(()),
             repair_needed: AtomicBool::new(false),
             wake_reconciler: Notify::new(),
+            ballots: std::sync::Mutex::new(Ballots::default()),
+            elections_lost: AtomicBool::new(false),
+            election_check: AtomicBool::new(false),
             shutdown,
         }
     }
@@ -54,6 +68,8 @@ impl<S: Store> Cluster<S> {
     pub(crate) async fn take_over(&self) -> Result<(), StoreError> {
         let version = self.store.assignment_version().await?;
         self.versions.send_replace(version);
+        self.ballots().clear();
+        self.elections_lost.store(true, Ordering::SeqCst);
         self.request_repair();
         self.role.send_replace(Role::Leader);
         Ok(())
@@ -102,6 +118,32 @@ impl<S: Store> Cluster<S> {
 
     pub(crate) fn take_repair_request(&self) -> bool {
         self.repair_needed.swap(false, Ordering::SeqCst)
+    }
+
+    /// The ballots of running partition elections; never held across an await.
+    pub(crate) fn ballots(&self) -> BallotsGuard<'_, Ballots> {
+        // A panic while holding them leaves at worst a partial ballot: still usable.
+        self.ballots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether running elections' reports were lost since the last call (this controlplane
+    /// took over); the caller puts it back with [`Cluster::lose_elections`] if it fails.
+    pub(crate) fn take_elections_lost(&self) -> bool {
+        self.elections_lost.swap(false, Ordering::SeqCst)
+    }
+
+    pub(crate) fn lose_elections(&self) {
+        self.elections_lost.store(true, Ordering::SeqCst);
+    }
+
+    /// Asks the reconciler to look for elections to start on its next pass (new electing
+    /// partitions, whose timeout it must start counting).
+    pub(crate) fn request_election_check(&self) {
+        self.election_check.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn take_election_check(&self) -> bool {
+        self.election_check.swap(false, Ordering::SeqCst)
     }
 
     pub(crate) async fn reconciler_woken(&self) {

@@ -1,4 +1,5 @@
-//! The controlplane's settings: where it listens, which database, lease and long-poll times.
+//! The controlplane's settings: where it listens, which database, lease, long-poll and
+//! election times.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +36,9 @@ pub struct Config {
     /// How often a standby tries to take the leadership, and the leader checks it still
     /// holds it (PostgreSQL only).
     pub election_interval: Duration,
+    /// How long an election of a replicated partition's leader may run, while a majority
+    /// of its replicas is live, before it is started again at a newer epoch.
+    pub partition_election_timeout: Duration,
     /// Replicas per partition when a create request names none.
     pub default_replication_factor: u32,
     /// The most partitions one stream may have.
@@ -53,6 +57,7 @@ impl Config {
             reconcile_interval: Duration::from_secs(1),
             long_poll_max: Duration::from_secs(30),
             election_interval: Duration::from_secs(2),
+            partition_election_timeout: Duration::from_secs(3),
             default_replication_factor: 3,
             max_partitions_per_stream: 100_000,
         }

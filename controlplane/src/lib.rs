@@ -1,6 +1,7 @@
 //! `floe-controlplane`: Floe's controlplane — the REST API under `/v1`, the metadata store
 //! (SQLite embedded, PostgreSQL in production), placement of partition replicas across
-//! brokers, broker leases, and leader election among several controlplanes.
+//! brokers, broker leases, elections of replicated partitions' leaders, and leader election
+//! among several controlplanes.
 //!
 //! [`Controlplane::start`] runs one in the current tokio runtime (the `floe-controlplane`
 //! binary, or `floe-broker dev` in-process) and returns a [`Running`] handle. The request and
@@ -10,6 +11,7 @@ mod api;
 mod cluster;
 mod config;
 mod election;
+mod partition_election;
 pub mod placement;
 mod reconcile;
 mod running;

@@ -42,6 +42,13 @@ struct Args {
     /// How often a standby tries to lead (PostgreSQL).
     #[arg(long, env = "FLOE_ELECTION_INTERVAL_MS", default_value_t = 2_000)]
     election_interval_ms: u64,
+    /// How long a partition's leader election may run before it starts again.
+    #[arg(
+        long,
+        env = "FLOE_PARTITION_ELECTION_TIMEOUT_MS",
+        default_value_t = 3_000
+    )]
+    partition_election_timeout_ms: u64,
     /// The longest an assignments long-poll waits.
     #[arg(long, env = "FLOE_LONG_POLL_MAX_MS", default_value_t = 30_000)]
     long_poll_max_ms: u64,
@@ -71,6 +78,8 @@ impl Args {
         config.reconcile_interval = Duration::from_millis(self.reconcile_interval_ms);
         config.election_interval = Duration::from_millis(self.election_interval_ms);
         config.long_poll_max = Duration::from_millis(self.long_poll_max_ms);
+        config.partition_election_timeout =
+            Duration::from_millis(self.partition_election_timeout_ms);
         config.default_replication_factor = self.default_replication_factor;
         config
     }

@@ -11,8 +11,9 @@
 //! - The *assignment version* increases by one in the same transaction as every change of
 //!   any partition's replicas, leader or epoch, and of the set of partitions (stream create
 //!   and delete). Brokers long-poll on it.
-//! - [`MetadataStore::reassign`] is a compare-and-set on each partition's epoch: if any
-//!   partition moved past the epoch the caller read, nothing is written.
+//! - [`MetadataStore::reassign`] and [`MetadataStore::start_elections`] are compare-and-sets
+//!   on each partition's epoch, [`MetadataStore::elect_leader`] on its epoch and its running
+//!   election: if any partition moved past what the caller read, nothing is written.
 //! - Times are passed in (milliseconds since the Unix epoch); the store reads no clock.
 
 mod migrations;
@@ -101,12 +102,49 @@ pub struct Reassignment {
     pub leader: Option<BrokerId>,
 }
 
+/// A replicated partition's leadership, as the election rules need it; see
+/// [`MetadataStore::leaderless_partitions`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLeadership {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    pub replication_factor: u32,
+    pub epoch: u64,
+    /// `None` while electing, and for a partition that was never led.
+    pub leader: Option<BrokerId>,
+    /// An election for `epoch` runs; `leader` is then `None`.
+    pub electing: bool,
+    /// In position order, each with its broker's state (`Dead` for an unknown broker).
+    pub replicas: Vec<(BrokerId, BrokerState)>,
+}
+
+/// A new election of one partition's leader at `epoch`, valid only if the partition is
+/// still at `expected_epoch` (and `epoch` is above it). The replica set stays as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionStart {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    pub expected_epoch: u64,
+    pub epoch: u64,
+}
+
+/// The winner of the election of one partition at `epoch`; see
+/// [`MetadataStore::elect_leader`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionResult {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    pub epoch: u64,
+    pub leader: BrokerId,
+}
+
 /// Streams, partitions, assignments, brokers and leases.
 pub trait MetadataStore: Send + Sync + 'static {
     /// Creates `stream` with one partition per entry of `replicas` (its replica set, leader
-    /// first; may be empty when no broker is live). Partitions with replicas start at epoch 1
-    /// led by their first replica, the others at epoch 0 without a leader. Returns the new
-    /// assignment version.
+    /// first; may be empty when no broker is live). Partitions with replicas start at epoch
+    /// 1: led by their first replica when the replication factor is 1, electing without a
+    /// leader when it is above 1. The others start at epoch 0 without a leader. Returns the
+    /// new assignment version.
     fn create_stream(
         &self,
         stream: &StreamInfo,
@@ -186,6 +224,40 @@ pub trait MetadataStore: Send + Sync + 'static {
         &self,
         changes: &[Reassignment],
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Replicated partitions (replication factor above 1, at least one replica) that are
+    /// electing, have no leader, or whose leader's broker is not live; ordered by stream and
+    /// partition.
+    fn leaderless_partitions(
+        &self,
+    ) -> impl Future<Output = Result<Vec<PartitionLeadership>, StoreError>> + Send;
+
+    /// One partition's leadership (any replication factor).
+    fn partition_leadership(
+        &self,
+        stream: &StreamName,
+        partition: PartitionId,
+    ) -> impl Future<Output = Result<PartitionLeadership, StoreError>> + Send;
+
+    /// Starts every election or none (compare-and-set on each epoch): the partition moves to
+    /// the new epoch, electing, without a leader, with its replica set unchanged. Returns the
+    /// new assignment version.
+    fn start_elections(
+        &self,
+        elections: &[ElectionStart],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Ends the election of `result.epoch` with its leader, if the partition is still
+    /// electing at that epoch (`EpochConflict` otherwise). Returns the new assignment
+    /// version.
+    fn elect_leader(
+        &self,
+        result: &ElectionResult,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The earliest lease expiry among brokers not declared dead, if any: when
+    /// [`MetadataStore::expire_leases`] next has something to do.
+    fn next_lease_expiry(&self) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
 
     /// The partitions broker `id` holds a replica of, with the assignment version they are
     /// consistent with.

@@ -123,3 +123,68 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     .await;
     assert_eq!(more.status, 201);
 }
+
+/// The reports of a running partition election live in the leader's memory only: the
+/// controlplane that takes over starts the election again at a newer epoch.
+#[tokio::test]
+async fn a_new_leader_starts_running_partition_elections_again() {
+    let Some(url) = common::fresh_postgres_database("failover_elections").await else {
+        eprintln!("FLOE_TEST_POSTGRES_URL is not set; failover test skipped");
+        return;
+    };
+    let mut first = Process::start(&url);
+    eventually(
+        "the first controlplane leads",
+        Duration::from_secs(20),
+        || async { (role(first.addr).await == (200, "leader".to_owned())).then_some(()) },
+    )
+    .await;
+    let second = Process::start(&url);
+    for port in [7100, 7200, 7300] {
+        let registered = post(
+            first.addr,
+            "/v1/brokers",
+            &json!({
+                "client_endpoint": format!("127.0.0.1:{port}"),
+                "peer_endpoint": format!("127.0.0.1:{}", port + 1),
+            }),
+        )
+        .await;
+        assert_eq!(registered.status, 200, "{:?}", registered.body);
+    }
+    let created = post(
+        first.addr,
+        "/v1/streams",
+        &json!({ "name": "orders", "partitions": 1, "replication_factor": 3 }),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let partition =
+        |addr| async move { get(addr, "/v1/streams/orders").await.body["partitions"][0].clone() };
+    let before = partition(first.addr).await;
+    assert_eq!(
+        (&before["epoch"], &before["electing"]),
+        (&json!(1), &json!(true))
+    );
+    // One report of three: recorded in the first leader's memory, deciding nothing.
+    let reported = post(
+        first.addr,
+        "/v1/brokers/1/elections",
+        &json!({ "stream": "orders", "partition": 0, "epoch": 1,
+                 "outcome": { "kind": "reported", "last_epoch": 0, "end": 0 } }),
+    )
+    .await;
+    assert_eq!(reported.status, 204, "{:?}", reported.body);
+
+    first.kill();
+    let after = eventually("a fresh election", Duration::from_secs(20), || async {
+        if role(second.addr).await.0 != 200 {
+            return None;
+        }
+        let after = partition(second.addr).await;
+        (after["epoch"] == 2).then_some(after)
+    })
+    .await;
+    assert_eq!(after["electing"], true);
+    assert_eq!(after["replicas"], before["replicas"]);
+}

@@ -4,8 +4,8 @@
 mod common;
 
 use floe_controlplane::store::{
-    BrokerRegistration, GroupOffsetStore, MetadataStore, ReadReplicaStore, Reassignment, SqlStore,
-    StoreError,
+    BrokerRegistration, ElectionResult, ElectionStart, GroupOffsetStore, MetadataStore,
+    ReadReplicaStore, Reassignment, SqlStore, StoreError,
 };
 use floe_wire::admin::{
     BrokerState, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaInfo, ReadReplicaState,
@@ -55,6 +55,9 @@ conformance!(
     only_the_current_leader_reports_a_partition,
     group_offsets_commit_all_or_nothing,
     read_replicas_and_the_scaling_policy_are_kept,
+    a_replicated_partition_elects_its_leader_once_per_epoch,
+    a_leader_that_is_not_live_leaves_its_partition_leaderless,
+    the_next_lease_expiry_is_the_earliest_of_brokers_not_dead,
 );
 
 fn name(text: &str) -> StreamName {
@@ -107,6 +110,21 @@ async fn three_brokers(store: &SqlStore) {
     }
 }
 
+/// Ends the epoch-1 election of every partition of `stream` with its first replica.
+async fn elect_first_replicas(store: &SqlStore, stream: &str, sets: &[Vec<BrokerId>]) {
+    for (partition, set) in (0u32..).zip(sets) {
+        store
+            .elect_leader(&ElectionResult {
+                stream: name(stream),
+                partition: PartitionId::new(partition),
+                epoch: 1,
+                leader: set[0],
+            })
+            .await
+            .expect("elect");
+    }
+}
+
 async fn streams_are_created_listed_described_altered_and_deleted(store: &SqlStore) {
     let before = store.assignment_version().await.expect("version");
     let orders = stream("orders", 3, 2);
@@ -145,7 +163,20 @@ async fn streams_are_created_listed_described_altered_and_deleted(store: &SqlSto
         .collect();
     assert_eq!(sets, [ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])]);
     assert!(described.partitions.iter().all(|p| p.epoch == 1));
-    assert_eq!(described.partitions[1].leader, Some(BrokerId::new(2)));
+    assert!(
+        described
+            .partitions
+            .iter()
+            .all(|p| p.electing && p.leader.is_none()),
+        "a replicated partition's first leader is elected"
+    );
+    let audit = store
+        .describe_stream(&name("audit"))
+        .await
+        .expect("describe")
+        .expect("exists");
+    assert_eq!(audit.partitions[0].leader, Some(BrokerId::new(2)));
+    assert!(!audit.partitions[0].electing, "unreplicated: led at once");
     assert_eq!(described.partitions[2].partition, PartitionId::new(2));
 
     let retention = RetentionSettings {
@@ -331,13 +362,12 @@ async fn a_stale_reassignment_changes_nothing(store: &SqlStore) {
 
 async fn misplaced_partitions_are_those_on_brokers_that_are_not_live(store: &SqlStore) {
     three_brokers(store).await;
+    let sets = [ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])];
     store
-        .create_stream(
-            &stream("orders", 3, 2),
-            &[ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])],
-        )
+        .create_stream(&stream("orders", 3, 2), &sets)
         .await
         .expect("create");
+    elect_first_replicas(store, "orders", &sets).await;
     assert!(store.misplaced_partitions().await.expect("ok").is_empty());
     store
         .renew_lease(BrokerId::new(1), 1)
@@ -410,6 +440,7 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
         .create_stream(&stream("orders", 1, 2), &[ids(&[1, 2])])
         .await
         .expect("create");
+    elect_first_replicas(store, "orders", &[ids(&[1, 2])]).await;
     let report = |epoch: u64, end: u64| PartitionReport {
         stream: name("orders"),
         partition: PartitionId::new(0),
@@ -561,6 +592,163 @@ async fn read_replicas_and_the_scaling_policy_are_kept(store: &SqlStore) {
     store.upsert_read_replica(&other).await.expect("insert");
     let listed = store.read_replicas().await.expect("list");
     assert_eq!(listed, [other, replica]);
+}
+
+async fn a_replicated_partition_elects_its_leader_once_per_epoch(store: &SqlStore) {
+    three_brokers(store).await;
+    store
+        .create_stream(&stream("orders", 1, 3), &[ids(&[1, 2, 3])])
+        .await
+        .expect("create");
+    let leadership = store
+        .partition_leadership(&name("orders"), PartitionId::new(0))
+        .await
+        .expect("leadership");
+    assert_eq!((leadership.epoch, leadership.electing), (1, true));
+    assert_eq!(leadership.leader, None);
+    assert_eq!(leadership.replication_factor, 3);
+    let live = |id| (BrokerId::new(id), BrokerState::Live);
+    assert_eq!(leadership.replicas, [live(1), live(2), live(3)]);
+    let assignment = &store
+        .assignments(BrokerId::new(3))
+        .await
+        .expect("ok")
+        .streams[0];
+    assert!(assignment.partitions[0].electing);
+    let leaderless = store.leaderless_partitions().await.expect("leaderless");
+    assert_eq!(leaderless, [leadership]);
+
+    let result = |epoch, leader| ElectionResult {
+        stream: name("orders"),
+        partition: PartitionId::new(0),
+        epoch,
+        leader: BrokerId::new(leader),
+    };
+    let before = store.assignment_version().await.expect("version");
+    let stale = store.elect_leader(&result(0, 2)).await;
+    assert!(
+        matches!(stale, Err(StoreError::EpochConflict { .. })),
+        "{stale:?}"
+    );
+    let version = store.elect_leader(&result(1, 2)).await.expect("elect");
+    assert_eq!(version, before + 1);
+    let twice = store.elect_leader(&result(1, 3)).await;
+    assert!(
+        matches!(twice, Err(StoreError::EpochConflict { .. })),
+        "decided once"
+    );
+    let led = store
+        .partition_leadership(&name("orders"), PartitionId::new(0))
+        .await
+        .expect("leadership");
+    assert_eq!(
+        (led.epoch, led.electing, led.leader),
+        (1, false, Some(BrokerId::new(2)))
+    );
+    assert!(
+        !store
+            .assignments(BrokerId::new(3))
+            .await
+            .expect("ok")
+            .streams[0]
+            .partitions[0]
+            .electing
+    );
+    assert!(store.leaderless_partitions().await.expect("ok").is_empty());
+
+    let missing = store
+        .partition_leadership(&name("orders"), PartitionId::new(1))
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::PartitionNotFound { .. })),
+        "{missing:?}"
+    );
+    let unknown = store
+        .partition_leadership(&name("nowhere"), PartitionId::new(0))
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::StreamNotFound { .. })),
+        "{unknown:?}"
+    );
+}
+
+async fn a_leader_that_is_not_live_leaves_its_partition_leaderless(store: &SqlStore) {
+    three_brokers(store).await;
+    store
+        .create_stream(&stream("orders", 2, 3), &[ids(&[1, 2, 3]), ids(&[2, 3, 1])])
+        .await
+        .expect("create");
+    store
+        .create_stream(&stream("audit", 1, 1), &[ids(&[1])])
+        .await
+        .expect("create");
+    elect_first_replicas(store, "orders", &[ids(&[1, 2, 3]), ids(&[2, 3, 1])]).await;
+    store
+        .renew_lease(BrokerId::new(1), 1)
+        .await
+        .expect("shorten the lease");
+    store.expire_leases(2).await.expect("expire");
+    let leaderless = store.leaderless_partitions().await.expect("leaderless");
+    assert_eq!(
+        leaderless.len(),
+        1,
+        "not the partition led by 2, nor the unreplicated one"
+    );
+    assert_eq!(leaderless[0].partition, PartitionId::new(0));
+    assert_eq!(leaderless[0].leader, Some(BrokerId::new(1)));
+    assert_eq!(
+        leaderless[0].replicas[0],
+        (BrokerId::new(1), BrokerState::Dead)
+    );
+
+    let start = |expected_epoch, epoch| ElectionStart {
+        stream: name("orders"),
+        partition: PartitionId::new(0),
+        expected_epoch,
+        epoch,
+    };
+    let before = store.assignment_version().await.expect("version");
+    let stale = store.start_elections(&[start(1, 2), start(0, 1)]).await;
+    assert!(
+        matches!(stale, Err(StoreError::EpochConflict { expected: 0, .. })),
+        "{stale:?}"
+    );
+    assert_eq!(
+        store.assignment_version().await.expect("version"),
+        before,
+        "all or none"
+    );
+    let version = store.start_elections(&[start(1, 5)]).await.expect("start");
+    assert_eq!(version, before + 1);
+    let electing = store
+        .partition_leadership(&name("orders"), PartitionId::new(0))
+        .await
+        .expect("leadership");
+    assert_eq!(
+        (electing.epoch, electing.electing, electing.leader),
+        (5, true, None)
+    );
+    let members: Vec<BrokerId> = electing.replicas.iter().map(|(id, _)| *id).collect();
+    assert_eq!(members, ids(&[1, 2, 3]), "the same replica set");
+    let described = store
+        .describe_stream(&name("orders"))
+        .await
+        .expect("ok")
+        .expect("exists");
+    assert!(described.partitions[0].electing);
+}
+
+async fn the_next_lease_expiry_is_the_earliest_of_brokers_not_dead(store: &SqlStore) {
+    assert_eq!(store.next_lease_expiry().await.expect("ok"), None);
+    for (port, expires) in [(7100, 5_000), (7200, 9_000)] {
+        store
+            .register_broker(&registration(None, port, expires))
+            .await
+            .expect("register");
+    }
+    assert_eq!(store.next_lease_expiry().await.expect("ok"), Some(5_000));
+    store.expire_leases(5_000).await.expect("expire");
+    assert_eq!(store.next_lease_expiry().await.expect("ok"), Some(9_000));
 }
 
 #[tokio::test]

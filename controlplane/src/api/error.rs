@@ -29,6 +29,12 @@ pub(crate) enum Failure {
     GroupNotFound(String),
     #[error("the end of {stream}/{partition} has not been reported yet")]
     RangeUnknown { stream: String, partition: u32 },
+    #[error("broker {broker} is not a replica of {stream}/{partition}")]
+    NotReplica {
+        broker: u32,
+        stream: String,
+        partition: u32,
+    },
     #[error("this controlplane is a standby; ask the leader")]
     NotLeader,
     #[error("no route for {0}")]
@@ -69,6 +75,8 @@ impl Failure {
             Failure::Unauthorized => (StatusCode::UNAUTHORIZED, Code::Unauthorized),
             Failure::GroupNotFound(_) => (StatusCode::NOT_FOUND, Code::GroupNotFound),
             Failure::RangeUnknown { .. } => (StatusCode::CONFLICT, Code::RangeUnknown),
+            // The broker's view of the replica set is out of date: re-read and retry.
+            Failure::NotReplica { .. } => (StatusCode::CONFLICT, Code::Conflict),
             Failure::NotLeader => (StatusCode::SERVICE_UNAVAILABLE, Code::NotLeader),
             Failure::RouteNotFound(_) => (StatusCode::NOT_FOUND, Code::RouteNotFound),
             Failure::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Code::RouteNotFound),

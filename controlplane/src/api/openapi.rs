@@ -144,6 +144,7 @@ fn stream_schemas() -> Vec<(&'static str, Value)> {
             ("replicas", array(u32_schema())),
             ("leader", nullable(u32_schema())),
             ("epoch", u64_schema()),
+            ("electing", json!({ "type": "boolean" })),
             ("hot", nullable(reference("OffsetRange"))),
             ("tier", nullable(reference("OffsetRange"))),
             ("bytes", nullable(u64_schema())),
@@ -226,6 +227,7 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
             ("replicas", array(u32_schema())),
             ("leader", nullable(u32_schema())),
             ("epoch", u64_schema()),
+            ("electing", json!({ "type": "boolean" })),
         ],
         &["partition", "replicas", "leader", "epoch"],
         false,
@@ -335,6 +337,20 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
             ),
         ),
         ("PartitionAssignment", partition_assignment),
+        ("ElectionOutcome", election_outcome()),
+        (
+            "ElectionReport",
+            object(
+                &[
+                    ("stream", name_schema()),
+                    ("partition", u32_schema()),
+                    ("epoch", u64_schema()),
+                    ("outcome", reference("ElectionOutcome")),
+                ],
+                &["stream", "partition", "epoch", "outcome"],
+                true,
+            ),
+        ),
         (
             "StreamAssignment",
             object(
@@ -361,6 +377,23 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
             ),
         ),
     ]
+}
+
+/// `reported` (the replica promised the epoch; where its durable log ends) or `refused`.
+fn election_outcome() -> Value {
+    let kind = |name: &str| json!({ "type": "string", "const": name });
+    json!({ "oneOf": [
+        object(
+            &[("kind", kind("reported")), ("last_epoch", u64_schema()), ("end", u64_schema())],
+            &["kind", "last_epoch", "end"],
+            true,
+        ),
+        object(
+            &[("kind", kind("refused")), ("promised", u64_schema())],
+            &["kind", "promised"],
+            true,
+        ),
+    ] })
 }
 
 fn group_schemas() -> Vec<(&'static str, Value)> {
@@ -632,12 +665,17 @@ fn paths() -> Value {
         "/v1/brokers/{broker_id}/drain": { "post": drain },
         "/v1/brokers/{broker_id}/assignments": {
             "get": operation("A broker's assignments; long-polls with after_version",
-                vec![broker,
+                vec![broker.clone(),
                   query_parameter("after_version", u64_schema(),
                     "answer once the assignment version is above this"),
                   query_parameter("timeout_ms", u64_schema(),
                     "the longest to wait (capped by the controlplane)")],
                 None, 200, Some("Assignments")),
+        },
+        "/v1/brokers/{broker_id}/elections": {
+            "post": operation("A replica's report for the election of its partition's leader; \
+                ignored unless for the running election", vec![broker],
+                Some("ElectionReport"), 204, None),
         },
         "/v1/groups": { "get": operation("List consumer groups", vec![], None, 200, Some("GroupList")) },
         "/v1/groups/{group}/offsets": {

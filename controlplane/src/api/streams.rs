@@ -48,6 +48,10 @@ pub(super) async fn create<S: Store>(
     let replicas: Vec<Vec<BrokerId>> = placements.into_iter().map(|p| p.replicas).collect();
     let version = cluster.store.create_stream(&stream, &replicas).await?;
     cluster.announce(version);
+    if config.replication_factor > 1 {
+        // Its partitions elect their first leader; the reconciler times the elections.
+        cluster.request_election_check();
+    }
     if under_replicated {
         // Topped up as brokers register.
         cluster.request_repair();

@@ -31,6 +31,11 @@ const SQLITE: &[Migration] = &[
         description: "replicas by broker",
         sql: include_str!("../../migrations/sqlite/0002_replicas_by_broker.sql"),
     },
+    Migration {
+        version: 3,
+        description: "partition elections",
+        sql: include_str!("../../migrations/sqlite/0003_partition_elections.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -43,6 +48,11 @@ const POSTGRES: &[Migration] = &[
         version: 2,
         description: "replicas by broker",
         sql: include_str!("../../migrations/postgres/0002_replicas_by_broker.sql"),
+    },
+    Migration {
+        version: 3,
+        description: "partition elections",
+        sql: include_str!("../../migrations/postgres/0003_partition_elections.sql"),
     },
 ];
 

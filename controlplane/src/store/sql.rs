@@ -9,6 +9,7 @@
 mod assignments;
 mod brokers;
 mod groups;
+mod leadership;
 mod read_replicas;
 mod streams;
 
@@ -19,13 +20,14 @@ use floe_wire::admin::{
     PartitionReport, ReadReplicaInfo, RetentionSettings, ScalingPolicy, StreamDescription,
     StreamInfo,
 };
-use floe_wire::{BrokerId, StreamName};
+use floe_wire::{BrokerId, PartitionId, StreamName};
 use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyConnection, AnyPool, Row, Transaction};
 
 use crate::store::{
-    BrokerRegistration, GroupOffsetStore, MetadataStore, MisplacedPartition, ReadReplicaStore,
-    Reassignment, StoreError, migrations,
+    BrokerRegistration, ElectionResult, ElectionStart, GroupOffsetStore, MetadataStore,
+    MisplacedPartition, PartitionLeadership, ReadReplicaStore, Reassignment, StoreError,
+    migrations,
 };
 
 /// Which database a [`SqlStore`] talks to.
@@ -257,6 +259,30 @@ impl MetadataStore for SqlStore {
 
     async fn reassign(&self, changes: &[Reassignment]) -> Result<u64, StoreError> {
         assignments::reassign(self, changes).await
+    }
+
+    async fn leaderless_partitions(&self) -> Result<Vec<PartitionLeadership>, StoreError> {
+        leadership::leaderless(self).await
+    }
+
+    async fn partition_leadership(
+        &self,
+        stream: &StreamName,
+        partition: PartitionId,
+    ) -> Result<PartitionLeadership, StoreError> {
+        leadership::one(self, stream, partition).await
+    }
+
+    async fn start_elections(&self, elections: &[ElectionStart]) -> Result<u64, StoreError> {
+        leadership::start(self, elections).await
+    }
+
+    async fn elect_leader(&self, result: &ElectionResult) -> Result<u64, StoreError> {
+        leadership::elect(self, result).await
+    }
+
+    async fn next_lease_expiry(&self) -> Result<Option<u64>, StoreError> {
+        leadership::next_lease_expiry(self).await
     }
 
     async fn assignments(&self, id: BrokerId) -> Result<Assignments, StoreError> {

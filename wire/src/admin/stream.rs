@@ -106,6 +106,10 @@ pub struct PartitionDescription {
     pub leader: Option<BrokerId>,
     /// The leadership term; bumped by every change of leader or replica set.
     pub epoch: u64,
+    /// An election for `epoch` runs (`leader` is then absent); only for replicated
+    /// partitions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub electing: bool,
     /// Offsets in the leader's hot log, as last reported.
     pub hot: Option<OffsetRange>,
     /// Offsets in object storage, as last reported.

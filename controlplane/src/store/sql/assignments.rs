@@ -119,8 +119,8 @@ pub(super) async fn reassign(
     let mut tx = store.write_tx().await?;
     for change in changes {
         let updated = sqlx::query(
-            "UPDATE partitions SET leader = $1, epoch = epoch + 1, replica_count = $5 \
-             WHERE stream = $2 AND partition = $3 AND epoch = $4",
+            "UPDATE partitions SET leader = $1, epoch = epoch + 1, replica_count = $5, \
+             electing = 0 WHERE stream = $2 AND partition = $3 AND epoch = $4",
         )
         .bind(change.leader.map(|id| i64::from(id.get())))
         .bind(change.stream.as_str())
@@ -173,7 +173,7 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
         .fetch_all(&mut *tx)
         .await?;
     let partition_rows = sqlx::query(
-        "SELECT p.stream, p.partition, p.leader, p.epoch FROM partition_replicas mine \
+        "SELECT p.stream, p.partition, p.leader, p.epoch, p.electing FROM partition_replicas mine \
          JOIN partitions p ON p.stream = mine.stream AND p.partition = mine.partition \
          WHERE mine.broker_id = $1 ORDER BY p.stream, p.partition",
     )
@@ -210,7 +210,7 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
                 .map(|id| broker_from_db("partitions.leader", id))
                 .transpose()?,
             epoch: from_db("partitions.epoch", row.try_get(3)?)?,
-            electing: false,
+            electing: row.try_get::<i64, _>(4)? != 0,
         };
         by_stream.entry(stream).or_default().push(assignment);
     }

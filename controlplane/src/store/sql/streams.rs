@@ -38,11 +38,20 @@ pub(super) async fn create(
         });
     }
     insert_stream(&mut tx, stream).await?;
-    let partitions: Vec<(u32, Option<BrokerId>, u64, usize)> = (0u32..)
+    // A replicated partition's first leader is elected like every later one (see
+    // `docs/controlplane.md`, "Partition elections"); the first replica is only preferred.
+    let replicated = stream.config.replication_factor > 1;
+    let partitions: Vec<NewPartition> = (0u32..)
         .zip(replicas)
         .map(|(partition, set)| {
-            let leader = set.first().copied();
-            (partition, leader, u64::from(leader.is_some()), set.len())
+            let placed = !set.is_empty();
+            NewPartition {
+                partition,
+                leader: set.first().copied().filter(|_| !replicated),
+                epoch: u64::from(placed),
+                replica_count: set.len(),
+                electing: replicated && placed,
+            }
         })
         .collect();
     insert_partitions(&mut tx, name, &partitions).await?;
@@ -81,26 +90,37 @@ async fn insert_stream(tx: &mut AnyConnection, stream: &StreamInfo) -> Result<()
     Ok(())
 }
 
-/// Inserts `(partition, leader, epoch, replica count)` rows of one stream.
+/// One row of `partitions` as a stream is created.
+struct NewPartition {
+    partition: u32,
+    leader: Option<BrokerId>,
+    epoch: u64,
+    replica_count: usize,
+    electing: bool,
+}
+
+/// Inserts the partitions of one stream.
 async fn insert_partitions(
     tx: &mut AnyConnection,
     stream: &str,
-    partitions: &[(u32, Option<BrokerId>, u64, usize)],
+    partitions: &[NewPartition],
 ) -> Result<(), StoreError> {
     for chunk in partitions.chunks(ROWS_PER_INSERT) {
         let sql = multi_row_insert(
-            "INSERT INTO partitions (stream, partition, leader, epoch, replica_count) VALUES ",
-            5,
+            "INSERT INTO partitions (stream, partition, leader, epoch, replica_count, electing) \
+             VALUES ",
+            6,
             chunk.len(),
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (partition, leader, epoch, replica_count) in chunk {
+        for row in chunk {
             query = query
                 .bind(stream.to_owned())
-                .bind(i64::from(*partition))
-                .bind(leader.map(|id| i64::from(id.get())))
-                .bind(to_db("epoch", *epoch)?)
-                .bind(to_db("replica_count", *replica_count as u64)?);
+                .bind(i64::from(row.partition))
+                .bind(row.leader.map(|id| i64::from(id.get())))
+                .bind(to_db("epoch", row.epoch)?)
+                .bind(to_db("replica_count", row.replica_count as u64)?)
+                .bind(i64::from(row.electing));
         }
         query.execute(&mut *tx).await?;
     }
@@ -179,8 +199,8 @@ pub(super) async fn describe(
     };
     let stream = stream_from_row(&row)?;
     let rows = sqlx::query(
-        "SELECT partition, leader, epoch, hot_start, hot_end, tier_start, tier_end, bytes, \
-         upload_backlog_bytes FROM partitions WHERE stream = $1 ORDER BY partition",
+        "SELECT partition, leader, epoch, electing, hot_start, hot_end, tier_start, tier_end, \
+         bytes, upload_backlog_bytes FROM partitions WHERE stream = $1 ORDER BY partition",
     )
     .bind(name.as_str())
     .fetch_all(&mut *tx)
@@ -229,6 +249,7 @@ fn partition_from_row(row: &AnyRow) -> Result<PartitionDescription, StoreError> 
             .map(|id| broker_from_db("partitions.leader", id))
             .transpose()?,
         epoch: from_db("epoch", row.try_get("epoch")?)?,
+        electing: row.try_get::<i64, _>("electing")? != 0,
         hot: range("hot_start", "hot_end")?,
         tier: range("tier_start", "tier_end")?,
         bytes: opt_from_db("bytes", row.try_get("bytes")?)?,

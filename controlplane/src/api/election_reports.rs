@@ -1,0 +1,110 @@
+//! `POST /v1/brokers/{broker_id}/elections`: a replica's answer to the election of its
+//! partition's leader. The report that completes a majority decides the election here, in
+//! the request, so that failover does not wait for the reconciler.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use floe_wire::BrokerId;
+use floe_wire::admin::ElectionReport;
+
+use crate::api::error::Failure;
+use crate::api::extract::{Body, PathParams};
+use crate::cluster::{Cluster, now_ms};
+use crate::partition_election::{self, Verdict};
+use crate::store::{ElectionResult, ElectionStart, PartitionLeadership, Store};
+
+/// Answers 204 whether the report was recorded, decided the election, started a new one or
+/// was ignored (an older epoch, no election running): the broker has nothing to retry and
+/// learns the outcome from its assignments.
+pub(super) async fn report<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(id): PathParams<u32>,
+    Body(report): Body<ElectionReport>,
+) -> Result<StatusCode, Failure> {
+    let reporter = BrokerId::new(id);
+    let _writes = cluster.write_lock().await;
+    let partition = cluster
+        .store
+        .partition_leadership(&report.stream, report.partition)
+        .await?;
+    let verdict = partition_election::judge(&partition, reporter, &report).map_err(|_| {
+        Failure::NotReplica {
+            broker: id,
+            stream: report.stream.to_string(),
+            partition: report.partition.get(),
+        }
+    })?;
+    match verdict {
+        Verdict::Ignore => {}
+        Verdict::Record(position) => {
+            let winner = {
+                let key = (partition.stream.clone(), partition.partition);
+                let mut ballots = cluster.ballots();
+                let reports = ballots.record(&key, partition.epoch, reporter, position, now_ms());
+                partition_election::pick_leader(&partition.replicas, reports)
+            };
+            if let Some(leader) = winner {
+                elect(&cluster, &partition, leader).await?;
+            }
+        }
+        Verdict::Restart { epoch } => restart(&cluster, &partition, epoch).await?,
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Persists the winner, then tells the long-polling brokers.
+async fn elect<S: Store>(
+    cluster: &Cluster<S>,
+    partition: &PartitionLeadership,
+    leader: BrokerId,
+) -> Result<(), Failure> {
+    let result = ElectionResult {
+        stream: partition.stream.clone(),
+        partition: partition.partition,
+        epoch: partition.epoch,
+        leader,
+    };
+    let version = cluster.store.elect_leader(&result).await?;
+    cluster
+        .ballots()
+        .close(&(partition.stream.clone(), partition.partition));
+    tracing::info!(
+        stream = %partition.stream,
+        partition = partition.partition.get(),
+        epoch = partition.epoch,
+        leader = leader.get(),
+        "elected a partition leader"
+    );
+    cluster.announce(version);
+    Ok(())
+}
+
+/// Starts the election again at `epoch` (a replica refused the current one).
+async fn restart<S: Store>(
+    cluster: &Cluster<S>,
+    partition: &PartitionLeadership,
+    epoch: u64,
+) -> Result<(), Failure> {
+    let start = ElectionStart {
+        stream: partition.stream.clone(),
+        partition: partition.partition,
+        expected_epoch: partition.epoch,
+        epoch,
+    };
+    let version = cluster.store.start_elections(&[start]).await?;
+    cluster.ballots().open(
+        &(partition.stream.clone(), partition.partition),
+        epoch,
+        now_ms(),
+    );
+    tracing::info!(
+        stream = %partition.stream,
+        partition = partition.partition.get(),
+        epoch,
+        "a replica refused; election started again"
+    );
+    cluster.announce(version);
+    Ok(())
+}

@@ -1,0 +1,256 @@
+//! Partition elections: the rules by which the controlplane starts an election of a
+//! replicated partition's leader, and picks the winner from its replicas' reports.
+//!
+//! Pure: no I/O and no clock (times are passed in). The shells are the reconciler, which
+//! feeds [`plan`] the partitions without a live leader on every pass, and the report handler,
+//! which feeds one report to [`judge`], records it in [`Ballots`] and asks [`pick_leader`]
+//! for a winner. What must hold (see `docs/replication.md`, "Why no acknowledged record is
+//! lost"): the leader of epoch E is the most up-to-date of a majority of the replica set,
+//! all of whom promised E; so the replica set of an electing partition must not change, and
+//! a report counts only for the epoch it was made in.
+
+use std::collections::{BTreeMap, HashMap};
+
+use floe_wire::admin::{BrokerState, ElectionOutcome, ElectionReport};
+use floe_wire::{BrokerId, PartitionId, StreamName};
+
+use crate::store::{ElectionStart, PartitionLeadership};
+
+/// A replica's durable log as it reported it; newer means a larger last epoch, then a larger
+/// end (the derived order compares the fields in that order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Position {
+    pub(crate) last_epoch: u64,
+    pub(crate) end: u64,
+}
+
+/// The smallest strict majority of a replica set of `members` brokers.
+pub(crate) fn majority(members: usize) -> usize {
+    members / 2 + 1
+}
+
+fn live(replicas: &[(BrokerId, BrokerState)]) -> impl Iterator<Item = BrokerId> + '_ {
+    replicas
+        .iter()
+        .filter(|(_, state)| *state == BrokerState::Live)
+        .map(|(id, _)| *id)
+}
+
+/// The winner of an election, once reports from live members reach a majority of
+/// `replicas`: the largest position, ties to the earliest in the replica list. Reports from
+/// brokers that are not members or not live do not count (a broker that died cannot lead,
+/// and its report alone must not make a majority).
+#[must_use]
+pub(crate) fn pick_leader(
+    replicas: &[(BrokerId, BrokerState)],
+    reports: &BTreeMap<BrokerId, Position>,
+) -> Option<BrokerId> {
+    let counted: Vec<(BrokerId, Position)> = live(replicas)
+        .filter_map(|id| reports.get(&id).map(|position| (id, *position)))
+        .collect();
+    if counted.len() < majority(replicas.len()) {
+        return None;
+    }
+    // `max_by_key` keeps the last of equal maxima; reversing keeps the earliest member.
+    counted
+        .iter()
+        .rev()
+        .max_by_key(|(_, position)| *position)
+        .map(|(id, _)| *id)
+}
+
+/// What to do with one election report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Verdict {
+    /// Not for the running election (an older or unknown epoch, no election, an
+    /// unreplicated partition): answer success and change nothing.
+    Ignore,
+    /// A report for the running election: record it, then see whether it decides.
+    Record(Position),
+    /// The replica cannot report for or lead the current epoch: elect again at `epoch`.
+    Restart { epoch: u64 },
+}
+
+/// A report from a broker outside the partition's replica set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("broker {reporter} is not a replica of this partition")]
+pub(crate) struct NotReplica {
+    pub(crate) reporter: BrokerId,
+}
+
+/// Judges `report` from `reporter` against the partition's current leadership.
+pub(crate) fn judge(
+    partition: &PartitionLeadership,
+    reporter: BrokerId,
+    report: &ElectionReport,
+) -> Result<Verdict, NotReplica> {
+    if !partition.replicas.iter().any(|(id, _)| *id == reporter) {
+        return Err(NotReplica { reporter });
+    }
+    if partition.replication_factor <= 1 || report.epoch != partition.epoch {
+        return Ok(Verdict::Ignore);
+    }
+    Ok(match report.outcome {
+        ElectionOutcome::Reported { last_epoch, end } if partition.electing => {
+            Verdict::Record(Position { last_epoch, end })
+        }
+        ElectionOutcome::Reported { .. } => Verdict::Ignore,
+        // During the election any member's refusal restarts it: the replica may have promised
+        // a newer epoch, which the next election must exceed. After it, only the winner's
+        // refusal to lead matters; a follower's is not a reason to unseat a working leader.
+        ElectionOutcome::Refused { promised }
+            if partition.electing || partition.leader == Some(reporter) =>
+        {
+            Verdict::Restart {
+                epoch: partition.epoch.max(promised).saturating_add(1),
+            }
+        }
+        ElectionOutcome::Refused { .. } => Verdict::Ignore,
+    })
+}
+
+/// A partition, as the key of its running election.
+pub(crate) type PartitionKey = (StreamName, PartitionId);
+
+/// The running elections this controlplane knows of: when each was opened and the reports
+/// received for it. Held in memory only; a controlplane that takes over starts every running
+/// election again at a newer epoch instead ([`plan`] with `fresh`).
+///
+/// Bounded: one ballot per electing partition (ballots of partitions no longer electing are
+/// dropped on every reconciler pass), and at most one report per replica-set member, since
+/// [`judge`] refuses the others.
+#[derive(Debug, Default)]
+pub(crate) struct Ballots {
+    open: HashMap<PartitionKey, Ballot>,
+}
+
+#[derive(Debug)]
+struct Ballot {
+    epoch: u64,
+    opened_at_ms: u64,
+    reports: BTreeMap<BrokerId, Position>,
+}
+
+impl Ballots {
+    /// The ballot of `key` at `epoch`, opened at `now_ms` unless one is open for that epoch.
+    fn ballot(&mut self, key: &PartitionKey, epoch: u64, now_ms: u64) -> &mut Ballot {
+        let ballot = self.open.entry(key.clone()).or_insert(Ballot {
+            epoch,
+            opened_at_ms: now_ms,
+            reports: BTreeMap::new(),
+        });
+        if ballot.epoch != epoch {
+            *ballot = Ballot {
+                epoch,
+                opened_at_ms: now_ms,
+                reports: BTreeMap::new(),
+            };
+        }
+        ballot
+    }
+
+    /// Opens a new ballot for the election of `key` at `epoch`, started at `now_ms`.
+    pub(crate) fn open(&mut self, key: &PartitionKey, epoch: u64, now_ms: u64) {
+        self.ballot(key, epoch, now_ms);
+    }
+
+    /// Records a report for the election of `key` at `epoch` (a repeated report replaces the
+    /// earlier one) and returns every report of that election.
+    pub(crate) fn record(
+        &mut self,
+        key: &PartitionKey,
+        epoch: u64,
+        reporter: BrokerId,
+        position: Position,
+        now_ms: u64,
+    ) -> &BTreeMap<BrokerId, Position> {
+        let ballot = self.ballot(key, epoch, now_ms);
+        ballot.reports.insert(reporter, position);
+        &ballot.reports
+    }
+
+    /// Forgets the election of `key` (it was decided).
+    pub(crate) fn close(&mut self, key: &PartitionKey) {
+        self.open.remove(key);
+    }
+
+    /// Whether any election this controlplane knows of has run `timeout_ms` by `now_ms`.
+    pub(crate) fn any_timed_out(&self, now_ms: u64, timeout_ms: u64) -> bool {
+        self.open
+            .values()
+            .any(|ballot| now_ms.saturating_sub(ballot.opened_at_ms) >= timeout_ms)
+    }
+
+    /// Forgets every election (a new leadership term of this controlplane).
+    pub(crate) fn clear(&mut self) {
+        self.open.clear();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.open.len()
+    }
+}
+
+/// The elections the reconciler starts, given every replicated partition without a live
+/// leader (see `MetadataStore::leaderless_partitions`):
+///
+/// - a partition that is not electing (its leader is not live, or it never had one) gets an
+///   election at the next epoch, with the same replica set;
+/// - an electing partition gets one too when `fresh` (this controlplane just took over and
+///   lost the reports), or when its election has run `timeout_ms` while a majority of its
+///   replicas is live (a replica may have missed it); without a live majority it waits.
+///
+/// Opens ballots for the elections it starts and those it sees for the first time; drops
+/// those of partitions that are no longer electing.
+#[must_use]
+pub(crate) fn plan(
+    partitions: &[PartitionLeadership],
+    ballots: &mut Ballots,
+    fresh: bool,
+    now_ms: u64,
+    timeout_ms: u64,
+) -> Vec<ElectionStart> {
+    let electing: std::collections::HashSet<PartitionKey> = partitions
+        .iter()
+        .filter(|p| p.electing)
+        .map(|p| (p.stream.clone(), p.partition))
+        .collect();
+    ballots.open.retain(|key, _| electing.contains(key));
+    let mut starts = Vec::new();
+    for partition in partitions {
+        if partition.replication_factor <= 1 || partition.replicas.is_empty() {
+            continue;
+        }
+        let key = (partition.stream.clone(), partition.partition);
+        let due = if partition.electing {
+            let opened = ballots.ballot(&key, partition.epoch, now_ms).opened_at_ms;
+            let timed_out = now_ms.saturating_sub(opened) >= timeout_ms;
+            let quorum_live =
+                live(&partition.replicas).count() >= majority(partition.replicas.len());
+            fresh || (timed_out && quorum_live)
+        } else {
+            // The store lists only partitions whose leader is absent or not live; checked
+            // again so that a live leader is never unseated by a stale read.
+            !partition
+                .leader
+                .is_some_and(|leader| live(&partition.replicas).any(|id| id == leader))
+        };
+        if !due {
+            continue;
+        }
+        let epoch = partition.epoch.saturating_add(1);
+        ballots.open(&key, epoch, now_ms);
+        starts.push(ElectionStart {
+            stream: partition.stream.clone(),
+            partition: partition.partition,
+            expected_epoch: partition.epoch,
+            epoch,
+        });
+    }
+    starts
+}
+
+#[cfg(test)]
+mod tests;
