@@ -176,8 +176,12 @@ fn ca_roots(ca: &Path) -> Result<rustls::RootCertStore> {
 
 /// The peer port's transport: one unidirectional stream per sending peer, generous windows
 /// (appends carry up to a megabyte each, several in flight), no bidirectional streams.
+///
+/// A peer that vanished (killed, its port gone) is noticed within the idle timeout, 3 s, so
+/// that messages to it go to its new address: writes into a dead QUIC connection succeed
+/// until flow control fills up.
 fn peer_transport() -> Result<quinn::TransportConfig> {
-    let idle = Duration::from_secs(10);
+    let idle = Duration::from_secs(3);
     let mut transport = quinn::TransportConfig::default();
     transport
         .max_concurrent_bidi_streams(0u32.into())

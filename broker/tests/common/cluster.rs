@@ -43,6 +43,7 @@ pub struct BrokerProcess {
 impl BrokerProcess {
     fn start(
         dir: &Path,
+        ports: (u16, u16),
         certificates: &DevCertificates,
         controlplane: &str,
         objects: &Path,
@@ -58,7 +59,10 @@ impl BrokerProcess {
             .arg("serve")
             .arg("--data-dir")
             .arg(dir.join("data"))
-            .args(["--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"])
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", ports.0))
+            .arg("--peer-listen")
+            .arg(format!("127.0.0.1:{}", ports.1))
             .arg("--cert")
             .arg(&certificates.server.cert)
             .arg("--key")
@@ -120,6 +124,16 @@ pub struct Cluster {
     pub certificates: DevCertificates,
     objects: PathBuf,
     pub brokers: Vec<BrokerProcess>,
+    /// Each broker's client and peer ports, kept across restarts as a deployment keeps them.
+    ports: Vec<(u16, u16)>,
+}
+
+/// A UDP port free at the moment.
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 impl Cluster {
@@ -149,6 +163,7 @@ impl Cluster {
             certificates,
             objects,
             brokers: Vec::new(),
+            ports: (0..n).map(|_| (free_port(), free_port())).collect(),
             dir,
         };
         for i in 0..n {
@@ -167,6 +182,7 @@ impl Cluster {
     fn spawn(&self, i: usize) -> BrokerProcess {
         BrokerProcess::start(
             &self.dir.path().join(format!("b{i}")),
+            self.ports[i],
             &self.certificates,
             &self.url,
             &self.objects,
