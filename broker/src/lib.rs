@@ -12,6 +12,7 @@ pub mod managed;
 pub mod metrics;
 pub mod partitions;
 pub mod peer;
+pub mod read_replica;
 pub mod replica;
 pub mod run;
 pub mod server;

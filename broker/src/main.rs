@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use floe_broker::managed::ControlplaneSettings;
 use floe_broker::run::{self, DiskHighWater, Settings};
 use floe_broker::tls::CertificatePaths;
-use floe_broker::{dev, tls};
+use floe_broker::{dev, read_replica, tls};
 
 #[derive(Parser, Debug)]
 #[command(name = "floe-broker", version, about = "Floe broker")]
@@ -28,6 +28,9 @@ enum Command {
     Dev(DevArgs),
     /// Run a broker with operator-provided certificates.
     Serve(ServeArgs),
+    /// Run a read replica: serves history from object storage through its cache, and the
+    /// live tail by following the partitions' leaders; no durable state.
+    Replica(ReplicaArgs),
     /// Write a development CA and a broker certificate for localhost (`ca.pem`, `broker.pem`,
     /// `broker.key`) into a directory, for a cluster on one machine; existing files are kept.
     Certs {
@@ -65,6 +68,27 @@ struct DevArgs {
 /// Object storage, the tier cache and the disk, for `dev` and `serve` alike.
 #[derive(Args, Debug)]
 struct StorageArgs {
+    #[command(flatten)]
+    objects: ObjectStoreArgs,
+    /// The shortest time between two upload runs of a partition: the segments sealed
+    /// meanwhile share one manifest commit.
+    #[arg(long, env = "FLOE_TIER_UPLOAD_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    tier_upload_interval: Duration,
+    /// How often tier retention runs and unreferenced objects are collected.
+    #[arg(long, env = "FLOE_TIER_COLLECT_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    tier_collect_interval: Duration,
+    /// How long an unreferenced object stays before it is collected.
+    #[arg(long, env = "FLOE_TIER_COLLECT_GRACE", default_value = "10m", value_parser = parse_duration)]
+    tier_collect_grace: Duration,
+    /// Refuse publishes (retryably) past this: `90%` of the data directory's filesystem, or a
+    /// size such as `200GiB` of partition logs.
+    #[arg(long, env = "FLOE_DISK_HIGH_WATER", default_value = "90%")]
+    disk_high_water: DiskHighWater,
+}
+
+/// Where tiered segments are read from, and the cache in front: brokers and read replicas.
+#[derive(Args, Debug)]
+struct ObjectStoreArgs {
     /// Object storage for sealed segments: `s3://bucket[/prefix]` or `file:///dir`
     /// [default: the directory `objects` in the data directory]
     #[arg(long, env = "FLOE_OBJECT_STORE")]
@@ -84,20 +108,21 @@ struct StorageArgs {
     /// Local disk for cached tier chunks (0 for none), e.g. 1GiB.
     #[arg(long, env = "FLOE_TIER_CACHE_DISK", default_value = "1GiB", value_parser = floe_wire::units::parse_size)]
     tier_cache_disk: u64,
-    /// The shortest time between two upload runs of a partition: the segments sealed
-    /// meanwhile share one manifest commit.
-    #[arg(long, env = "FLOE_TIER_UPLOAD_INTERVAL", default_value = "10s", value_parser = parse_duration)]
-    tier_upload_interval: Duration,
-    /// How often tier retention runs and unreferenced objects are collected.
-    #[arg(long, env = "FLOE_TIER_COLLECT_INTERVAL", default_value = "5m", value_parser = parse_duration)]
-    tier_collect_interval: Duration,
-    /// How long an unreferenced object stays before it is collected.
-    #[arg(long, env = "FLOE_TIER_COLLECT_GRACE", default_value = "10m", value_parser = parse_duration)]
-    tier_collect_grace: Duration,
-    /// Refuse publishes (retryably) past this: `90%` of the data directory's filesystem, or a
-    /// size such as `200GiB` of partition logs.
-    #[arg(long, env = "FLOE_DISK_HIGH_WATER", default_value = "90%")]
-    disk_high_water: DiskHighWater,
+}
+
+impl ObjectStoreArgs {
+    /// Fills in the store's URL and settings and the cache sizes.
+    fn apply(self, tier: &mut floe_broker::tiering::TierSettings, cache_disk_bytes: &mut usize) {
+        if let Some(url) = self.object_store {
+            tier.url = url;
+        }
+        tier.s3.endpoint = self.s3_endpoint;
+        tier.s3.region = self.s3_region;
+        tier.s3.allow_http = self.s3_allow_http;
+        tier.reader.memory_cache_bytes =
+            usize::try_from(self.tier_cache_memory).unwrap_or(usize::MAX);
+        *cache_disk_bytes = usize::try_from(self.tier_cache_disk).unwrap_or(usize::MAX);
+    }
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -107,14 +132,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 impl StorageArgs {
     fn apply(self, settings: &mut Settings) {
-        settings.object_store = self.object_store;
-        settings.tier.s3.endpoint = self.s3_endpoint;
-        settings.tier.s3.region = self.s3_region;
-        settings.tier.s3.allow_http = self.s3_allow_http;
-        settings.tier.reader.memory_cache_bytes =
-            usize::try_from(self.tier_cache_memory).unwrap_or(usize::MAX);
-        settings.tier_cache_disk_bytes =
-            usize::try_from(self.tier_cache_disk).unwrap_or(usize::MAX);
+        settings.object_store = self.objects.object_store.clone();
+        self.objects
+            .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes);
         settings.tier.upload_min_interval = self.tier_upload_interval;
         settings.tier.upload_interval = self.tier_upload_interval.min(Duration::from_secs(1));
         settings.tier.collect_interval = self.tier_collect_interval;
@@ -178,6 +198,48 @@ struct ServeArgs {
     storage: StorageArgs,
 }
 
+#[derive(Args, Debug)]
+struct ReplicaArgs {
+    /// The controlplane's REST API, e.g. http://10.0.0.5:7300: the replica registers there
+    /// and finds the brokers.
+    #[arg(long, env = "FLOE_CONTROLPLANE")]
+    controlplane: String,
+    /// Bearer token for the controlplane, when it requires one.
+    #[arg(long, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// The id to register under (a scaler that starts replicas names them) [default: one
+    /// the controlplane assigns]
+    #[arg(long, env = "FLOE_REPLICA_ID")]
+    replica_id: Option<String>,
+    /// Where the cache's disk half lives; nothing durable is kept.
+    #[arg(long, env = "FLOE_DATA_DIR")]
+    data_dir: PathBuf,
+    #[arg(long, env = "FLOE_LISTEN", default_value = "0.0.0.0:7150")]
+    listen: SocketAddr,
+    #[arg(long, env = "FLOE_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// PEM certificate chain consumers see.
+    #[arg(long, env = "FLOE_TLS_CERT")]
+    cert: PathBuf,
+    /// PEM private key.
+    #[arg(long, env = "FLOE_TLS_KEY")]
+    key: PathBuf,
+    /// host:port clients use to reach this replica [default: the listen address]
+    #[arg(long, env = "FLOE_ADVERTISE")]
+    advertise: Option<String>,
+    /// PEM certificate of the CA that signed the brokers' certificates.
+    #[arg(long, env = "FLOE_BROKER_CA")]
+    broker_ca: PathBuf,
+    /// The name the brokers' certificates carry.
+    #[arg(long, env = "FLOE_BROKER_SERVER_NAME", default_value = "localhost")]
+    broker_server_name: String,
+    /// Bytes of recent records kept in memory per followed partition, e.g. 64MiB.
+    #[arg(long, env = "FLOE_TAIL_WINDOW", default_value = "64MiB", value_parser = floe_wire::units::parse_size)]
+    tail_window: u64,
+    #[command(flatten)]
+    objects: ObjectStoreArgs,
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -197,6 +259,7 @@ fn main() -> Result<()> {
         match cli.command {
             Command::Dev(args) => run_dev(args).await,
             Command::Serve(args) => run_serve(args).await,
+            Command::Replica(args) => run_replica(args).await,
             Command::Certs { dir } => {
                 let certs = tls::DevCertificates::ensure(&dir)?;
                 use std::io::Write;
@@ -287,6 +350,36 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     let running = run::start(settings).await?;
     wait_for_signal().await?;
     running.shutdown().await
+}
+
+async fn run_replica(args: ReplicaArgs) -> Result<()> {
+    let certificates = CertificatePaths {
+        cert: args.cert,
+        key: args.key,
+    };
+    let Some(object_store) = args.objects.object_store.clone() else {
+        anyhow::bail!("a read replica needs --object-store: the bucket the brokers tier to");
+    };
+    let mut settings = read_replica::ReplicaSettings::new(
+        args.data_dir,
+        certificates,
+        args.controlplane,
+        args.broker_ca,
+        object_store,
+    );
+    settings.listen = args.listen;
+    settings.metrics_listen = args.metrics_listen;
+    settings.advertised = args.advertise;
+    settings.admin_token = args.admin_token;
+    settings.replica_id = args.replica_id;
+    settings.broker_server_name = args.broker_server_name;
+    settings.window_bytes = usize::try_from(args.tail_window).unwrap_or(usize::MAX);
+    args.objects
+        .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes);
+    let running = read_replica::start(settings).await?;
+    wait_for_signal().await?;
+    running.shutdown().await;
+    Ok(())
 }
 
 async fn wait_for_signal() -> Result<()> {

@@ -41,6 +41,9 @@ pub struct Peers {
     controlplane: Controlplane,
     /// Peer addresses, as the controlplane lists them.
     addresses: Mutex<HashMap<BrokerId, Endpoint>>,
+    /// Client endpoints of the same brokers, learnt with the peer addresses: a replica that
+    /// does not lead names its leader's to clients.
+    client_endpoints: Mutex<HashMap<BrokerId, Endpoint>>,
     queues: Mutex<HashMap<BrokerId, mpsc::Sender<Bytes>>>,
     shutdown: watch::Receiver<bool>,
 }
@@ -59,6 +62,7 @@ impl Peers {
             client,
             controlplane,
             addresses: Mutex::new(HashMap::new()),
+            client_endpoints: Mutex::new(HashMap::new()),
             queues: Mutex::new(HashMap::new()),
             shutdown,
         }
@@ -100,16 +104,36 @@ impl Peers {
         if let Some(known) = self.known(peer) {
             return Some(known);
         }
+        self.refresh().await;
+        self.known(peer)
+    }
+
+    /// Where clients reach broker `id`, if known. Peer traffic learns every broker's
+    /// endpoints; an unknown id only happens for a broker this one has not exchanged with.
+    pub fn client_endpoint(&self, id: BrokerId) -> Option<Endpoint> {
+        let endpoints = self
+            .client_endpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        endpoints.get(&id).cloned()
+    }
+
+    /// Reads every broker's endpoints from the controlplane.
+    async fn refresh(&self) {
         match self.controlplane.brokers().await {
             Ok(list) => {
                 let mut addresses = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
+                let mut clients = self
+                    .client_endpoints
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 for broker in list.brokers {
                     addresses.insert(broker.broker_id, broker.peer_endpoint);
+                    clients.insert(broker.broker_id, broker.client_endpoint);
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "listing brokers for their peer addresses"),
+            Err(e) => tracing::debug!(error = %e, "listing brokers for their endpoints"),
         }
-        self.known(peer)
     }
 
     fn known(&self, peer: BrokerId) -> Option<Endpoint> {

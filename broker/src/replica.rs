@@ -83,6 +83,8 @@ struct Shared {
     appended: Notify,
     /// On a leader: each follower's acked end.
     progress: Mutex<Vec<(u32, u64)>>,
+    /// The leader and epoch of the latest assignment, for clients asking where to go.
+    assigned: Mutex<Option<(BrokerId, u64)>>,
 }
 
 impl Shared {
@@ -100,6 +102,7 @@ impl ReplicaHandle {
             commit: watch::Sender::new(Commit::default()),
             appended: Notify::new(),
             progress: Mutex::new(Vec::new()),
+            assigned: Mutex::new(None),
         });
         tokio::spawn(run(partition.clone(), shared.clone(), rx, context));
         ReplicaHandle { events, shared }
@@ -111,11 +114,27 @@ impl ReplicaHandle {
     }
 
     pub fn assign(&self, assignment: Assignment) {
+        *self
+            .shared
+            .assigned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) =
+            assignment.leader.map(|leader| (leader, assignment.epoch));
         let _ = self.events.send(Event::Assign(assignment));
     }
 
     fn deliver(&self, from: u32, message: Message<WireBatch>) {
         let _ = self.events.send(Event::Peer { from, message });
+    }
+
+    /// The leader the controlplane last named, and its epoch (it may not have taken over
+    /// yet).
+    pub fn assigned_leader(&self) -> Option<(BrokerId, u64)> {
+        *self
+            .shared
+            .assigned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn commit(&self) -> Commit {

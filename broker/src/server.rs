@@ -56,6 +56,72 @@ pub struct BrokerState {
     pub fetch_bytes_per_connection: u32,
 }
 
+/// What a QUIC server on the client protocol answers: a broker, or a read replica. The
+/// connection handling (the `Hello` handshake, framing, memory bounds, shutdown) is the same
+/// for both; only the answers differ.
+pub(crate) trait Service: Send + Sync + Sized + 'static {
+    fn limits(&self) -> ConnectionLimits;
+    /// Bytes of fetch responses one connection may hold at once.
+    fn fetch_bytes_per_connection(&self) -> u32;
+    fn metrics(&self) -> &Metrics;
+    /// The id announced in `HelloAck`.
+    fn server_id(&self) -> BrokerId;
+    /// Turns true when shutting down: new requests get `ShuttingDown`.
+    fn shutdown(&self) -> &watch::Receiver<bool>;
+    /// The answer to one request, after the handshake. A produce request comes with its
+    /// turn: requests of one connection append in the order their streams were opened.
+    fn answer(
+        self: &Arc<Self>,
+        message: Message,
+        started: Instant,
+        turn: Option<Turn<'_>>,
+    ) -> impl std::future::Future<Output = Message> + Send;
+}
+
+pub(crate) use order::Turn;
+
+impl Service for BrokerState {
+    fn limits(&self) -> ConnectionLimits {
+        self.limits
+    }
+
+    fn fetch_bytes_per_connection(&self) -> u32 {
+        self.fetch_bytes_per_connection
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn server_id(&self) -> BrokerId {
+        self.broker_id
+    }
+
+    fn shutdown(&self) -> &watch::Receiver<bool> {
+        &self.shutdown
+    }
+
+    async fn answer(
+        self: &Arc<Self>,
+        message: Message,
+        started: Instant,
+        turn: Option<Turn<'_>>,
+    ) -> Message {
+        let state: &BrokerState = self;
+        match message {
+            Message::MetadataRequest(request) => admin::metadata(state, request),
+            Message::CreateStream(request) => admin::create_stream(state, *request).await,
+            Message::DeleteStream(request) => admin::delete_stream(state, request).await,
+            Message::Produce(request) => produce::produce(state, request, started, turn).await,
+            Message::Fetch(request) => fetch::fetch(state, request, started).await,
+            other => error(
+                ErrorCode::InvalidRequest,
+                format!("{:?} is not a request", other.message_type()),
+            ),
+        }
+    }
+}
+
 /// Per-connection state.
 #[derive(Debug)]
 struct Connection {
@@ -135,17 +201,23 @@ fn socket2_ref(socket: &std::net::UdpSocket) -> socket2::SockRef<'_> {
 
 /// Accepts connections until `shutdown` turns true, then closes the endpoint.
 pub async fn serve(endpoint: quinn::Endpoint, state: Arc<BrokerState>) {
-    accept(endpoint, state, serve_connection).await;
+    serve_with(endpoint, state).await;
+}
+
+/// Serves the client protocol for any [`Service`] until it shuts down.
+pub(crate) async fn serve_with<S: Service>(endpoint: quinn::Endpoint, state: Arc<S>) {
+    accept(endpoint, state, serve_connection::<S>).await;
 }
 
 /// Hands every connection `endpoint` accepts to `serve` on a task of its own, until the
-/// broker shuts down; then closes the endpoint.
-pub(crate) async fn accept<F, Fut>(endpoint: quinn::Endpoint, state: Arc<BrokerState>, serve: F)
+/// service shuts down; then closes the endpoint.
+pub(crate) async fn accept<S, F, Fut>(endpoint: quinn::Endpoint, state: Arc<S>, serve: F)
 where
-    F: Fn(quinn::Connection, Arc<BrokerState>) -> Fut + Copy + Send + 'static,
+    S: Service,
+    F: Fn(quinn::Connection, Arc<S>) -> Fut + Copy + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let mut shutdown = state.shutdown.clone();
+    let mut shutdown = state.shutdown().clone();
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
@@ -164,16 +236,16 @@ where
     endpoint.close(0u32.into(), b"shutting down");
 }
 
-async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>) {
+async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<S>) {
     let remote = connection.remote_address();
     tracing::debug!(%remote, "connection open");
-    state.metrics.connections.inc();
+    state.metrics().connections.inc();
     let conn = Arc::new(Connection {
         version: OnceLock::new(),
         in_flight: Semaphore::new(
-            state.limits.max_in_flight_bytes.min(u64::from(u32::MAX)) as usize
+            state.limits().max_in_flight_bytes.min(u64::from(u32::MAX)) as usize
         ),
-        fetch_budget: Semaphore::new(state.fetch_bytes_per_connection as usize),
+        fetch_budget: Semaphore::new(state.fetch_bytes_per_connection() as usize),
         order: order::RequestOrder::new(),
     });
     let mut tickets = 0u64;
@@ -194,18 +266,18 @@ async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>
             }
         });
     }
-    state.metrics.connections.dec();
+    state.metrics().connections.dec();
 }
 
-async fn serve_stream(
-    state: &BrokerState,
+async fn serve_stream<S: Service>(
+    state: &Arc<S>,
     conn: &Connection,
     ticket: u64,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<()> {
     let turn = order::Turn::new(&conn.order, ticket);
-    let limits = state.limits.frame_limits();
+    let limits = state.limits().frame_limits();
     let mut head = [0u8; HEADER_LEN];
     recv.read_exact(&mut head).await?;
     let header = match FrameHeader::decode(&head, &limits) {
@@ -258,7 +330,7 @@ async fn serve_stream(
     // lasts until the response is handed to QUIC.
     let _fetch_permit = match &message {
         Ok(Message::Fetch(fetch)) => {
-            let want = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection);
+            let want = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection());
             Some(
                 conn.fetch_budget
                     .acquire_many(want)
@@ -270,7 +342,7 @@ async fn serve_stream(
     };
     let response = match message {
         Ok(Message::Fetch(mut fetch)) => {
-            fetch.max_bytes = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection);
+            fetch.max_bytes = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection());
             handle(state, conn, Message::Fetch(fetch), started, None).await
         }
         Ok(message) => handle(state, conn, message, started, turn).await,
@@ -279,8 +351,8 @@ async fn serve_stream(
     respond(state, &mut send, version, header.request_id, response).await
 }
 
-async fn handle(
-    state: &BrokerState,
+async fn handle<S: Service>(
+    state: &Arc<S>,
     conn: &Connection,
     message: Message,
     started: Instant,
@@ -292,8 +364,8 @@ async fn handle(
                 let _ = conn.version.set(version);
                 Message::HelloAck(HelloAck {
                     version,
-                    broker_id: state.broker_id,
-                    limits: state.limits,
+                    broker_id: state.server_id(),
+                    limits: state.limits(),
                 })
             }
             Err(e) => error(ErrorCode::UnsupportedVersion, e.to_string()),
@@ -302,23 +374,10 @@ async fn handle(
     if conn.version.get().is_none() {
         return error(ErrorCode::HandshakeRequired, "send Hello first".into());
     }
-    if *state.shutdown.borrow() {
-        return error(
-            ErrorCode::ShuttingDown,
-            "the broker is shutting down".into(),
-        );
+    if *state.shutdown().borrow() {
+        return error(ErrorCode::ShuttingDown, "shutting down".into());
     }
-    match message {
-        Message::MetadataRequest(request) => admin::metadata(state, request),
-        Message::CreateStream(request) => admin::create_stream(state, *request).await,
-        Message::DeleteStream(request) => admin::delete_stream(state, request).await,
-        Message::Produce(request) => produce::produce(state, request, started, turn).await,
-        Message::Fetch(request) => fetch::fetch(state, request, started).await,
-        other => error(
-            ErrorCode::InvalidRequest,
-            format!("{:?} is not a request", other.message_type()),
-        ),
-    }
+    state.answer(message, started, turn).await
 }
 
 /// An `Error` message.
@@ -330,8 +389,8 @@ pub(crate) fn error(code: ErrorCode, message: String) -> Message {
     })
 }
 
-async fn respond(
-    state: &BrokerState,
+async fn respond<S: Service>(
+    state: &Arc<S>,
     send: &mut quinn::SendStream,
     version: ProtocolVersion,
     request_id: RequestId,
@@ -339,7 +398,7 @@ async fn respond(
 ) -> Result<()> {
     if let Message::Error(e) = &response {
         state
-            .metrics
+            .metrics()
             .errors
             .get_or_create(&ErrorLabels {
                 code: format!("{:?}", e.code),

@@ -45,6 +45,10 @@ pub struct ClientConfig {
     pub reconnect_backoff_max: Duration,
     /// Sent in `Hello`, for the broker's logs.
     pub client_name: String,
+    /// The controlplane's REST URL. With it, consumers read from the cluster's read
+    /// replicas while any are live (see [`ConsumerConfig`](crate::ConsumerConfig)); without
+    /// it, from the partitions' leaders.
+    pub controlplane: Option<String>,
 }
 
 impl ClientConfig {
@@ -65,16 +69,19 @@ impl ClientConfig {
             reconnect_backoff: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(2),
             client_name: format!("floe-client/{}", env!("CARGO_PKG_VERSION")),
+            controlplane: None,
         }
     }
 
     /// The configuration a client profile describes, with default timeouts.
     pub fn from_profile(profile: &ClientProfile) -> ClientConfig {
-        ClientConfig::new(
+        let mut config = ClientConfig::new(
             profile.endpoint.clone(),
             profile.server_name.clone(),
             profile.ca_cert.clone(),
-        )
+        );
+        config.controlplane = profile.controlplane.clone();
+        config
     }
 
     /// Reads the client profile at `path`.

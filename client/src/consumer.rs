@@ -15,6 +15,14 @@ use crate::error::{Error, ProtocolViolation};
 use crate::record::ConsumedRecord;
 use decode::{Skip, decode_fetched};
 
+/// How late past its long-poll wait a fetch may be before the consumer asks whether the
+/// partition's leader moved.
+const STALL: Duration = Duration::from_secs(1);
+
+/// How late past its long-poll wait a read replica's answer may be before the consumer
+/// reads elsewhere.
+const REPLICA_GRACE: Duration = Duration::from_secs(3);
+
 /// How a [`Consumer`] fetches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerConfig {
@@ -27,6 +35,11 @@ pub struct ConsumerConfig {
     /// Backoff before the first retry; doubles per retry up to `retry_backoff_max`.
     pub retry_backoff: Duration,
     pub retry_backoff_max: Duration,
+    /// Read from the cluster's read replicas while any are live (the client must know the
+    /// controlplane: [`ClientConfig::controlplane`](crate::ClientConfig::controlplane)), so
+    /// that history readers do not load the brokers; otherwise, and when none is live, from
+    /// the partition's leader. Positions carry over, so a move between them loses nothing.
+    pub read_from_replicas: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -37,6 +50,7 @@ impl Default for ConsumerConfig {
             max_retries: 10,
             retry_backoff: Duration::from_millis(50),
             retry_backoff_max: Duration::from_secs(2),
+            read_from_replicas: true,
         }
     }
 }
@@ -197,7 +211,30 @@ impl Consumer {
         };
         let mut retries = 0;
         let response = loop {
-            match self.client.request_within(&request, timeout).await {
+            let reader = match self.config.read_from_replicas {
+                true => self.client.reader_for(&self.stream, self.partition).await,
+                false => None,
+            };
+            let answer = match reader {
+                // A replica answers within the wait (it relays what it cannot serve).
+                Some(reader) => {
+                    reader
+                        .request_reader(&request, max_wait + REPLICA_GRACE)
+                        .await
+                }
+                None => {
+                    self.client
+                        .request_partition(
+                            &self.stream,
+                            self.partition,
+                            &request,
+                            timeout,
+                            max_wait + STALL,
+                        )
+                        .await
+                }
+            };
+            match answer {
                 Ok(Message::FetchResponse(response)) => break response,
                 Ok(_) => {
                     return Err(ProtocolViolation::UnexpectedResponse {

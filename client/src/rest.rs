@@ -19,8 +19,9 @@ use floe_wire::BrokerId;
 use floe_wire::admin::{
     AlterRetentionRequest, ApiError, ApiErrorCode, Assignments, BrokerInfo, BrokerList,
     CreateStreamRequest, ElectionReport, Health, HeartbeatRequest, HeartbeatResponse,
-    ReadReplicaList, Readiness, RegisterBrokerRequest, RegisterBrokerResponse, ScalingPolicy,
-    StreamDescription, StreamInfo, StreamList,
+    ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaList, Readiness,
+    RegisterBrokerRequest, RegisterBrokerResponse, RegisterReadReplicaRequest,
+    RegisterReadReplicaResponse, ScalingPolicy, StreamDescription, StreamInfo, StreamList,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -314,6 +315,32 @@ impl Controlplane {
     /// `GET /v1/read-replicas`.
     pub async fn read_replicas(&self) -> Result<ReadReplicaList, RestError> {
         self.get("/v1/read-replicas").await
+    }
+
+    /// `POST /v1/read-replicas`: a read replica registers (again, when it names its id).
+    pub async fn register_read_replica(
+        &self,
+        request: &RegisterReadReplicaRequest,
+    ) -> Result<RegisterReadReplicaResponse, RestError> {
+        self.send(Method::POST, "/v1/read-replicas", request).await
+    }
+
+    /// `POST /v1/read-replicas/{id}/heartbeat`: renews the lease and reports the load.
+    pub async fn read_replica_heartbeat(
+        &self,
+        id: &str,
+        load: &ReadReplicaHeartbeat,
+    ) -> Result<ReadReplicaHeartbeatResponse, RestError> {
+        let path = format!("/v1/read-replicas/{}/heartbeat", path_segment(id));
+        self.send(Method::POST, &path, load).await
+    }
+
+    /// `DELETE /v1/read-replicas/{id}`: a read replica leaves.
+    pub async fn remove_read_replica(&self, id: &str) -> Result<(), RestError> {
+        let path = format!("/v1/read-replicas/{}", path_segment(id));
+        self.call::<serde_json::Value>(Method::DELETE, &path, None, CALL_TIMEOUT)
+            .await
+            .map(|_| ())
     }
 
     /// `GET /v1/scaling-policy`.

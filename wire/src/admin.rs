@@ -24,7 +24,10 @@ pub use group::{
     ResetOffsetsRequest, ResetTarget,
 };
 pub use health::{Health, Readiness, Role};
-pub use read_replica::{ReadReplicaInfo, ReadReplicaList, ReadReplicaState, ScalingPolicy};
+pub use read_replica::{
+    ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo, ReadReplicaList,
+    ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse, ScalingPolicy,
+};
 pub use stream::{
     AlterRetentionRequest, CreateStreamRequest, OffsetRange, PartitionDescription,
     RetentionSettings, SegmentSettings, StreamConfig, StreamDescription, StreamInfo, StreamList,

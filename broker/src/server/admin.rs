@@ -10,7 +10,7 @@ use floe_wire::frame::{
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
     StreamSettings, UploadBacklog,
 };
-use floe_wire::{AckMode, Offset, PartitionId, StreamName};
+use floe_wire::{AckMode, Endpoint, Offset, PartitionId, StreamName};
 use std::time::Duration;
 
 use super::{BrokerState, error, produce::LOCAL_EPOCH};
@@ -89,13 +89,18 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
         .filter_map(|id| state.partitions.get(name.as_str(), id))
         .map(|p| {
             let backlog = p.uploader.backlog();
-            // A replica that does not lead names no leader: the client asks elsewhere.
             let leading = p.tiers_here();
             let committed = p.committed_end();
+            let (leader, leader_epoch) = match leading {
+                Some(epoch) => (Some(state.advertised.clone()), epoch),
+                // A replica that does not lead names the leader it was told of, when it
+                // knows where clients reach it.
+                None => assigned_leader(state, &p),
+            };
             PartitionMetadata {
                 id: PartitionId::new(p.id),
-                leader: leading.map(|_| state.advertised.clone()),
-                leader_epoch: leading.unwrap_or(LOCAL_EPOCH),
+                leader,
+                leader_epoch,
                 log_start: p.log_start(),
                 high_watermark: committed.unwrap_or(Offset::ZERO),
                 local_start: p.log.log_start(),
@@ -121,6 +126,17 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
         },
         partitions,
     }
+}
+
+/// The leader's client endpoint and epoch as the latest assignment names them, for a
+/// replica that does not lead.
+fn assigned_leader(state: &BrokerState, partition: &Partition) -> (Option<Endpoint>, u32) {
+    let assigned = partition.replica().and_then(|r| r.assigned_leader());
+    let (Some((leader, epoch)), Some(context)) = (assigned, &state.replication) else {
+        return (None, LOCAL_EPOCH);
+    };
+    let epoch = u32::try_from(epoch).unwrap_or(u32::MAX);
+    (context.peers.client_endpoint(leader), epoch)
 }
 
 /// How long a forwarded create or delete waits for the assignments that carry it.

@@ -34,6 +34,35 @@ impl Default for Timing {
     }
 }
 
+/// One `floe-broker replica` process; killed on drop.
+pub struct ReplicaProcess {
+    child: Option<Child>,
+    pub id: String,
+    /// Where it serves `/metrics`.
+    pub metrics: String,
+    pub dir: PathBuf,
+}
+
+impl ReplicaProcess {
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("replica.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for ReplicaProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// One `floe-broker serve` process; killed on drop.
 pub struct BrokerProcess {
     child: Option<Child>,
@@ -43,7 +72,7 @@ pub struct BrokerProcess {
 impl BrokerProcess {
     fn start(
         dir: &Path,
-        ports: (u16, u16),
+        ports: (u16, u16, u16),
         certificates: &DevCertificates,
         controlplane: &str,
         objects: &Path,
@@ -63,6 +92,8 @@ impl BrokerProcess {
             .arg(format!("127.0.0.1:{}", ports.0))
             .arg("--peer-listen")
             .arg(format!("127.0.0.1:{}", ports.1))
+            .arg("--metrics-listen")
+            .arg(format!("127.0.0.1:{}", ports.2))
             .arg("--cert")
             .arg(&certificates.server.cert)
             .arg("--key")
@@ -124,8 +155,17 @@ pub struct Cluster {
     pub certificates: DevCertificates,
     objects: PathBuf,
     pub brokers: Vec<BrokerProcess>,
-    /// Each broker's client and peer ports, kept across restarts as a deployment keeps them.
-    ports: Vec<(u16, u16)>,
+    /// Each broker's client, peer and metrics ports, kept across restarts as a deployment
+    /// keeps them.
+    ports: Vec<(u16, u16, u16)>,
+}
+
+/// A TCP port free at the moment.
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 /// A UDP port free at the moment.
@@ -163,7 +203,9 @@ impl Cluster {
             certificates,
             objects,
             brokers: Vec::new(),
-            ports: (0..n).map(|_| (free_port(), free_port())).collect(),
+            ports: (0..n)
+                .map(|_| (free_port(), free_port(), free_tcp_port()))
+                .collect(),
             dir,
         };
         for i in 0..n {
@@ -262,6 +304,90 @@ impl Cluster {
         config.request_timeout = Duration::from_secs(5);
         config.reconnect_attempts = 0;
         Client::connect(config).await.expect("connect to a broker")
+    }
+
+    /// Where broker process `i` serves `/metrics`.
+    pub fn metrics_addr(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.ports[i].2)
+    }
+
+    /// Starts a read replica process registered as `id`, serving on a fixed port.
+    pub fn start_replica(&self, id: &str) -> ReplicaProcess {
+        let dir = self.dir.path().join(format!("replica-{id}"));
+        std::fs::create_dir_all(&dir).expect("replica directory");
+        let (port, metrics) = (free_port(), free_tcp_port());
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("replica.log"))
+            .expect("log file");
+        let log_filter = std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into());
+        let child = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
+            .arg("replica")
+            .args(["--controlplane", &self.url, "--replica-id", id])
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+            .arg("--cert")
+            .arg(&self.certificates.server.cert)
+            .arg("--key")
+            .arg(&self.certificates.server.key)
+            .arg("--broker-ca")
+            .arg(&self.certificates.ca)
+            .args(["--tier-cache-disk", "0"])
+            .arg("--object-store")
+            .arg(format!("file://{}", self.objects.display()))
+            .env("FLOE_LOG", log_filter)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn floe-broker replica");
+        ReplicaProcess {
+            child: Some(child),
+            id: id.to_owned(),
+            metrics: format!("127.0.0.1:{metrics}"),
+            dir,
+        }
+    }
+
+    /// A client given every broker of the cluster, as an application is: it finds each
+    /// partition's leader itself and follows it when it moves.
+    pub async fn cluster_client(&self) -> Client {
+        let endpoints: Vec<String> = self
+            .ports
+            .iter()
+            .map(|(client, _, _)| format!("127.0.0.1:{client}"))
+            .collect();
+        let mut config = ClientConfig::new(
+            endpoints.join(","),
+            "localhost",
+            self.certificates.ca.clone(),
+        );
+        config.request_timeout = Duration::from_secs(5);
+        Client::connect(config)
+            .await
+            .expect("connect to the cluster")
+    }
+
+    /// [`Cluster::cluster_client`] that also knows the controlplane: its consumers read
+    /// from read replicas while any are live.
+    pub async fn reading_client(&self) -> Client {
+        let endpoints: Vec<String> = self
+            .ports
+            .iter()
+            .map(|(client, _, _)| format!("127.0.0.1:{client}"))
+            .collect();
+        let mut config = ClientConfig::new(
+            endpoints.join(","),
+            "localhost",
+            self.certificates.ca.clone(),
+        );
+        config.request_timeout = Duration::from_secs(5);
+        config.controlplane = Some(self.url.clone());
+        Client::connect(config)
+            .await
+            .expect("connect to the cluster")
     }
 
     pub async fn shutdown(mut self) {

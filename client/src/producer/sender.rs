@@ -4,7 +4,7 @@
 //! [`Accumulator`] and [`SequenceWindow`]; this module only locks, spawns and sleeps.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use floe_wire::batch::HEADER_LEN;
@@ -18,9 +18,13 @@ use super::config::Settings;
 use super::delivery::{BatchOutcome, Delivery};
 use super::partitioner::Partitioner;
 use super::window::{Completion, SequenceWindow};
-use crate::client::{Client, OpenRequest};
+use crate::client::{Client, OpenRequest, ROUTED_OPEN_WAIT, points_elsewhere};
 use crate::error::{Error, ProtocolViolation};
 use crate::record::ProducerRecord;
+
+/// How long a produce request may wait for its answer before the producer asks whether the
+/// partition's leader moved.
+const STALL: Duration = Duration::from_secs(1);
 
 /// What the shell attaches to each batch.
 #[derive(Debug, Default)]
@@ -400,8 +404,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             // planned: the broker appends a connection's produce requests in stream order,
             // so pipelined requests of one partition land in sequence order. The exchanges
             // then run concurrently.
-            let opened = shared.client.open_request(timeout).await;
-            requests.spawn(produce(opened, shared.stream.clone(), request, timeout));
+            let partition = PartitionId::new(request.partition);
+            let (leader, opened) = open_at_leader(&shared, partition, timeout).await;
+            requests.spawn(produce(
+                leader,
+                opened,
+                shared.stream.clone(),
+                request,
+                timeout,
+            ));
         }
         if finished && requests.is_empty() {
             break;
@@ -417,21 +428,60 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
 }
 
+/// Opens a request at the leader of `partition` (looking it up if needed), waiting at most
+/// [`ROUTED_OPEN_WAIT`] so that a dead leader holds up the other partitions only briefly.
+async fn open_at_leader(
+    shared: &Shared,
+    partition: PartitionId,
+    timeout: Duration,
+) -> (Option<Client>, Result<OpenRequest, Error>) {
+    let leader = match shared.client.for_partition(&shared.stream, partition).await {
+        Ok(leader) => leader,
+        Err(e) => return (None, Err(e)),
+    };
+    let opened = match tokio::time::timeout(ROUTED_OPEN_WAIT, leader.open_request(timeout)).await {
+        Ok(opened) => opened,
+        Err(_) => Err(Error::Timeout {
+            operation: "connecting to the partition's leader",
+            after: ROUTED_OPEN_WAIT,
+        }),
+    };
+    (Some(leader), opened)
+}
+
 async fn produce(
+    leader: Option<Client>,
     opened: Result<OpenRequest, Error>,
     stream: StreamName,
     request: Outgoing,
-    timeout: std::time::Duration,
+    timeout: Duration,
 ) -> Answer {
+    let partition = PartitionId::new(request.partition);
     let message = Message::Produce(Produce {
-        stream,
-        partition: PartitionId::new(request.partition),
+        stream: stream.clone(),
+        partition,
         batches: request.batches,
     });
-    let answer = match opened {
-        Ok(opened) => opened.exchange(&message, timeout).await,
-        Err(e) => Err(e),
+    let answer = match (opened, &leader) {
+        (Ok(opened), Some(leader)) => {
+            let exchange = opened.exchange(&message, timeout);
+            leader
+                .watch_leader(&stream, partition, exchange, STALL)
+                .await
+        }
+        (Ok(opened), None) => opened.exchange(&message, timeout).await,
+        (Err(e), _) => Err(e),
     };
+    if let Some(leader) = &leader {
+        let refused = match &answer {
+            Ok(Message::ProduceAck(ack)) => ack.results.contains(&Err(ErrorCode::NotLeader)),
+            Ok(_) => false,
+            Err(e) => points_elsewhere(e),
+        };
+        if refused {
+            leader.forget_leader(&stream, partition);
+        }
+    }
     let outcome = match answer {
         Ok(Message::ProduceAck(ack)) => Ok(ack.results),
         Ok(_) => Err(ProtocolViolation::UnexpectedResponse {

@@ -1,4 +1,5 @@
-//! Read replicas and the policy that scales them.
+//! Read replicas: their registration, heartbeats and listing, and the policy that scales
+//! them.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,12 +19,69 @@ pub struct ReadReplicaInfo {
     pub consumers: u32,
 }
 
+/// `POST /v1/read-replicas`: a read replica announces itself and takes a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterReadReplicaRequest {
+    /// The id to register under: the one the process was started with (a driver chose it),
+    /// or the one it had before. 1 to 64 bytes of `[A-Za-z0-9._-]`. The controlplane assigns
+    /// one (`r-<n>`) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_id: Option<String>,
+    /// Where clients reach it (QUIC).
+    pub endpoint: Endpoint,
+    /// A failure domain (e.g. an availability zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+/// The replica's id and lease terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterReadReplicaResponse {
+    pub replica_id: String,
+    /// The lease lapses this long after the last heartbeat.
+    pub lease_ms: u64,
+    /// How often to heartbeat.
+    pub heartbeat_interval_ms: u64,
+}
+
+/// `POST /v1/read-replicas/{id}/heartbeat`: renews the lease and reports the replica's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadReplicaHeartbeat {
+    /// Bytes sent to consumers per second, averaged over the last interval.
+    #[serde(default)]
+    pub bytes_served_per_second: u64,
+    /// Consumers reading from this replica now.
+    #[serde(default)]
+    pub consumers: u32,
+    /// The 99th percentile of fetch latency over the last interval, microseconds.
+    #[serde(default)]
+    pub fetch_latency_p99_us: u64,
+    /// Share of fetched bytes served from the cache, in thousandths (0–1000).
+    #[serde(default)]
+    pub cache_hit_ratio_permille: u32,
+}
+
+/// The renewed lease and the state the controlplane holds for the replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadReplicaHeartbeatResponse {
+    /// `live`, or `draining`: clients send it no new readers, and it will be stopped.
+    pub state: ReadReplicaState,
+    pub lease_ms: u64,
+}
+
 /// A read replica's lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReadReplicaState {
+    /// Holds a lease; clients route readers to it.
     Live,
+    /// Holds a lease; clients send it no new readers. It is stopped once its consumers
+    /// have left (or after a drain timeout).
     Draining,
+    /// Its lease lapsed; clients move its readers to other replicas. It must register
+    /// again; the controlplane forgets it after a while.
     Dead,
 }
 
@@ -41,9 +99,9 @@ pub struct ScalingPolicy {
     pub min_replicas: u32,
     /// Never more; at least `min_replicas`.
     pub max_replicas: u32,
-    /// Bytes per second one replica should serve.
+    /// Bytes per second one replica should serve; 0: not a scaling signal.
     pub target_bytes_per_second: u64,
-    /// Consumers one replica should serve.
+    /// Consumers one replica should serve; 0: not a scaling signal.
     pub target_consumers: u32,
     /// Load must differ from the target by more than this before the count changes, 0–100.
     pub hysteresis_percent: u32,

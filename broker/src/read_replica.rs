@@ -1,0 +1,353 @@
+//! `floe-broker replica`: a read replica. It owns no partition and no durable state, only a
+//! cache. It answers consumers' fetches over the client protocol: history from the tiered
+//! segments through its hybrid cache, the live tail from a bounded in-memory window that it
+//! fills by following each partition's leader as a consumer does (one feed per partition,
+//! however many consumers read it here). What it holds neither place — a gap between the
+//! tier's end and the window after an eviction, a position given as a time — it asks the
+//! leader for, on the consumer's behalf. Killed at any moment, it loses nothing: consumers
+//! keep their positions and move to another replica or to the leader.
+
+mod fetch;
+mod follow;
+mod registration;
+mod window;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use floe_client::{Client, ClientConfig};
+use floe_tier::{DiskCacheConfig, PartitionPath, RequestObserver, TierReader, TierStore};
+use floe_wire::frame::{ConnectionLimits, ErrorCode, Message};
+use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::server::{self, Service};
+use crate::tiering::TierSettings;
+use crate::tls::{self, CertificatePaths};
+use follow::Tail;
+
+/// Everything a read replica needs to start.
+#[derive(Debug, Clone)]
+pub struct ReplicaSettings {
+    /// The cache's disk half lives here; nothing else is written.
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// `None` disables `/metrics`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// The certificate consumers see.
+    pub certificates: CertificatePaths,
+    /// `host:port` clients use; defaults to the bound address.
+    pub advertised: Option<String>,
+    /// The controlplane's REST URL and token: where the replica registers and finds brokers.
+    pub controlplane: String,
+    pub admin_token: Option<String>,
+    /// The id to register under (the local autoscaler names the replicas it starts).
+    pub replica_id: Option<String>,
+    /// How the replica reaches the brokers as a client: their CA and certificate name.
+    pub broker_ca: PathBuf,
+    pub broker_server_name: String,
+    /// Object storage (read access is enough) and the cache.
+    pub tier: TierSettings,
+    pub tier_cache_disk_bytes: usize,
+    /// Bytes of tail one partition's window holds.
+    pub window_bytes: usize,
+    /// A partition nobody fetched for this long stops being followed.
+    pub idle_partition: Duration,
+    pub limits: ConnectionLimits,
+    pub fetch_wait_max: Duration,
+    pub fetch_bytes_per_connection: u32,
+}
+
+impl ReplicaSettings {
+    /// Defaults for everything but the places and identities.
+    pub fn new(
+        data_dir: PathBuf,
+        certificates: CertificatePaths,
+        controlplane: String,
+        broker_ca: PathBuf,
+        object_store: String,
+    ) -> ReplicaSettings {
+        let tier = TierSettings {
+            url: object_store,
+            ..TierSettings::default()
+        };
+        ReplicaSettings {
+            data_dir,
+            listen: "127.0.0.1:0".parse().expect("a socket address"),
+            metrics_listen: None,
+            certificates,
+            advertised: None,
+            controlplane,
+            admin_token: None,
+            replica_id: None,
+            broker_ca,
+            broker_server_name: "localhost".to_owned(),
+            tier,
+            tier_cache_disk_bytes: 1 << 30,
+            window_bytes: 64 << 20,
+            idle_partition: Duration::from_secs(60),
+            limits: crate::run::default_limits(),
+            fetch_wait_max: Duration::from_secs(30),
+            fetch_bytes_per_connection: 64 << 20,
+        }
+    }
+}
+
+/// What the replica's connections share.
+#[derive(Debug)]
+pub struct ReplicaState {
+    pub reader: TierReader,
+    /// A client of the brokers, routing each partition to its leader.
+    pub brokers: Client,
+    pub metrics: Arc<Metrics>,
+    tails: Mutex<HashMap<(StreamName, PartitionId), Arc<Tail>>>,
+    window_bytes: usize,
+    idle_partition: Duration,
+    limits: ConnectionLimits,
+    fetch_wait_max: Duration,
+    fetch_bytes_per_connection: u32,
+    shutdown: watch::Receiver<bool>,
+    /// Load, as heartbeats report it.
+    pub load: registration::Load,
+}
+
+impl ReplicaState {
+    /// The tail of a partition, followed from now on if it was not.
+    fn tail(self: &Arc<Self>, stream: &StreamName, partition: PartitionId) -> Arc<Tail> {
+        let mut tails = self.tails.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (stream.clone(), partition);
+        if let Some(tail) = tails.get(&key).filter(|t| !t.stopped()) {
+            tail.touch();
+            return tail.clone();
+        }
+        let tail = Tail::start(self.clone(), stream.clone(), partition, self.window_bytes);
+        tails.insert(key, tail.clone());
+        tail
+    }
+
+    /// Stops following partitions nobody read for a while.
+    fn forget_idle(&self) {
+        let mut tails = self.tails.lock().unwrap_or_else(|e| e.into_inner());
+        tails.retain(|_, tail| {
+            let keep = !tail.stopped() && tail.idle_for() < self.idle_partition;
+            if !keep {
+                tail.stop();
+            }
+            keep
+        });
+    }
+
+    /// Partitions followed now.
+    pub fn followed(&self) -> usize {
+        self.tails.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn tier_path(stream: &StreamName, partition: PartitionId) -> Option<PartitionPath> {
+        PartitionPath::new(stream.as_str(), partition.get()).ok()
+    }
+}
+
+impl Service for ReplicaState {
+    fn limits(&self) -> ConnectionLimits {
+        self.limits
+    }
+
+    fn fetch_bytes_per_connection(&self) -> u32 {
+        self.fetch_bytes_per_connection
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn server_id(&self) -> BrokerId {
+        // Read replicas are not brokers; 0 is never a broker's id.
+        BrokerId::new(0)
+    }
+
+    fn shutdown(&self) -> &watch::Receiver<bool> {
+        &self.shutdown
+    }
+
+    async fn answer(
+        self: &Arc<Self>,
+        message: Message,
+        started: Instant,
+        _turn: Option<server::Turn<'_>>,
+    ) -> Message {
+        match message {
+            Message::Fetch(request) => fetch::fetch(self, request, started).await,
+            Message::MetadataRequest(request) => {
+                // The brokers know; a replica relays.
+                match self
+                    .brokers
+                    .request(Message::MetadataRequest(request))
+                    .await
+                {
+                    Ok(answer) => answer,
+                    Err(e) => server::error(ErrorCode::LeaderNotAvailable, e.to_string()),
+                }
+            }
+            Message::Produce(_) | Message::CreateStream(_) | Message::DeleteStream(_) => {
+                server::error(
+                    ErrorCode::NotLeader,
+                    "a read replica serves fetches only; publish and administer through the \
+                     brokers"
+                        .into(),
+                )
+            }
+            other => server::error(
+                ErrorCode::InvalidRequest,
+                format!("{:?} is not a request", other.message_type()),
+            ),
+        }
+    }
+}
+
+/// A running read replica.
+#[derive(Debug)]
+pub struct Running {
+    pub quic_addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    pub state: Arc<ReplicaState>,
+    pub replica_id: String,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Leaves the controlplane's list, stops serving and following.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+}
+
+/// Starts a read replica: opens the store and the cache, connects to the brokers, registers
+/// with the controlplane, and serves.
+pub async fn start(settings: ReplicaSettings) -> Result<Running> {
+    std::fs::create_dir_all(&settings.data_dir)
+        .with_context(|| format!("creating {}", settings.data_dir.display()))?;
+    let metrics = Metrics::new();
+    let mut reader_config = settings.tier.reader.clone();
+    if settings.tier_cache_disk_bytes > 0 {
+        reader_config.disk_cache = Some(DiskCacheConfig {
+            dir: settings.data_dir.join("cache"),
+            capacity_bytes: settings.tier_cache_disk_bytes,
+            block_bytes: (16 << 20).max(2 * reader_config.chunk_bytes as usize),
+        });
+    }
+    let store = TierStore::open(&settings.tier.url, &settings.tier.s3)
+        .with_context(|| format!("opening object storage {}", settings.tier.url))?
+        .with_observer(RequestObserver(Arc::new(|_, _| {})));
+    let reader = TierReader::new(store, reader_config)
+        .await
+        .context("opening the tier cache")?;
+
+    let rest =
+        floe_client::rest::Controlplane::new(&settings.controlplane, settings.admin_token.clone())
+            .context("the controlplane URL")?;
+    let brokers = connect_brokers(&rest, &settings).await?;
+
+    let transport = tls::transport_config(256, Duration::from_secs(30))?;
+    let config = tls::server_config(&settings.certificates, transport)?;
+    let reset_key = server::load_reset_key(&settings.data_dir)?;
+    let endpoint = server::endpoint(settings.listen, config, &reset_key)?;
+    let quic_addr = endpoint.local_addr()?;
+    let advertised = settings
+        .advertised
+        .clone()
+        .unwrap_or_else(|| quic_addr.to_string());
+    let advertised =
+        Endpoint::new(advertised).context("the advertised address is not host:port")?;
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let state = Arc::new(ReplicaState {
+        reader,
+        brokers,
+        metrics: metrics.clone(),
+        tails: Mutex::new(HashMap::new()),
+        window_bytes: settings.window_bytes.max(1),
+        idle_partition: settings.idle_partition,
+        limits: settings.limits,
+        fetch_wait_max: settings.fetch_wait_max,
+        fetch_bytes_per_connection: settings.fetch_bytes_per_connection.max(1),
+        shutdown: shutdown_rx.clone(),
+        load: registration::Load::default(),
+    });
+    let registered =
+        registration::register(&rest, settings.replica_id.clone(), &advertised).await?;
+    let mut tasks = Vec::new();
+    let mut metrics_addr = None;
+    if let Some(addr) = settings.metrics_listen {
+        let (bound, handle) = crate::metrics::serve(metrics.clone(), addr).await?;
+        metrics_addr = Some(bound);
+        tasks.push(handle);
+    }
+    tasks.push(tokio::spawn(server::serve_with(endpoint, state.clone())));
+    tasks.push(tokio::spawn(registration::heartbeat(
+        state.clone(),
+        rest,
+        registered.clone(),
+        advertised,
+        shutdown_rx,
+    )));
+    tracing::info!(%quic_addr, replica_id = %registered.replica_id, "read replica serving");
+    Ok(Running {
+        quic_addr,
+        metrics_addr,
+        state,
+        replica_id: registered.replica_id,
+        shutdown,
+        tasks,
+    })
+}
+
+/// A client of every broker the controlplane lists, waiting until at least one is live.
+async fn connect_brokers(
+    rest: &floe_client::rest::Controlplane,
+    settings: &ReplicaSettings,
+) -> Result<Client> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = rest.brokers().await;
+        if let Ok(list) = &listed {
+            let endpoints: Vec<String> = list
+                .brokers
+                .iter()
+                .filter(|b| b.state == floe_wire::admin::BrokerState::Live)
+                .map(|b| b.client_endpoint.to_string())
+                .collect();
+            if !endpoints.is_empty() {
+                let mut config = ClientConfig::new(
+                    endpoints.join(","),
+                    settings.broker_server_name.clone(),
+                    settings.broker_ca.clone(),
+                );
+                config.client_name = "floe-read-replica".to_owned();
+                match Client::connect(config).await {
+                    Ok(client) => return Ok(client),
+                    Err(e) => tracing::warn!(error = %e, "no broker answered; retrying"),
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            let why = match listed {
+                Ok(_) => "no live broker answered".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            anyhow::bail!(
+                "cannot reach the brokers through {}: {why}",
+                settings.controlplane
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,161 @@
+//! The read replica and the controlplane: it registers (under the id its starter chose, if
+//! any), then heartbeats with its load; the controlplane's answer says whether it is `live`
+//! or `draining`. A lapsed lease (the controlplane was away) is answered by registering
+//! again. On shutdown it leaves the list.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use floe_client::rest::{Controlplane, RestError};
+use floe_wire::Endpoint;
+use floe_wire::admin::{
+    ReadReplicaHeartbeat, ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse,
+};
+use tokio::sync::watch;
+
+use super::ReplicaState;
+
+/// How long registration keeps trying before the replica gives up starting.
+const REGISTER_PATIENCE: Duration = Duration::from_secs(60);
+
+/// What the replica served since the last heartbeat.
+#[derive(Debug, Default)]
+pub struct Load {
+    bytes: AtomicU64,
+    relayed: AtomicU64,
+    /// Fetch latencies of the interval, microseconds (a bounded sample).
+    latencies: Mutex<Vec<u64>>,
+}
+
+/// At most this many latencies are kept per interval (the p99 of a sample).
+const LATENCY_SAMPLE: usize = 10_000;
+
+impl Load {
+    pub fn served(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A fetch passed to the partition's leader.
+    pub fn relayed(&self) {
+        self.relayed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Fetches relayed to leaders since the replica started.
+    pub fn relayed_total(&self) -> u64 {
+        self.relayed.load(Ordering::Relaxed)
+    }
+
+    pub fn latency(&self, took: Duration) {
+        let mut sample = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
+        if sample.len() < LATENCY_SAMPLE {
+            sample.push(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+        }
+    }
+
+    /// The interval's bytes and p99 latency, and a fresh interval.
+    fn take(&self) -> (u64, u64) {
+        let bytes = self.bytes.swap(0, Ordering::Relaxed);
+        let mut sample =
+            std::mem::take(&mut *self.latencies.lock().unwrap_or_else(|e| e.into_inner()));
+        sample.sort_unstable();
+        let p99 = match sample.len() {
+            0 => 0,
+            n => sample[(n * 99 / 100).min(n - 1)],
+        };
+        (bytes, p99)
+    }
+}
+
+/// Registers `id` (or a new id) at `endpoint`, retrying while the controlplane is away.
+pub async fn register(
+    rest: &Controlplane,
+    id: Option<String>,
+    endpoint: &Endpoint,
+) -> Result<RegisterReadReplicaResponse> {
+    let request = RegisterReadReplicaRequest {
+        replica_id: id,
+        endpoint: endpoint.clone(),
+        zone: None,
+    };
+    let deadline = Instant::now() + REGISTER_PATIENCE;
+    loop {
+        match rest.register_read_replica(&request).await {
+            Ok(registered) => return Ok(registered),
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                tracing::warn!(error = %e, "registering with the controlplane; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e).context("registering with the controlplane"),
+        }
+    }
+}
+
+/// Heartbeats until shutdown, then leaves the controlplane's list.
+pub async fn heartbeat(
+    state: Arc<ReplicaState>,
+    rest: Controlplane,
+    mut registered: RegisterReadReplicaResponse,
+    endpoint: Endpoint,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut last = Instant::now();
+    let mut draining = false;
+    let mut seen = (0u64, 0u64);
+    loop {
+        let interval = Duration::from_millis(registered.heartbeat_interval_ms.max(50));
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            _ = shutdown.wait_for(|s| *s) => break,
+        }
+        state.forget_idle();
+        let (bytes, p99) = state.load.take();
+        let elapsed = last.elapsed().as_secs_f64().max(0.001);
+        last = Instant::now();
+        // The interval's cache hit ratio, by chunk lookups (1000 when nothing was looked up).
+        let snapshot = state.reader.store().metrics().snapshot();
+        let hits = snapshot.chunk_hits - seen.0;
+        let lookups = hits + (snapshot.chunk_misses - seen.1);
+        seen = (snapshot.chunk_hits, snapshot.chunk_misses);
+        let hit_ratio = (hits * 1000)
+            .checked_div(lookups)
+            .map_or(1000, |r| u32::try_from(r).unwrap_or(1000));
+        let report = ReadReplicaHeartbeat {
+            bytes_served_per_second: (bytes as f64 / elapsed) as u64,
+            // Each consumer holds a connection; the brokers' own do not count.
+            consumers: u32::try_from(state.metrics.connections.get().max(0)).unwrap_or(u32::MAX),
+            fetch_latency_p99_us: p99,
+            cache_hit_ratio_permille: hit_ratio,
+        };
+        match rest
+            .read_replica_heartbeat(&registered.replica_id, &report)
+            .await
+        {
+            Ok(answer) => {
+                let now_draining = answer.state == ReadReplicaState::Draining;
+                if now_draining != draining {
+                    tracing::info!(replica_id = %registered.replica_id, state = ?answer.state, "controlplane state");
+                    draining = now_draining;
+                }
+            }
+            Err(
+                e @ RestError::Api {
+                    status: 404 | 409, ..
+                },
+            ) => {
+                // The lease lapsed (the controlplane did not hear from us): register again.
+                tracing::warn!(error = %e, "lease lost; registering again");
+                match register(&rest, Some(registered.replica_id.clone()), &endpoint).await {
+                    Ok(again) => registered = again,
+                    Err(e) => tracing::error!(error = %e, "registering again failed"),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+        }
+    }
+    if let Err(e) = rest.remove_read_replica(&registered.replica_id).await {
+        tracing::warn!(error = %e, "leaving the controlplane's list failed");
+    }
+}
