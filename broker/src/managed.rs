@@ -187,6 +187,8 @@ pub async fn heartbeat(state: Arc<BrokerState>) {
         } else {
             let request = HeartbeatRequest {
                 partitions: reports(&state, managed),
+                // Not measured yet: history reads served here, the autoscaler's demand signal.
+                history_read_bytes_per_second: 0,
             };
             match managed
                 .controlplane

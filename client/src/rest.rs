@@ -1,7 +1,8 @@
 //! The controlplane's REST API from Rust: streams, brokers and the cluster's state for the
 //! `floe` CLI and for operators' programs; registration, heartbeats and assignments for
-//! brokers. Requests and answers are the `floe_wire::admin` types; a failed call carries the
-//! controlplane's `{code, message}`.
+//! brokers; registration, heartbeats and leaving for read replicas. Requests and answers
+//! are the `floe_wire::admin` types; a failed call carries the controlplane's
+//! `{code, message}`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), floe_client::rest::RestError> {
@@ -19,8 +20,8 @@ use floe_wire::BrokerId;
 use floe_wire::admin::{
     AlterRetentionRequest, ApiError, ApiErrorCode, Assignments, BrokerInfo, BrokerList,
     CreateStreamRequest, ElectionReport, Health, HeartbeatRequest, HeartbeatResponse,
-    ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaList, Readiness,
-    RegisterBrokerRequest, RegisterBrokerResponse, RegisterReadReplicaRequest,
+    ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo, ReadReplicaList,
+    Readiness, RegisterBrokerRequest, RegisterBrokerResponse, RegisterReadReplicaRequest,
     RegisterReadReplicaResponse, ScalingPolicy, StreamDescription, StreamInfo, StreamList,
 };
 use reqwest::{Method, StatusCode};
@@ -317,6 +318,19 @@ impl Controlplane {
         self.get("/v1/read-replicas").await
     }
 
+    /// `GET /v1/scaling-policy`.
+    pub async fn scaling_policy(&self) -> Result<ScalingPolicy, RestError> {
+        self.get("/v1/scaling-policy").await
+    }
+
+    /// `PUT /v1/scaling-policy`: replaces the policy the autoscaler acts on.
+    pub async fn set_scaling_policy(
+        &self,
+        policy: &ScalingPolicy,
+    ) -> Result<ScalingPolicy, RestError> {
+        self.send(Method::PUT, "/v1/scaling-policy", policy).await
+    }
+
     /// `POST /v1/read-replicas`: a read replica registers (again, when it names its id).
     pub async fn register_read_replica(
         &self,
@@ -325,7 +339,9 @@ impl Controlplane {
         self.send(Method::POST, "/v1/read-replicas", request).await
     }
 
-    /// `POST /v1/read-replicas/{id}/heartbeat`: renews the lease and reports the load.
+    /// `POST /v1/read-replicas/{id}/heartbeat`: renews the lease and reports the load. A
+    /// `draining` answer means clients send the replica no new readers; on
+    /// `404 read_replica_not_found` or `409 lease_expired`, register again.
     pub async fn read_replica_heartbeat(
         &self,
         id: &str,
@@ -335,17 +351,18 @@ impl Controlplane {
         self.send(Method::POST, &path, load).await
     }
 
-    /// `DELETE /v1/read-replicas/{id}`: a read replica leaves.
+    /// `POST /v1/read-replicas/{id}/drain`.
+    pub async fn drain_read_replica(&self, id: &str) -> Result<ReadReplicaInfo, RestError> {
+        let path = format!("/v1/read-replicas/{}/drain", path_segment(id));
+        self.expect(Method::POST, &path, None, CALL_TIMEOUT).await
+    }
+
+    /// `DELETE /v1/read-replicas/{id}`: a replica leaving on purpose.
     pub async fn remove_read_replica(&self, id: &str) -> Result<(), RestError> {
         let path = format!("/v1/read-replicas/{}", path_segment(id));
         self.call::<serde_json::Value>(Method::DELETE, &path, None, CALL_TIMEOUT)
             .await
             .map(|_| ())
-    }
-
-    /// `GET /v1/scaling-policy`.
-    pub async fn scaling_policy(&self) -> Result<ScalingPolicy, RestError> {
-        self.get("/v1/scaling-policy").await
     }
 }
 

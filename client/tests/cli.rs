@@ -255,6 +255,37 @@ fn create_publish_and_consume_through_the_cli() {
         "{status}"
     );
     assert!(status.contains("streams: 1, partitions: 1"), "{status}");
+    assert!(
+        status.contains("read replicas: 0 live, 0 draining, 0 dead"),
+        "{status}"
+    );
+    let replicas = floe(&profile, &["--json", "replica", "list"], None).stdout;
+    assert_eq!(replicas.trim(), "[]");
+    let set = floe(
+        &profile,
+        &[
+            "cluster",
+            "policy",
+            "set",
+            "--min",
+            "0",
+            "--max",
+            "4",
+            "--target-bytes-per-second",
+            "64MiB",
+            "--scale-down-cooldown",
+            "2m",
+        ],
+        None,
+    );
+    assert!(set.status.success(), "{}", set.stderr);
+    let status = floe(&profile, &["--json", "cluster", "status"], None).stdout;
+    let status: serde_json::Value = serde_json::from_str(status.trim()).expect("JSON status");
+    let policy = &status["scaling_policy"];
+    assert_eq!(policy["max_replicas"], 4, "{status}");
+    assert_eq!(policy["target_bytes_per_second"], 64 << 20, "{status}");
+    assert_eq!(policy["scale_down_cooldown_ms"], 120_000, "{status}");
+    assert_eq!(status["read_replicas"]["live"], 0, "{status}");
 
     let deleted = floe(&profile, &["stream", "delete", "lines"], None);
     assert_eq!(deleted.stdout, "deleted stream lines\n");

@@ -19,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use floe_wire::admin::Role;
 
 use crate::api::error::Failure;
@@ -27,7 +27,8 @@ use crate::cluster::Cluster;
 use crate::store::Store;
 
 /// Every route, as `(method, path)` in OpenAPI's path syntax. The OpenAPI document must
-/// describe exactly these (checked by a test), and the router serves exactly these.
+/// describe exactly these (checked by a test), and the router serves exactly these besides
+/// `GET /metrics`.
 #[cfg(test)]
 pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/health"),
@@ -49,12 +50,16 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/groups/{group}/offsets"),
     ("post", "/v1/groups/{group}/reset"),
     ("get", "/v1/read-replicas"),
+    ("post", "/v1/read-replicas"),
+    ("post", "/v1/read-replicas/{replica_id}/heartbeat"),
+    ("post", "/v1/read-replicas/{replica_id}/drain"),
+    ("delete", "/v1/read-replicas/{replica_id}"),
     ("get", "/v1/scaling-policy"),
     ("put", "/v1/scaling-policy"),
 ];
 
 /// Paths served by standbys too, and without a token.
-const OPEN_PATHS: &[&str] = &["/v1/health", "/v1/ready", "/v1/openapi.json"];
+const OPEN_PATHS: &[&str] = &["/v1/health", "/v1/ready", "/v1/openapi.json", "/metrics"];
 
 /// The API's router over `cluster`.
 pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
@@ -62,6 +67,8 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
         .route("/v1/health", get(health::health))
         .route("/v1/ready", get(health::ready::<S>))
         .route("/v1/openapi.json", get(openapi::serve))
+        // Prometheus' text format, outside the `/v1` API and its document.
+        .route("/metrics", get(crate::metrics::serve::<S>))
         .route(
             "/v1/streams",
             get(streams::list::<S>).post(streams::create::<S>),
@@ -97,7 +104,22 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
             get(groups::offsets::<S>).post(groups::commit::<S>),
         )
         .route("/v1/groups/{group}/reset", post(groups::reset::<S>))
-        .route("/v1/read-replicas", get(read_replicas::list::<S>))
+        .route(
+            "/v1/read-replicas",
+            get(read_replicas::list::<S>).post(read_replicas::register::<S>),
+        )
+        .route(
+            "/v1/read-replicas/{replica_id}/heartbeat",
+            post(read_replicas::heartbeat::<S>),
+        )
+        .route(
+            "/v1/read-replicas/{replica_id}/drain",
+            post(read_replicas::drain::<S>),
+        )
+        .route(
+            "/v1/read-replicas/{replica_id}",
+            delete(read_replicas::remove::<S>),
+        )
         .route(
             "/v1/scaling-policy",
             get(read_replicas::policy::<S>).put(read_replicas::set_policy::<S>),

@@ -1,16 +1,19 @@
 //! The state the API handlers and the leader's loops share: the store, the settings, this
 //! controlplane's role, the assignment version brokers long-poll on, the lock that
-//! serialises writes, the flag that asks for a placement repair, and the ballots of running
-//! partition elections.
+//! serialises writes, the flag that asks for a placement repair, the ballots of running
+//! partition elections, the brokers' history reads and the metrics.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{MutexGuard as BallotsGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use floe_wire::BrokerId;
 use floe_wire::admin::Role;
 use tokio::sync::{Mutex, MutexGuard, Notify, watch};
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::partition_election::Ballots;
 use crate::store::{Store, StoreError};
 
@@ -35,6 +38,12 @@ pub(crate) struct Cluster<S> {
     elections_lost: AtomicBool,
     /// Asks the reconciler to look for partitions without a live leader on its next pass.
     election_check: AtomicBool,
+    /// Each broker's last reported history reads (bytes per second it served from the
+    /// tier itself): the autoscaler's demand signal. Load data, kept in memory only; a new
+    /// leader learns it with the next heartbeats.
+    history_reads: std::sync::Mutex<HashMap<BrokerId, u64>>,
+    /// What `GET /metrics` serves.
+    pub(crate) metrics: Metrics,
     /// Turns true when the controlplane stops; cuts long-polls short.
     shutdown: watch::Receiver<bool>,
 }
@@ -52,6 +61,8 @@ impl<S: Store> Cluster<S> {
             ballots: std::sync::Mutex::new(Ballots::default()),
             elections_lost: AtomicBool::new(false),
             election_check: AtomicBool::new(false),
+            history_reads: std::sync::Mutex::new(HashMap::new()),
+            metrics: Metrics::new(),
             shutdown,
         }
     }
@@ -144,6 +155,27 @@ impl<S: Store> Cluster<S> {
 
     pub(crate) fn take_election_check(&self) -> bool {
         self.election_check.swap(false, Ordering::SeqCst)
+    }
+
+    /// Records what broker `id` reported of its history reads.
+    pub(crate) fn record_history_reads(&self, id: BrokerId, bytes_per_second: u64) {
+        let mut reads = self
+            .history_reads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if bytes_per_second == 0 {
+            reads.remove(&id);
+        } else {
+            reads.insert(id, bytes_per_second);
+        }
+    }
+
+    /// The brokers' last reported history reads, per broker.
+    pub(crate) fn history_reads(&self) -> HashMap<BrokerId, u64> {
+        self.history_reads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub(crate) async fn reconciler_woken(&self) {

@@ -1,9 +1,11 @@
 //! The controlplane's settings: where it listens, which database, lease, long-poll and
-//! election times.
+//! election times, and how read replicas are scaled.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::driver::ReplicaDriverConfig;
 
 /// Where the metadata lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +45,16 @@ pub struct Config {
     pub default_replication_factor: u32,
     /// The most partitions one stream may have.
     pub max_partitions_per_stream: u32,
+    /// A dead read replica is forgotten (removed from `GET /v1/read-replicas`) this long
+    /// after its lease lapsed.
+    pub read_replica_forget_after: Duration,
+    /// How the autoscaler starts and stops read replicas; `None` (the default): it does not.
+    pub read_replicas: ReplicaDriverConfig,
+    /// How often the leader's autoscaler decides.
+    pub autoscale_interval: Duration,
+    /// A draining read replica is stopped once it has no consumers, or this long after it
+    /// began draining.
+    pub read_replica_drain_timeout: Duration,
 }
 
 impl Config {
@@ -60,6 +72,10 @@ impl Config {
             partition_election_timeout: Duration::from_secs(3),
             default_replication_factor: 3,
             max_partitions_per_stream: 100_000,
+            read_replica_forget_after: Duration::from_secs(600),
+            read_replicas: ReplicaDriverConfig::None,
+            autoscale_interval: Duration::from_secs(2),
+            read_replica_drain_timeout: Duration::from_secs(300),
         }
     }
 }

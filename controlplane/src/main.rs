@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use floe_controlplane::{Config, Controlplane, Database};
+use floe_controlplane::driver::aws_asg::AsgConfig;
+use floe_controlplane::driver::kubernetes::KubernetesConfig;
+use floe_controlplane::{Config, Controlplane, Database, ReplicaDriverConfig};
 use tracing_subscriber::EnvFilter;
 
-/// Floe's controlplane: the REST API, metadata store, placement and leases.
+/// Floe's controlplane: the REST API, metadata store, placement, leases and the read
+/// replica autoscaler.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
@@ -55,10 +58,83 @@ struct Args {
     /// Replicas per partition when a create request names none.
     #[arg(long, env = "FLOE_DEFAULT_REPLICATION_FACTOR", default_value_t = 3)]
     default_replication_factor: u32,
+    /// Scale read replicas as local processes: `PROGRAM ARGS... --replica-id ID`.
+    #[arg(long, env = "FLOE_READ_REPLICA_PROGRAM", value_name = "PATH")]
+    read_replica_program: Option<PathBuf>,
+    /// An argument for --read-replica-program (repeat for several).
+    #[arg(
+        long = "read-replica-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true
+    )]
+    read_replica_args: Vec<String>,
+    /// Scale read replicas as a Kubernetes Deployment, with the pod's service account.
+    #[arg(
+        long,
+        env = "FLOE_KUBERNETES_DEPLOYMENT",
+        value_name = "NAMESPACE/NAME"
+    )]
+    kubernetes_deployment: Option<String>,
+    /// Scale read replicas as an AWS autoscaling group (credentials from AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+    #[arg(long, env = "FLOE_AWS_AUTOSCALING_GROUP", value_name = "NAME")]
+    aws_autoscaling_group: Option<String>,
+    /// The autoscaling group's region.
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    aws_region: String,
+    /// How often the autoscaler decides.
+    #[arg(long, env = "FLOE_AUTOSCALE_INTERVAL_MS", default_value_t = 2_000)]
+    autoscale_interval_ms: u64,
+    /// A draining read replica is stopped after this long even with consumers left.
+    #[arg(
+        long,
+        env = "FLOE_READ_REPLICA_DRAIN_TIMEOUT_MS",
+        default_value_t = 300_000
+    )]
+    read_replica_drain_timeout_ms: u64,
 }
 
 impl Args {
-    fn config(self) -> Config {
+    /// The read replica driver the flags name (at most one).
+    fn driver(&self) -> anyhow::Result<ReplicaDriverConfig> {
+        let named = [
+            self.read_replica_program.is_some(),
+            self.kubernetes_deployment.is_some(),
+            self.aws_autoscaling_group.is_some(),
+        ];
+        if named.iter().filter(|named| **named).count() > 1 {
+            anyhow::bail!(
+                "name at most one of --read-replica-program, --kubernetes-deployment and \
+                 --aws-autoscaling-group"
+            );
+        }
+        if let Some(program) = &self.read_replica_program {
+            return Ok(ReplicaDriverConfig::Local {
+                program: program.clone(),
+                args: self.read_replica_args.clone(),
+            });
+        }
+        if let Some(deployment) = &self.kubernetes_deployment {
+            let (namespace, name) = deployment
+                .split_once('/')
+                .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                .context("--kubernetes-deployment is NAMESPACE/NAME")?;
+            return Ok(ReplicaDriverConfig::Kubernetes(
+                KubernetesConfig::in_cluster(namespace, name),
+            ));
+        }
+        if let Some(group) = &self.aws_autoscaling_group {
+            return Ok(ReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
+                region: self.aws_region.clone(),
+                group_name: group.clone(),
+                endpoint: None,
+            }));
+        }
+        Ok(ReplicaDriverConfig::None)
+    }
+
+    fn config(self) -> anyhow::Result<Config> {
+        let driver = self.driver()?;
         let database = match (self.database_url, self.data_dir) {
             (Some(url), _) => Database::Postgres { url },
             (None, Some(dir)) => Database::Sqlite {
@@ -81,7 +157,11 @@ impl Args {
         config.partition_election_timeout =
             Duration::from_millis(self.partition_election_timeout_ms);
         config.default_replication_factor = self.default_replication_factor;
-        config
+        config.read_replicas = driver;
+        config.autoscale_interval = Duration::from_millis(self.autoscale_interval_ms.max(10));
+        config.read_replica_drain_timeout =
+            Duration::from_millis(self.read_replica_drain_timeout_ms);
+        Ok(config)
     }
 }
 
@@ -93,7 +173,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let config = Args::parse().config();
+    let config = Args::parse().config()?;
     let running = Controlplane::start(config)
         .await
         .context("starting the controlplane")?;

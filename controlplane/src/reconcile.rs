@@ -1,7 +1,8 @@
-//! The leader's loop: brokers whose lease lapsed are declared dead; replicated partitions
-//! whose leader is not live get an election (see [`crate::partition_election`]); and
-//! unreplicated partitions with their replica on a broker that is not live, or partitions
-//! with too few replicas, are re-placed through [`crate::placement::repair`].
+//! The leader's loop: brokers and read replicas whose lease lapsed are declared dead (dead
+//! read replicas are forgotten after a while); replicated partitions whose leader is not
+//! live get an election (see [`crate::partition_election`]); and unreplicated partitions
+//! with their replica on a broker that is not live, or partitions with too few replicas,
+//! are re-placed through [`crate::placement::repair`].
 //!
 //! Leases decide only *when* replicas move or elections start, never whether data is
 //! committed: both bump the partition's epoch (compare-and-set), which fences the old leader.
@@ -65,6 +66,7 @@ pub(crate) async fn tick<S: Store>(cluster: &Cluster<S>) -> Result<Option<u64>, 
     if !expired.is_empty() {
         tracing::info!(brokers = ?expired, "lease lapsed; broker declared dead");
     }
+    expire_read_replicas(cluster, now).await?;
     let changed = cluster.take_repair_request() || !expired.is_empty();
     if changed {
         repair(cluster).await?;
@@ -84,6 +86,24 @@ pub(crate) async fn tick<S: Store>(cluster: &Cluster<S>) -> Result<Option<u64>, 
         return Err(error);
     }
     cluster.store.next_lease_expiry().await
+}
+
+/// Read replicas whose lease lapsed are declared dead (clients stop routing to them; the
+/// autoscaler replaces them); dead ones are forgotten `read_replica_forget_after` later.
+async fn expire_read_replicas<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreError> {
+    let expired = cluster.store.expire_read_replica_leases(now).await?;
+    if !expired.is_empty() {
+        tracing::info!(replicas = ?expired, "lease lapsed; read replica declared dead");
+    }
+    let forget_ms = millis(cluster.config.read_replica_forget_after);
+    let forgotten = cluster
+        .store
+        .forget_dead_read_replicas(now.saturating_sub(forget_ms))
+        .await?;
+    if !forgotten.is_empty() {
+        tracing::info!(replicas = ?forgotten, "dead read replicas forgotten");
+    }
+    Ok(())
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -13,8 +13,9 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::Cluster;
 use crate::config::{Config, Database};
+use crate::driver::{DriverError, ReplicaDriverConfig};
 use crate::store::{SqlStore, StoreError};
-use crate::{api, election, reconcile};
+use crate::{api, autoscale_loop, election, reconcile};
 
 /// Why a controlplane did not start.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,8 @@ pub enum StartError {
         #[source]
         source: io::Error,
     },
+    #[error("could not start the read replica driver")]
+    Driver(#[from] DriverError),
     #[error("could not listen on {addr}")]
     Listen {
         addr: SocketAddr,
@@ -71,6 +74,10 @@ impl Controlplane {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let cluster = Arc::new(Cluster::new(store.clone(), config, shutdown_rx.clone()));
         let mut tasks = Vec::new();
+        // First: a driver that cannot start fails the start before anything runs.
+        if let Some(task) = spawn_autoscaler(&cluster, &shutdown_rx)? {
+            tasks.push(task);
+        }
         match database {
             Database::Sqlite { .. } => cluster.take_over().await?,
             Database::Postgres { url } => tasks.push(tokio::spawn(election::run(
@@ -111,6 +118,38 @@ impl Controlplane {
             store,
         })
     }
+}
+
+/// Starts the autoscaler with the configured driver, if one is.
+fn spawn_autoscaler(
+    cluster: &Arc<Cluster<SqlStore>>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Option<JoinHandle<()>>, DriverError> {
+    let (cluster, shutdown) = (cluster.clone(), shutdown.clone());
+    Ok(Some(match cluster.config.read_replicas.clone() {
+        ReplicaDriverConfig::None => return Ok(None),
+        ReplicaDriverConfig::Local { program, args } => {
+            let driver = crate::driver::local::LocalDriver::new(program, args);
+            tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
+        }
+        #[cfg(feature = "kubernetes")]
+        ReplicaDriverConfig::Kubernetes(config) => {
+            let driver = crate::driver::kubernetes::KubernetesDriver::new(config)?;
+            tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
+        }
+        #[cfg(feature = "aws-asg")]
+        ReplicaDriverConfig::AwsAutoScalingGroup(config) => {
+            let driver = crate::driver::aws_asg::AsgDriver::new(config)?;
+            tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
+        }
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(DriverError::Misconfigured(format!(
+                "this build has no driver for {other:?}: enable the `kubernetes` or \
+                 `aws-asg` feature"
+            )));
+        }
+    }))
 }
 
 /// A started controlplane. Dropping it does not stop it; call [`Running::shutdown`].

@@ -23,8 +23,8 @@ use std::future::Future;
 
 use floe_wire::admin::{
     Assignments, BrokerInfo, BrokerState, CommittedOffset, GroupSummary, OffsetCommit,
-    PartitionReport, ReadReplicaInfo, RetentionSettings, ScalingPolicy, StreamDescription,
-    StreamInfo,
+    PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, RetentionSettings, ScalingPolicy,
+    StreamDescription, StreamInfo,
 };
 use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
 
@@ -46,6 +46,10 @@ pub enum StoreError {
     BrokerNotFound { id: BrokerId },
     #[error("broker {id}'s lease lapsed; it must register again")]
     LeaseExpired { id: BrokerId },
+    #[error("no read replica `{id}`")]
+    ReadReplicaNotFound { id: String },
+    #[error("read replica `{id}`'s lease lapsed; it must register again")]
+    ReadReplicaLeaseExpired { id: String },
     #[error("partition {stream}/{partition} is no longer at epoch {expected}")]
     EpochConflict {
         stream: StreamName,
@@ -74,6 +78,16 @@ pub struct BrokerRegistration {
     pub peer_endpoint: Endpoint,
     pub zone: Option<String>,
     pub now_ms: u64,
+    pub lease_expires_at_ms: u64,
+}
+
+/// A read replica announcing itself; see [`ReadReplicaStore::register_read_replica`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadReplicaRegistration {
+    /// The id to register under; a new `r-<n>` is assigned when absent.
+    pub id: Option<String>,
+    pub endpoint: Endpoint,
+    pub zone: Option<String>,
     pub lease_expires_at_ms: u64,
 }
 
@@ -303,6 +317,48 @@ pub trait ReadReplicaStore: Send + Sync + 'static {
         &self,
         replica: &ReadReplicaInfo,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Registers a read replica, or re-registers one by its id: endpoint and zone are
+    /// replaced and the lease renewed; a dead replica becomes live, a draining one stays
+    /// draining. A new replica starts live with no load.
+    fn register_read_replica(
+        &self,
+        registration: &ReadReplicaRegistration,
+    ) -> impl Future<Output = Result<ReadReplicaInfo, StoreError>> + Send;
+
+    /// Extends a read replica's lease and records its load. Fails with
+    /// `ReadReplicaLeaseExpired` once it was declared dead, `ReadReplicaNotFound` for an
+    /// unknown id.
+    fn renew_read_replica(
+        &self,
+        id: &str,
+        lease_expires_at_ms: u64,
+        load: &ReadReplicaHeartbeat,
+    ) -> impl Future<Output = Result<ReadReplicaInfo, StoreError>> + Send;
+
+    /// Moves a live read replica to `draining` (a draining or dead one keeps its state);
+    /// returns it.
+    fn drain_read_replica(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<ReadReplicaInfo, StoreError>> + Send;
+
+    /// Forgets a read replica (it left); `ReadReplicaNotFound` when unknown.
+    fn remove_read_replica(&self, id: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Declares dead every read replica not yet dead whose lease expired at or before
+    /// `now_ms`; returns their ids, ordered.
+    fn expire_read_replica_leases(
+        &self,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
+    /// Forgets every dead read replica whose lease expired at or before `expired_by_ms`;
+    /// returns their ids, ordered.
+    fn forget_dead_read_replicas(
+        &self,
+        expired_by_ms: u64,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 
     /// The scaling policy; [`ScalingPolicy::default`] until one is set.
     fn scaling_policy(&self) -> impl Future<Output = Result<ScalingPolicy, StoreError>> + Send;

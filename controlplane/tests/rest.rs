@@ -91,6 +91,19 @@ async fn bad_input_is_a_json_4xx() {
         ("GET", "/v1/groups/nobody/offsets", vec![], b"", 404, "group_not_found"),
         ("POST", "/v1/brokers", json_header.to_vec(), br#"{"client_endpoint":"nohost","peer_endpoint":"h:1"}"#, 422, "invalid_argument"),
         ("POST", "/v1/brokers/77/heartbeat", json_header.to_vec(), b"{}", 404, "broker_not_found"),
+        ("POST", "/v1/brokers/77/heartbeat", json_header.to_vec(), br#"{"history_read_bytes_per_second":18446744073709551615}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas", json_header.to_vec(), br#"{"endpoint":"nohost"}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas", json_header.to_vec(), br#"{"endpoint":"h:1","replica_id":"a/b"}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas", json_header.to_vec(), br#"{"endpoint":"h:1","replica_id":""}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas", json_header.to_vec(), br#"{"endpoint":"h:1","zone":""}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas/r-77/heartbeat", json_header.to_vec(), b"{}", 404, "read_replica_not_found"),
+        ("POST", "/v1/read-replicas/r-77/heartbeat", json_header.to_vec(), br#"{"cache_hit_ratio_permille":1001}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas/r-77/heartbeat", json_header.to_vec(), br#"{"bytes_served_per_second":18446744073709551615}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas/r-77/heartbeat", json_header.to_vec(), br#"{"colour":1}"#, 422, "invalid_argument"),
+        ("POST", "/v1/read-replicas/a%2Fb/heartbeat", json_header.to_vec(), b"{}", 400, "bad_request"),
+        ("POST", "/v1/read-replicas/r-77/drain", vec![], b"", 404, "read_replica_not_found"),
+        ("DELETE", "/v1/read-replicas/r-77", vec![], b"", 404, "read_replica_not_found"),
+        ("DELETE", "/v1/read-replicas/%20", vec![], b"", 400, "bad_request"),
     ];
     for (method, path, headers, body, status, code) in cases {
         let reply = raw(addr, method, path, &headers, body).await;
@@ -124,7 +137,8 @@ async fn every_documented_route_is_served() {
         let concrete = path
             .replace("{name}", "orders")
             .replace("{broker_id}", "1")
-            .replace("{group}", "g");
+            .replace("{group}", "g")
+            .replace("{replica_id}", "r-1");
         for method in operations.as_object().expect("operations").keys() {
             let method = method.to_uppercase();
             let reply = raw(

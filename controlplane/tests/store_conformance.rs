@@ -5,11 +5,11 @@ mod common;
 
 use floe_controlplane::store::{
     BrokerRegistration, ElectionResult, ElectionStart, GroupOffsetStore, MetadataStore,
-    ReadReplicaStore, Reassignment, SqlStore, StoreError,
+    ReadReplicaRegistration, ReadReplicaStore, Reassignment, SqlStore, StoreError,
 };
 use floe_wire::admin::{
-    BrokerState, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaInfo, ReadReplicaState,
-    RetentionSettings, ScalingPolicy, SegmentSettings, StreamConfig, StreamInfo,
+    BrokerState, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo,
+    ReadReplicaState, RetentionSettings, ScalingPolicy, SegmentSettings, StreamConfig, StreamInfo,
 };
 use floe_wire::{AckMode, BrokerId, Endpoint, PartitionId, StreamName};
 
@@ -55,6 +55,7 @@ conformance!(
     only_the_current_leader_reports_a_partition,
     group_offsets_commit_all_or_nothing,
     read_replicas_and_the_scaling_policy_are_kept,
+    read_replicas_register_heartbeat_drain_expire_and_leave,
     a_replicated_partition_elects_its_leader_once_per_epoch,
     a_leader_that_is_not_live_leaves_its_partition_leaderless,
     the_next_lease_expiry_is_the_earliest_of_brokers_not_dead,
@@ -581,6 +582,8 @@ async fn read_replicas_and_the_scaling_policy_are_kept(store: &SqlStore) {
         lease_expires_at_ms: 5_000,
         bytes_served_per_second: 1_000,
         consumers: 3,
+        fetch_latency_p99_us: 2_500,
+        cache_hit_ratio_permille: 950,
     };
     store.upsert_read_replica(&replica).await.expect("insert");
     replica.consumers = 4;
@@ -592,6 +595,120 @@ async fn read_replicas_and_the_scaling_policy_are_kept(store: &SqlStore) {
     store.upsert_read_replica(&other).await.expect("insert");
     let listed = store.read_replicas().await.expect("list");
     assert_eq!(listed, [other, replica]);
+}
+
+fn replica_registration(id: Option<&str>, port: u16, expires: u64) -> ReadReplicaRegistration {
+    ReadReplicaRegistration {
+        id: id.map(str::to_owned),
+        endpoint: Endpoint::new(format!("127.0.0.1:{port}")).expect("endpoint"),
+        zone: None,
+        lease_expires_at_ms: expires,
+    }
+}
+
+async fn read_replicas_register_heartbeat_drain_expire_and_leave(store: &SqlStore) {
+    let first = store
+        .register_read_replica(&replica_registration(None, 7500, 1_000))
+        .await
+        .expect("register");
+    let second = store
+        .register_read_replica(&replica_registration(None, 7501, 1_000))
+        .await
+        .expect("register");
+    assert_eq!(
+        (first.replica_id.as_str(), second.replica_id.as_str()),
+        ("r-1", "r-2")
+    );
+    assert_eq!(first.state, ReadReplicaState::Live);
+    // A name a driver chose is kept; an assigned id skips one that is taken.
+    store
+        .register_read_replica(&replica_registration(Some("r-3"), 7502, 1_000))
+        .await
+        .expect("register by id");
+    let fourth = store
+        .register_read_replica(&replica_registration(None, 7503, 1_000))
+        .await
+        .expect("register");
+    assert_eq!(fourth.replica_id, "r-4");
+
+    let load = ReadReplicaHeartbeat {
+        bytes_served_per_second: 5_000,
+        consumers: 7,
+        fetch_latency_p99_us: 1_200,
+        cache_hit_ratio_permille: 990,
+    };
+    let renewed = store
+        .renew_read_replica("r-1", 2_000, &load)
+        .await
+        .expect("renew");
+    assert_eq!(renewed.lease_expires_at_ms, 2_000);
+    assert_eq!(
+        (renewed.bytes_served_per_second, renewed.consumers),
+        (5_000, 7)
+    );
+    assert_eq!(
+        (
+            renewed.fetch_latency_p99_us,
+            renewed.cache_hit_ratio_permille
+        ),
+        (1_200, 990)
+    );
+    assert!(matches!(
+        store.renew_read_replica("r-9", 2_000, &load).await,
+        Err(StoreError::ReadReplicaNotFound { .. })
+    ));
+
+    let drained = store.drain_read_replica("r-2").await.expect("drain");
+    assert_eq!(drained.state, ReadReplicaState::Draining);
+    assert!(matches!(
+        store.drain_read_replica("r-9").await,
+        Err(StoreError::ReadReplicaNotFound { .. })
+    ));
+
+    // r-1 renewed to 2 000; the others lapse at 1 000.
+    let expired = store
+        .expire_read_replica_leases(1_000)
+        .await
+        .expect("expire");
+    assert_eq!(expired, ["r-2", "r-3", "r-4"]);
+    assert!(matches!(
+        store.renew_read_replica("r-3", 3_000, &load).await,
+        Err(StoreError::ReadReplicaLeaseExpired { .. })
+    ));
+    // Registering again revives a dead replica with its id.
+    let back = store
+        .register_read_replica(&replica_registration(Some("r-3"), 7502, 3_000))
+        .await
+        .expect("register again");
+    assert_eq!(back.state, ReadReplicaState::Live);
+
+    let forgotten = store.forget_dead_read_replicas(999).await.expect("forget");
+    assert!(forgotten.is_empty(), "expired at 1 000, not by 999");
+    let forgotten = store
+        .forget_dead_read_replicas(1_000)
+        .await
+        .expect("forget");
+    assert_eq!(forgotten, ["r-2", "r-4"]);
+
+    store.remove_read_replica("r-3").await.expect("leave");
+    assert!(matches!(
+        store.remove_read_replica("r-3").await,
+        Err(StoreError::ReadReplicaNotFound { .. })
+    ));
+    let left: Vec<String> = store
+        .read_replicas()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.replica_id)
+        .collect();
+    assert_eq!(left, ["r-1"]);
+    // Ids are never reused, even after their replica is forgotten.
+    let fifth = store
+        .register_read_replica(&replica_registration(None, 7504, 9_000))
+        .await
+        .expect("register");
+    assert_eq!(fifth.replica_id, "r-5");
 }
 
 async fn a_replicated_partition_elects_its_leader_once_per_epoch(store: &SqlStore) {

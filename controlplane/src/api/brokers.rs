@@ -22,26 +22,32 @@ const MAX_ZONE_LEN: usize = 64;
 /// The most partitions one heartbeat may report.
 const MAX_REPORTS: usize = 100_000;
 
-fn millis(duration: Duration) -> u64 {
+pub(super) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A zone label is 1 to [`MAX_ZONE_LEN`] bytes of `[A-Za-z0-9._-]`.
+pub(super) fn check_zone(zone: Option<&str>) -> Result<(), Failure> {
+    let Some(zone) = zone else { return Ok(()) };
+    let valid = !zone.is_empty()
+        && zone.len() <= MAX_ZONE_LEN
+        && zone
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(Failure::Invalid(format!(
+            "zone must be 1 to {MAX_ZONE_LEN} bytes of [A-Za-z0-9._-]"
+        )))
+    }
 }
 
 pub(super) async fn register<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
     Body(request): Body<RegisterBrokerRequest>,
 ) -> Result<Json<RegisterBrokerResponse>, Failure> {
-    if let Some(zone) = &request.zone {
-        let valid = !zone.is_empty()
-            && zone.len() <= MAX_ZONE_LEN
-            && zone
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if !valid {
-            return Err(Failure::Invalid(format!(
-                "zone must be 1 to {MAX_ZONE_LEN} bytes of [A-Za-z0-9._-]"
-            )));
-        }
-    }
+    check_zone(request.zone.as_deref())?;
     let now = now_ms();
     let lease_ms = millis(cluster.config.lease);
     let registration = BrokerRegistration {
@@ -75,6 +81,12 @@ pub(super) async fn heartbeat<S: Store>(
             "a heartbeat reports at most {MAX_REPORTS} partitions"
         )));
     }
+    if i64::try_from(request.history_read_bytes_per_second).is_err() {
+        return Err(Failure::Invalid(format!(
+            "history_read_bytes_per_second must be at most {}",
+            i64::MAX
+        )));
+    }
     let id = BrokerId::new(id);
     let lease_ms = millis(cluster.config.lease);
     let broker = {
@@ -89,6 +101,7 @@ pub(super) async fn heartbeat<S: Store>(
             .await?;
         broker
     };
+    cluster.record_history_reads(id, request.history_read_bytes_per_second);
     Ok(Json(HeartbeatResponse {
         state: broker.state,
         lease_ms,

@@ -55,7 +55,12 @@ impl Failure {
                     (StatusCode::NOT_FOUND, Code::PartitionNotFound)
                 }
                 StoreError::BrokerNotFound { .. } => (StatusCode::NOT_FOUND, Code::BrokerNotFound),
-                StoreError::LeaseExpired { .. } => (StatusCode::CONFLICT, Code::LeaseExpired),
+                StoreError::LeaseExpired { .. } | StoreError::ReadReplicaLeaseExpired { .. } => {
+                    (StatusCode::CONFLICT, Code::LeaseExpired)
+                }
+                StoreError::ReadReplicaNotFound { .. } => {
+                    (StatusCode::NOT_FOUND, Code::ReadReplicaNotFound)
+                }
                 StoreError::EpochConflict { .. } => (StatusCode::CONFLICT, Code::Conflict),
                 StoreError::OutOfRange { .. } => {
                     (StatusCode::UNPROCESSABLE_ENTITY, Code::InvalidArgument)

@@ -89,6 +89,7 @@ fn error_codes() -> Value {
         "broker_not_found",
         "group_not_found",
         "partition_not_found",
+        "read_replica_not_found",
         "route_not_found",
         "stream_exists",
         "lease_expired",
@@ -285,7 +286,10 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
         (
             "HeartbeatRequest",
             object(
-                &[("partitions", array(reference("PartitionReport")))],
+                &[
+                    ("partitions", array(reference("PartitionReport"))),
+                    ("history_read_bytes_per_second", u64_schema()),
+                ],
                 &[],
                 true,
             ),
@@ -538,6 +542,8 @@ fn other_schemas() -> Vec<(&'static str, Value)> {
                     ("lease_expires_at_ms", u64_schema()),
                     ("bytes_served_per_second", u64_schema()),
                     ("consumers", u32_schema()),
+                    ("fetch_latency_p99_us", u64_schema()),
+                    ("cache_hit_ratio_permille", bounded(0, 1000)),
                 ],
                 &[
                     "replica_id",
@@ -547,6 +553,8 @@ fn other_schemas() -> Vec<(&'static str, Value)> {
                     "lease_expires_at_ms",
                     "bytes_served_per_second",
                     "consumers",
+                    "fetch_latency_p99_us",
+                    "cache_hit_ratio_permille",
                 ],
                 false,
             ),
@@ -560,6 +568,69 @@ fn other_schemas() -> Vec<(&'static str, Value)> {
             ),
         ),
         ("ScalingPolicy", object(&policy_fields, &policy_names, true)),
+    ]
+    .into_iter()
+    .chain(read_replica_schemas())
+    .collect()
+}
+
+fn replica_id_schema() -> Value {
+    json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" })
+}
+
+fn read_replica_schemas() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "RegisterReadReplicaRequest",
+            object(
+                &[
+                    ("replica_id", replica_id_schema()),
+                    ("endpoint", endpoint_schema()),
+                    (
+                        "zone",
+                        json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" }),
+                    ),
+                ],
+                &["endpoint"],
+                true,
+            ),
+        ),
+        (
+            "RegisterReadReplicaResponse",
+            object(
+                &[
+                    ("replica_id", json!({ "type": "string" })),
+                    ("lease_ms", u64_schema()),
+                    ("heartbeat_interval_ms", u64_schema()),
+                ],
+                &["replica_id", "lease_ms", "heartbeat_interval_ms"],
+                false,
+            ),
+        ),
+        (
+            "ReadReplicaHeartbeat",
+            object(
+                &[
+                    ("bytes_served_per_second", u64_schema()),
+                    ("consumers", u32_schema()),
+                    ("fetch_latency_p99_us", u64_schema()),
+                    ("cache_hit_ratio_permille", bounded(0, 1000)),
+                ],
+                &[],
+                true,
+            ),
+        ),
+        (
+            "ReadReplicaHeartbeatResponse",
+            object(
+                &[
+                    ("state", reference("ReadReplicaState")),
+                    ("lease_ms", u64_schema()),
+                ],
+                &["state", "lease_ms"],
+                false,
+            ),
+        ),
     ]
 }
 
@@ -623,6 +694,23 @@ fn paths() -> Value {
         Some("BrokerInfo"),
     );
     drain["security"] = json!([{ "adminToken": [] }, {}]);
+    let replica = path_parameter("replica_id", replica_id_schema());
+    let mut replica_drain = operation(
+        "Drain a read replica: clients send it no new readers",
+        vec![replica.clone()],
+        None,
+        200,
+        Some("ReadReplicaInfo"),
+    );
+    replica_drain["security"] = json!([{ "adminToken": [] }, {}]);
+    let mut replica_delete = operation(
+        "A read replica leaves: it is forgotten at once",
+        vec![replica.clone()],
+        None,
+        204,
+        None,
+    );
+    replica_delete["security"] = json!([{ "adminToken": [] }, {}]);
     json!({
         "/v1/health": { "get": operation("The process serves HTTP", vec![], None, 200, Some("Health")) },
         "/v1/ready": { "get": {
@@ -689,8 +777,18 @@ fn paths() -> Value {
                 Some("ResetOffsetsRequest"), 200, Some("GroupOffsets")),
         },
         "/v1/read-replicas": {
-            "get": operation("List read replicas", vec![], None, 200, Some("ReadReplicaList")),
+            "get": operation("List read replicas, every state", vec![], None, 200,
+                Some("ReadReplicaList")),
+            "post": operation("Register a read replica and take a lease", vec![],
+                Some("RegisterReadReplicaRequest"), 200, Some("RegisterReadReplicaResponse")),
         },
+        "/v1/read-replicas/{replica_id}/heartbeat": {
+            "post": operation("Renew a read replica's lease and report its load",
+                vec![replica.clone()], Some("ReadReplicaHeartbeat"), 200,
+                Some("ReadReplicaHeartbeatResponse")),
+        },
+        "/v1/read-replicas/{replica_id}/drain": { "post": replica_drain },
+        "/v1/read-replicas/{replica_id}": { "delete": replica_delete },
         "/v1/scaling-policy": {
             "get": operation("The read-replica scaling policy", vec![], None, 200,
                 Some("ScalingPolicy")),

@@ -36,6 +36,11 @@ const SQLITE: &[Migration] = &[
         description: "partition elections",
         sql: include_str!("../../migrations/sqlite/0003_partition_elections.sql"),
     },
+    Migration {
+        version: 4,
+        description: "read replica load",
+        sql: include_str!("../../migrations/sqlite/0004_read_replica_load.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -53,6 +58,11 @@ const POSTGRES: &[Migration] = &[
         version: 3,
         description: "partition elections",
         sql: include_str!("../../migrations/postgres/0003_partition_elections.sql"),
+    },
+    Migration {
+        version: 4,
+        description: "read replica load",
+        sql: include_str!("../../migrations/postgres/0004_read_replica_load.sql"),
     },
 ];
 

@@ -17,8 +17,8 @@ use std::path::Path;
 
 use floe_wire::admin::{
     Assignments, BrokerInfo, BrokerState, CommittedOffset, GroupSummary, OffsetCommit,
-    PartitionReport, ReadReplicaInfo, RetentionSettings, ScalingPolicy, StreamDescription,
-    StreamInfo,
+    PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, RetentionSettings, ScalingPolicy,
+    StreamDescription, StreamInfo,
 };
 use floe_wire::{BrokerId, PartitionId, StreamName};
 use sqlx::any::AnyPoolOptions;
@@ -26,8 +26,8 @@ use sqlx::{Any, AnyConnection, AnyPool, Row, Transaction};
 
 use crate::store::{
     BrokerRegistration, ElectionResult, ElectionStart, GroupOffsetStore, MetadataStore,
-    MisplacedPartition, PartitionLeadership, ReadReplicaStore, Reassignment, StoreError,
-    migrations,
+    MisplacedPartition, PartitionLeadership, ReadReplicaRegistration, ReadReplicaStore,
+    Reassignment, StoreError, migrations,
 };
 
 /// Which database a [`SqlStore`] talks to.
@@ -321,6 +321,41 @@ impl ReadReplicaStore for SqlStore {
 
     async fn upsert_read_replica(&self, replica: &ReadReplicaInfo) -> Result<(), StoreError> {
         read_replicas::upsert(self, replica).await
+    }
+
+    async fn register_read_replica(
+        &self,
+        registration: &ReadReplicaRegistration,
+    ) -> Result<ReadReplicaInfo, StoreError> {
+        read_replicas::register(self, registration).await
+    }
+
+    async fn renew_read_replica(
+        &self,
+        id: &str,
+        lease_expires_at_ms: u64,
+        load: &ReadReplicaHeartbeat,
+    ) -> Result<ReadReplicaInfo, StoreError> {
+        read_replicas::renew(self, id, lease_expires_at_ms, load).await
+    }
+
+    async fn drain_read_replica(&self, id: &str) -> Result<ReadReplicaInfo, StoreError> {
+        read_replicas::drain(self, id).await
+    }
+
+    async fn remove_read_replica(&self, id: &str) -> Result<(), StoreError> {
+        read_replicas::remove(self, id).await
+    }
+
+    async fn expire_read_replica_leases(&self, now_ms: u64) -> Result<Vec<String>, StoreError> {
+        read_replicas::expire(self, now_ms).await
+    }
+
+    async fn forget_dead_read_replicas(
+        &self,
+        expired_by_ms: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        read_replicas::forget_dead(self, expired_by_ms).await
     }
 
     async fn scaling_policy(&self) -> Result<ScalingPolicy, StoreError> {

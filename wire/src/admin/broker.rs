@@ -40,6 +40,11 @@ pub struct RegisterBrokerResponse {
 pub struct HeartbeatRequest {
     #[serde(default)]
     pub partitions: Vec<PartitionReport>,
+    /// Bytes per second of history (read from the tier) this broker served to consumers
+    /// itself, averaged over the last interval: the demand read replicas would take over,
+    /// and the autoscaler's signal to start the first one.
+    #[serde(default)]
+    pub history_read_bytes_per_second: u64,
 }
 
 /// What a leader knows of one partition. Ignored unless the sender leads it in `epoch`.

@@ -30,6 +30,8 @@ pub enum ApiErrorCode {
     GroupNotFound,
     /// The stream has no partition by that number (404).
     PartitionNotFound,
+    /// No read replica with that id (404).
+    ReadReplicaNotFound,
     /// No route for this path (404) or method (405).
     RouteNotFound,
     /// A stream by that name exists already (409).

@@ -17,6 +17,12 @@ pub struct ReadReplicaInfo {
     /// Load as last reported.
     pub bytes_served_per_second: u64,
     pub consumers: u32,
+    /// The 99th percentile of fetch latency over the last report interval, microseconds.
+    #[serde(default)]
+    pub fetch_latency_p99_us: u64,
+    /// Share of fetched bytes served from the replica's cache, in thousandths (0–1000).
+    #[serde(default)]
+    pub cache_hit_ratio_permille: u32,
 }
 
 /// `POST /v1/read-replicas`: a read replica announces itself and takes a lease.

@@ -1,17 +1,18 @@
 //! The commands that talk to the controlplane's REST API: `floe stream …` when a controlplane
-//! is configured, `floe broker list|drain` and `floe cluster status`.
+//! is configured, `floe broker list|drain`, `floe cluster status` and `floe cluster policy`.
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use floe_client::rest::Controlplane;
 use floe_wire::BrokerId;
 use floe_wire::admin::{
-    BrokerInfo, BrokerState, CreateStreamRequest, OffsetRange, RetentionSettings, SegmentSettings,
-    StreamConfig, StreamDescription,
+    BrokerInfo, BrokerState, CreateStreamRequest, OffsetRange, ReadReplicaState, RetentionSettings,
+    SegmentSettings, StreamConfig, StreamDescription,
 };
 use serde_json::json;
 
 use crate::output::{print, print_json, table};
+use crate::replica::{PolicyCommand, policy_text, replica_table};
 use crate::stream::{
     StreamCommand, ack_mode_name, age_text, human_bytes, print_created, stream_name,
 };
@@ -29,6 +30,11 @@ pub enum ClusterCommand {
     /// The controlplane's role, brokers by state, streams and partitions, read replicas and
     /// their scaling policy.
     Status,
+    /// Show or change the read-replica scaling policy.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
 }
 
 /// `floe stream …` through the controlplane.
@@ -281,7 +287,9 @@ pub async fn cluster(
     command: ClusterCommand,
     json: bool,
 ) -> Result<()> {
-    let ClusterCommand::Status = command;
+    if let ClusterCommand::Policy { command } = command {
+        return crate::replica::policy(controlplane, command, json).await;
+    }
     let ready = controlplane
         .ready()
         .await
@@ -306,6 +314,8 @@ pub async fn cluster(
         .await
         .context("reading the scaling policy")?;
     let count = |state: BrokerState| brokers.iter().filter(|b| b.state == state).count();
+    let replicas_in =
+        |state: ReadReplicaState| replicas.iter().filter(|r| r.state == state).count();
     let partitions: u64 = streams.iter().map(|s| u64::from(s.config.partitions)).sum();
     if json {
         print_json(&json!({
@@ -317,7 +327,11 @@ pub async fn cluster(
             },
             "streams": streams.len(),
             "partitions": partitions,
-            "read_replicas": replicas.len(),
+            "read_replicas": {
+                "live": replicas_in(ReadReplicaState::Live),
+                "draining": replicas_in(ReadReplicaState::Draining),
+                "dead": replicas_in(ReadReplicaState::Dead),
+            },
             "scaling_policy": policy,
         }))?;
         return Ok(());
@@ -327,7 +341,8 @@ pub async fn cluster(
         "controlplane {} ({}, {})\n\
          brokers: {} live, {} draining, {} dead\n\
          streams: {}, partitions: {partitions}\n\
-         read replicas: {} (policy: min {}, max {}, target {}/s and {} consumers per replica)\n{}",
+         read replicas: {} live, {} draining, {} dead\n\
+         scaling policy: {}\n{}{}",
         controlplane.url(),
         role.as_str().unwrap_or("?"),
         if ready.ready { "ready" } else { "not ready" },
@@ -335,12 +350,16 @@ pub async fn cluster(
         count(BrokerState::Draining),
         count(BrokerState::Dead),
         streams.len(),
-        replicas.len(),
-        policy.min_replicas,
-        policy.max_replicas,
-        human_bytes(policy.target_bytes_per_second),
-        policy.target_consumers,
+        replicas_in(ReadReplicaState::Live),
+        replicas_in(ReadReplicaState::Draining),
+        replicas_in(ReadReplicaState::Dead),
+        policy_text(&policy),
         table(&BROKER_HEADER, &broker_rows(&brokers)),
+        if replicas.is_empty() {
+            String::new()
+        } else {
+            format!("\n{}", replica_table(&replicas))
+        },
     ))?;
     Ok(())
 }

@@ -9,6 +9,7 @@ mod output;
 mod position;
 mod progress;
 mod publish;
+mod replica;
 mod size;
 mod stream;
 
@@ -70,7 +71,12 @@ enum Command {
         #[command(subcommand)]
         command: admin::BrokerCommand,
     },
-    /// The cluster at a glance (controlplane).
+    /// List and drain read replicas (controlplane).
+    Replica {
+        #[command(subcommand)]
+        command: replica::ReplicaCommand,
+    },
+    /// The cluster at a glance, and the read-replica scaling policy (controlplane).
     Cluster {
         #[command(subcommand)]
         command: admin::ClusterCommand,
@@ -128,15 +134,20 @@ fn run(cli: Cli) -> Result<()> {
                 Command::Cluster { command } => {
                     return admin::cluster(controlplane, command, cli.json).await;
                 }
+                Command::Replica { command } => {
+                    return replica::replica(controlplane, command, cli.json).await;
+                }
                 _ => {}
             }
         }
         let config = client_config(&cli.connection, profile.as_ref())?;
         match cli.command {
-            Command::Broker { .. } | Command::Cluster { .. } => Err(anyhow::anyhow!(
-                "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
+            Command::Broker { .. } | Command::Cluster { .. } | Command::Replica { .. } => {
+                Err(anyhow::anyhow!(
+                    "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
                  the profile `floe-broker dev` writes"
-            )),
+                ))
+            }
             Command::Stream { command } => stream::run(config, command, cli.json).await,
             Command::Publish(args) => publish::run(config, args, cli.json).await,
             Command::Consume(args) => consume::run(config, args, cli.json).await,

@@ -1,0 +1,92 @@
+//! Scaling drivers: how the autoscaler's decisions become running (or stopped) read replica
+//! processes. One narrow trait, [`ReplicaDriver`], and three implementations: local child
+//! processes ([`local::LocalDriver`], the default of `floe-broker dev` and the tests), a
+//! Kubernetes Deployment ([`kubernetes`]) and a cloud autoscaling group ([`aws_asg`]).
+//!
+//! The cloud drivers' requests and answers are pure functions, compiled and unit-tested
+//! always; only the HTTP client that sends them sits behind the `kubernetes` and `aws-asg`
+//! cargo features.
+
+pub mod aws_asg;
+pub mod kubernetes;
+pub mod local;
+mod sigv4;
+
+use std::future::Future;
+use std::path::PathBuf;
+
+/// Which driver the autoscaler acts through, if any. Part of [`crate::Config`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ReplicaDriverConfig {
+    /// No autoscaler acts (the default of `floe-controlplane`): replicas are started by
+    /// hand, and still register, heartbeat and drain.
+    #[default]
+    None,
+    /// Child processes of the controlplane: `program args... --replica-id <id>`, where the
+    /// driver picks `<id>` and the process registers under it.
+    Local { program: PathBuf, args: Vec<String> },
+    /// `spec.replicas` of a Deployment, through its scale subresource.
+    Kubernetes(kubernetes::KubernetesConfig),
+    /// The desired capacity of an autoscaling group.
+    AwsAutoScalingGroup(aws_asg::AsgConfig),
+}
+
+/// Why a driver could not act. The autoscaler logs it and decides again next interval.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("could not start `{program}`")]
+    Spawn {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not read {what} from {path}")]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the {api} API could not be reached: {detail}")]
+    Unreachable { api: &'static str, detail: String },
+    /// The API answered with an error.
+    #[error("the {api} API refused: HTTP {status} {code}: {message}")]
+    Refused {
+        api: &'static str,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The API answered something its documentation does not describe.
+    #[error("unexpected answer from the {api} API: {detail}")]
+    Unexpected { api: &'static str, detail: String },
+    #[error("{0}")]
+    Misconfigured(String),
+}
+
+/// Starts and stops read replicas. Outputs of the autoscaler's [`crate::autoscale::Decision`]
+/// are its inputs: the loop calls [`ReplicaDriver::starting`] before each decision, then
+/// [`ReplicaDriver::stop`] for the replicas to stop (already draining) and
+/// [`ReplicaDriver::start`] for the count to add. Every call may fail; the next interval
+/// decides again from what the store then shows, so a driver need not retry.
+pub trait ReplicaDriver: Send + 'static {
+    /// How many replicas this driver started that have not registered yet; `registered`
+    /// lists the ids of the live and draining replicas in the store. Also the place to reap
+    /// exited processes and give up on ones that never registered.
+    fn starting(
+        &mut self,
+        registered: &[String],
+    ) -> impl Future<Output = Result<u32, DriverError>> + Send;
+
+    /// Starts `count` more replicas.
+    fn start(&mut self, count: u32) -> impl Future<Output = Result<(), DriverError>> + Send;
+
+    /// Stops these replicas (drained: clients send them no new readers).
+    fn stop(
+        &mut self,
+        replica_ids: &[String],
+    ) -> impl Future<Output = Result<(), DriverError>> + Send;
+
+    /// The controlplane stops: local processes end with it; cloud replicas stay.
+    fn shutdown(&mut self) -> impl Future<Output = ()> + Send;
+}

@@ -1,0 +1,200 @@
+//! The controlplane's Prometheus metrics, served at `GET /metrics` (text format, outside the
+//! `/v1` API): every read replica's reported load, replicas by state, and the autoscaler's
+//! desired count, decisions and driver calls.
+
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use floe_wire::admin::{ReadReplicaInfo, ReadReplicaState};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::api::error::Failure;
+use crate::cluster::Cluster;
+use crate::store::Store;
+
+/// Labels of per-replica series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReplicaLabels {
+    pub(crate) replica: String,
+}
+
+/// Labels of replica counts.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct StateLabels {
+    pub(crate) state: &'static str,
+}
+
+/// Labels of autoscaler decisions.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct DirectionLabels {
+    pub(crate) direction: &'static str,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Every metric the controlplane exports.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    /// The autoscaler's desired count of live replicas (absent until it decides).
+    pub(crate) desired_replicas: Gauge,
+    /// Changes of the desired count, by direction (`up`, `down`).
+    pub(crate) decisions: Family<DirectionLabels, Counter>,
+    pub(crate) replicas_started: Counter,
+    pub(crate) replicas_stopped: Counter,
+    /// Driver calls that failed.
+    pub(crate) driver_errors: Counter,
+    replicas: Family<StateLabels, Gauge>,
+    bytes_served: Family<ReplicaLabels, Gauge>,
+    consumers: Family<ReplicaLabels, Gauge>,
+    fetch_latency_p99: Family<ReplicaLabels, FloatGauge>,
+    cache_hit_ratio: Family<ReplicaLabels, FloatGauge>,
+    /// Scrapes rebuild the per-replica series; one at a time.
+    registry: Mutex<Registry>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let metrics = Metrics {
+            desired_replicas: Gauge::default(),
+            decisions: Family::default(),
+            replicas_started: Counter::default(),
+            replicas_stopped: Counter::default(),
+            driver_errors: Counter::default(),
+            replicas: Family::default(),
+            bytes_served: Family::default(),
+            consumers: Family::default(),
+            fetch_latency_p99: Family::default(),
+            cache_hit_ratio: Family::default(),
+            registry: Mutex::new(Registry::with_prefix("floe")),
+        };
+        metrics.register();
+        metrics
+    }
+
+    fn register(&self) {
+        let mut registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        registry.register(
+            "autoscaler_desired_replicas",
+            "Read replicas the autoscaler wants live",
+            self.desired_replicas.clone(),
+        );
+        registry.register(
+            "autoscaler_decisions",
+            "Changes of the desired read replica count",
+            self.decisions.clone(),
+        );
+        registry.register(
+            "autoscaler_replicas_started",
+            "Read replicas the driver was asked to start",
+            self.replicas_started.clone(),
+        );
+        registry.register(
+            "autoscaler_replicas_stopped",
+            "Read replicas the driver was asked to stop",
+            self.replicas_stopped.clone(),
+        );
+        registry.register(
+            "autoscaler_driver_errors",
+            "Driver calls that failed",
+            self.driver_errors.clone(),
+        );
+        registry.register(
+            "read_replicas",
+            "Read replicas by state",
+            self.replicas.clone(),
+        );
+        registry.register(
+            "read_replica_bytes_served_per_second",
+            "Bytes per second a read replica served, as last reported",
+            self.bytes_served.clone(),
+        );
+        registry.register(
+            "read_replica_consumers",
+            "Consumers reading from a read replica, as last reported",
+            self.consumers.clone(),
+        );
+        registry.register(
+            "read_replica_fetch_latency_p99_seconds",
+            "99th percentile of a read replica's fetch latency, as last reported",
+            self.fetch_latency_p99.clone(),
+        );
+        registry.register(
+            "read_replica_cache_hit_ratio",
+            "Share of a read replica's fetched bytes served from its cache (0 to 1)",
+            self.cache_hit_ratio.clone(),
+        );
+    }
+
+    /// The text exposition, with the per-replica series set from `replicas` (replicas
+    /// forgotten since the last scrape disappear).
+    pub(crate) fn render(&self, replicas: &[ReadReplicaInfo]) -> String {
+        let registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for family in [&self.bytes_served, &self.consumers] {
+            family.clear();
+        }
+        self.fetch_latency_p99.clear();
+        self.cache_hit_ratio.clear();
+        for (state, name) in [
+            (ReadReplicaState::Live, "live"),
+            (ReadReplicaState::Draining, "draining"),
+            (ReadReplicaState::Dead, "dead"),
+        ] {
+            let count = replicas.iter().filter(|r| r.state == state).count();
+            self.replicas
+                .get_or_create(&StateLabels { state: name })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        for replica in replicas
+            .iter()
+            .filter(|r| r.state != ReadReplicaState::Dead)
+        {
+            let labels = ReplicaLabels {
+                replica: replica.replica_id.clone(),
+            };
+            self.bytes_served
+                .get_or_create(&labels)
+                .set(i64::try_from(replica.bytes_served_per_second).unwrap_or(i64::MAX));
+            self.consumers
+                .get_or_create(&labels)
+                .set(i64::from(replica.consumers));
+            self.fetch_latency_p99
+                .get_or_create(&labels)
+                .set(replica.fetch_latency_p99_us as f64 / 1e6);
+            self.cache_hit_ratio
+                .get_or_create(&labels)
+                .set(f64::from(replica.cache_hit_ratio_permille) / 1000.0);
+        }
+        let mut text = String::new();
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &registry) {
+            tracing::warn!(%error, "encoding the metrics failed");
+        }
+        text
+    }
+}
+
+/// `GET /metrics`.
+pub(crate) async fn serve<S: Store>(
+    State(cluster): State<std::sync::Arc<Cluster<S>>>,
+) -> Result<impl IntoResponse, Failure> {
+    let replicas = cluster.store.read_replicas().await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        cluster.metrics.render(&replicas),
+    ))
+}
