@@ -1,7 +1,7 @@
 //! Stream administration and metadata over the client protocol: create, delete, describe.
 
 use floe_wire::frame::{
-    CreateStream, DeleteStream, Message, MetadataRequest, StreamInfo, StreamMetadata,
+    CreateStream, DeleteStream, ErrorCode, Message, MetadataRequest, StreamInfo, StreamMetadata,
     StreamSettings,
 };
 use floe_wire::{AckMode, StreamName};
@@ -57,7 +57,26 @@ impl Client {
 
     /// One stream's partitions, leaders and offsets; the broker's error (such as
     /// `UnknownStream`) when it has none.
+    ///
+    /// A broker of a cluster knows only the streams it holds replicas of: when this handle's
+    /// broker does not know the stream, the other brokers this client knows are asked.
     pub async fn stream(&self, name: &StreamName) -> Result<StreamInfo, Error> {
+        let first = self.stream_here(name).await;
+        if !matches!(&first, Err(e) if e.code() == Some(ErrorCode::UnknownStream)) {
+            return first;
+        }
+        for endpoint in self.routes.known() {
+            if endpoint == self.config().endpoint {
+                continue;
+            }
+            if let Ok(info) = self.on(&endpoint).stream_here(name).await {
+                return Ok(info);
+            }
+        }
+        first
+    }
+
+    async fn stream_here(&self, name: &StreamName) -> Result<StreamInfo, Error> {
         let entry = self
             .metadata(std::slice::from_ref(name))
             .await?

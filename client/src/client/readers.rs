@@ -194,6 +194,9 @@ mod tests {
     fn scores_are_stable_across_builds() {
         // Clients of different builds must agree on the owner: the score is pinned.
         let stream = StreamName::new("orders").expect("name");
-        assert_eq!(score(&stream, PartitionId::new(7), "r-1"), 0x8ab0_473d_6fbb_8b67);
+        assert_eq!(
+            score(&stream, PartitionId::new(7), "r-1"),
+            0x8ab0_473d_6fbb_8b67
+        );
     }
 }

@@ -115,6 +115,11 @@ impl Routes {
             })
     }
 
+    /// The brokers this client knows of: the configured ones, then the leaders it learnt.
+    pub fn known(&self) -> Vec<String> {
+        lock(&self.known).clone()
+    }
+
     /// Forgets `partition`'s leader if it is `endpoint`.
     pub fn forget(&self, stream: &StreamName, partition: PartitionId, endpoint: &str) {
         let mut leaders = lock(&self.leaders);

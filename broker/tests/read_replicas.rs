@@ -1,0 +1,160 @@
+//! Read replicas as real processes: a broker whose partition is mostly tiered, two
+//! `floe-broker replica` processes, and a consumer that knows the controlplane. It reads from
+//! offset 0 through a replica — history from the tier, then the live tail while a producer
+//! keeps publishing — and gets every record once, in order; SIGKILLed mid-read, its replica
+//! is replaced by the other with no gap and no duplicate. Meanwhile the broker serves only
+//! the replicas' tail-follow fetches, not the history.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{Cluster, Timing};
+use common::{http_get, metric};
+use floe_client::{
+    Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig, ProducerRecord,
+    StreamName,
+};
+use floe_wire::admin::{CreateStreamRequest, ReadReplicaState};
+
+const STREAM: &str = "history";
+/// Records published before the replicas start: most end up tiered.
+const HISTORY: usize = 12_000;
+/// Records published while the consumer reads.
+const LIVE: usize = 2_000;
+
+fn value(i: usize) -> String {
+    format!("record-{i:07}-{}", "x".repeat(150))
+}
+
+async fn publish(producer: &Producer, from: usize, count: usize, pause_every: Option<usize>) {
+    let mut deliveries = Vec::with_capacity(count);
+    for i in from..from + count {
+        let record = ProducerRecord::new(value(i)).with_partition(PartitionId::new(0));
+        deliveries.push(producer.send(record).await.expect("accepted"));
+        if pause_every.is_some_and(|n| i % n == 0) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    for delivery in deliveries {
+        delivery.await.expect("acknowledged");
+    }
+}
+
+/// Bytes of batches a process served for the stream, from its `/metrics`.
+async fn fetched_bytes(metrics_addr: &str) -> f64 {
+    let text = http_get(metrics_addr, "/metrics").await;
+    metric(
+        &text,
+        &format!("floe_fetch_bytes_total{{stream=\"{STREAM}\"}}"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one() {
+    let cluster = Cluster::start(1, Timing::default()).await;
+    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+        "name": STREAM, "partitions": 1, "replication_factor": 1,
+        "segment": {"bytes": 64 * 1024},
+        "retention": {"local_bytes": 128 * 1024},
+    }))
+    .expect("request");
+    cluster.rest.create_stream(&request).await.expect("create");
+    cluster.leader_after(STREAM, 0, 0).await;
+    let stream = StreamName::new(STREAM).expect("name");
+
+    let writer = cluster.cluster_client().await;
+    let producer = Producer::new(&writer, stream.clone(), ProducerConfig::default())
+        .await
+        .expect("producer");
+    publish(&producer, 0, HISTORY, None).await;
+    // Most of the history leaves the broker's disk for the tier.
+    let tiered = cluster
+        .wait_for("history tiered", async |c: &Cluster| {
+            let p = c.partition(STREAM, 0).await?;
+            let tier = p.tier?;
+            let hot = p.hot?;
+            (tier.end >= (HISTORY as u64) * 8 / 10 && hot.start > 0).then_some(tier)
+        })
+        .await;
+    eprintln!("tiered [{}, {})", tiered.start, tiered.end);
+
+    let mut replicas = vec![cluster.start_replica("r-a"), cluster.start_replica("r-b")];
+    cluster
+        .wait_for("two live read replicas", async |c: &Cluster| {
+            let list = c.rest.read_replicas().await.ok()?.replicas;
+            (list
+                .iter()
+                .filter(|r| r.state == ReadReplicaState::Live)
+                .count()
+                == 2)
+                .then_some(())
+        })
+        .await;
+
+    let leader_before = fetched_bytes(&cluster.metrics_addr(0)).await;
+    let reader = cluster.reading_client().await;
+    let config = ConsumerConfig {
+        max_bytes: 64 * 1024,
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::new(
+        reader.clone(),
+        stream.clone(),
+        PartitionId::new(0),
+        FetchPosition::Earliest,
+        config,
+    );
+    let live = {
+        let producer = producer.clone();
+        tokio::spawn(async move { publish(&producer, HISTORY, LIVE, Some(50)).await })
+    };
+    let mut killed = None;
+    let started = Instant::now();
+    for i in 0..HISTORY + LIVE {
+        let record = tokio::time::timeout(Duration::from_secs(30), consumer.next())
+            .await
+            .unwrap_or_else(|_| panic!("record {i} did not arrive"))
+            .expect("a record");
+        assert_eq!(record.offset.get(), i as u64, "offsets in order, no gap");
+        assert_eq!(&record.value[..], value(i).as_bytes(), "offset {i}");
+        if i == HISTORY / 2 {
+            // Kill the replica this consumer reads from: the one that served bytes.
+            let mut serving = None;
+            for (index, replica) in replicas.iter().enumerate() {
+                if fetched_bytes(&replica.metrics).await > 0.0 {
+                    serving = Some(index);
+                }
+            }
+            let index = serving.expect("a replica served the history read");
+            eprintln!("killing read replica {} mid-read", replicas[index].id);
+            replicas[index].kill();
+            killed = Some(index);
+        }
+    }
+    let took = started.elapsed();
+    live.await.expect("live publishing");
+    let survivor = &replicas[1 - killed.expect("a replica was killed")];
+    let survivor_bytes = fetched_bytes(&survivor.metrics).await;
+    assert!(survivor_bytes > 0.0, "the other replica took over the read");
+
+    // The leader served the replicas' tail-follow fetches (the hot window and the live
+    // tail, once per replica), not the consumer's history.
+    let leader_bytes = fetched_bytes(&cluster.metrics_addr(0)).await - leader_before;
+    let history_bytes = (HISTORY * value(0).len()) as f64;
+    eprintln!(
+        "read {} records in {took:?}; the leader served {leader_bytes} bytes, the surviving \
+         replica {survivor_bytes}",
+        HISTORY + LIVE
+    );
+    assert!(
+        leader_bytes < history_bytes * 0.5,
+        "the leader served {leader_bytes} bytes while consumers read {history_bytes} bytes of history"
+    );
+
+    producer.close().await.expect("close");
+    writer.close().await;
+    reader.close().await;
+    drop(replicas);
+    cluster.shutdown().await;
+}
