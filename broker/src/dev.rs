@@ -1,7 +1,8 @@
 //! `floe-broker dev`: the embedded default in one process — a controlplane on SQLite in the
-//! data directory and a broker it manages. It creates its data directory, a local CA and
-//! certificate, and the client profile that lets `floe` on the same machine connect with no
-//! flags.
+//! data directory, a broker it manages, object storage in a local directory, and read
+//! replicas the controlplane's autoscaler runs as child processes (`floe-broker replica`,
+//! through the local driver). It creates its data directory, a local CA and certificate, and
+//! the client profile that lets `floe` on the same machine connect with no flags.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -40,21 +41,116 @@ pub fn prepare(
     Ok(settings)
 }
 
+/// How many read replicas `dev` keeps, and how they are started.
+#[derive(Debug, Clone)]
+pub struct DevReplicas {
+    /// The autoscaler keeps at least this many.
+    pub min: u32,
+    /// And at most this many; 0 runs no autoscaler at all.
+    pub max: u32,
+    /// `floe-broker replica` and its arguments; the controlplane adds `--replica-id` and
+    /// `FLOE_CONTROLPLANE`.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl DevReplicas {
+    /// Replicas of this executable (`replica` subcommand) that read the broker's object
+    /// storage and serve with its certificate, each caching under `<data-dir>/replicas/<id>`.
+    pub fn new(settings: &Settings, ca: &Path, min: u32, max: u32) -> Result<DevReplicas> {
+        anyhow::ensure!(
+            min <= max,
+            "--read-replicas ({min}) must not exceed --max-read-replicas ({max})"
+        );
+        let program = std::env::current_exe().context("finding this executable")?;
+        let path = |p: &Path| p.display().to_string();
+        let tier = &settings.tier;
+        let url = match &settings.object_store {
+            Some(url) => url.clone(),
+            None => crate::tiering::TierSettings::local_url(&settings.data_dir)?,
+        };
+        let mut args = vec![
+            "replica".to_owned(),
+            "--data-dir".to_owned(),
+            path(&settings.data_dir.join("replicas")),
+            "--listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--cert".to_owned(),
+            path(&settings.certificates.cert),
+            "--key".to_owned(),
+            path(&settings.certificates.key),
+            "--broker-ca".to_owned(),
+            path(ca),
+            "--object-store".to_owned(),
+            url,
+            "--tier-cache-memory".to_owned(),
+            tier.reader.memory_cache_bytes.to_string(),
+            "--tier-cache-disk".to_owned(),
+            settings.tier_cache_disk_bytes.to_string(),
+        ];
+        if let Some(endpoint) = &tier.s3.endpoint {
+            args.extend(["--s3-endpoint".to_owned(), endpoint.clone()]);
+        }
+        if let Some(region) = &tier.s3.region {
+            args.extend(["--s3-region".to_owned(), region.clone()]);
+        }
+        if tier.s3.allow_http {
+            args.push("--s3-allow-http".to_owned());
+        }
+        Ok(DevReplicas {
+            min,
+            max,
+            program,
+            args,
+        })
+    }
+}
+
 /// Starts the embedded controlplane: SQLite in `<data-dir>/controlplane.db`, one replica
-/// per partition (a single broker), its REST API on `listen`.
+/// per partition (a single broker), its REST API on `listen`, and read replicas between
+/// `replicas.min` and `replicas.max` as child processes.
 pub async fn start_controlplane(
     data_dir: &Path,
     listen: SocketAddr,
+    replicas: &DevReplicas,
 ) -> Result<floe_controlplane::Running> {
     let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
         path: data_dir.join("controlplane.db"),
     });
     config.listen = listen;
     config.default_replication_factor = 1;
+    // A lapsed dev replica is noticed within seconds, and the autoscaler decides each second.
+    config.lease = std::time::Duration::from_secs(5);
+    config.autoscale_interval = std::time::Duration::from_secs(1);
+    config.read_replica_forget_after = std::time::Duration::from_secs(60);
+    // The children of an earlier run died with it; their caches are of no use.
+    let caches = data_dir.join("replicas");
+    if caches.exists() {
+        std::fs::remove_dir_all(&caches)
+            .with_context(|| format!("removing {}", caches.display()))?;
+    }
+    if replicas.max > 0 {
+        config.read_replicas = floe_controlplane::ReplicaDriverConfig::Local {
+            program: replicas.program.clone(),
+            args: replicas.args.clone(),
+            env: Vec::new(),
+        };
+    }
     let mut running = floe_controlplane::Controlplane::start(config)
         .await
         .context("starting the embedded controlplane")?;
     running.wait_for_role(floe_wire::admin::Role::Leader).await;
+    let rest =
+        floe_client::rest::Controlplane::new(&format!("http://{}", running.local_addr()), None)?;
+    let mut policy = rest
+        .scaling_policy()
+        .await
+        .context("reading the scaling policy")?;
+    policy.min_replicas = replicas.min;
+    policy.max_replicas = replicas.max;
+    rest.set_scaling_policy(&policy)
+        .await
+        .context("setting the scaling policy")?;
     Ok(running)
 }
 

@@ -61,6 +61,12 @@ struct DevArgs {
     /// Where to write the client profile [default: $FLOE_PROFILE or ~/.config/floe/profile.json]
     #[arg(long)]
     profile: Option<PathBuf>,
+    /// Read replicas the autoscaler keeps running at least (child processes of this one).
+    #[arg(long, env = "FLOE_DEV_READ_REPLICAS", default_value_t = 1)]
+    read_replicas: u32,
+    /// Read replicas the autoscaler may run at most; 0 runs none and no autoscaler.
+    #[arg(long, env = "FLOE_DEV_MAX_READ_REPLICAS", default_value_t = 4)]
+    max_read_replicas: u32,
     #[command(flatten)]
     storage: StorageArgs,
 }
@@ -282,7 +288,10 @@ async fn run_dev(args: DevArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| data_dir.join("objects").display().to_string());
     let ca = data_dir.join("tls").join("ca.pem");
-    let controlplane = dev::start_controlplane(&data_dir, args.controlplane_listen).await?;
+    let replicas =
+        dev::DevReplicas::new(&settings, &ca, args.read_replicas, args.max_read_replicas)?;
+    let controlplane =
+        dev::start_controlplane(&data_dir, args.controlplane_listen, &replicas).await?;
     let controlplane_addr = controlplane.local_addr();
     settings.controlplane = Some(ControlplaneSettings {
         url: format!("http://{controlplane_addr}"),
@@ -315,6 +324,10 @@ async fn run_dev(args: DevArgs) -> Result<()> {
         "floe dev: data in {}, objects in {objects}, client profile {}",
         data_dir.display(),
         profile.display()
+    );
+    eprintln!(
+        "floe dev: {}-{} read replicas (`floe replica list`)",
+        replicas.min, replicas.max
     );
     eprintln!("floe dev: try `floe stream create demo` then `echo hi | floe publish demo`");
     wait_for_signal().await?;

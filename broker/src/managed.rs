@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use floe_client::rest::{Controlplane, RestError};
@@ -160,6 +160,34 @@ async fn register_until_answered(
     }
 }
 
+/// The rate of history bytes this broker served from the tier, between heartbeats: the
+/// demand the controlplane's autoscaler starts read replicas for.
+struct HistoryRate {
+    bytes: u64,
+    at: Instant,
+}
+
+impl HistoryRate {
+    fn new(state: &BrokerState) -> HistoryRate {
+        HistoryRate {
+            bytes: state.metrics.fetch_tier_bytes.get(),
+            at: Instant::now(),
+        }
+    }
+
+    /// Bytes per second since the last call.
+    fn per_second(&mut self, state: &BrokerState) -> u64 {
+        let now = HistoryRate::new(state);
+        let bytes = now.bytes.saturating_sub(self.bytes);
+        let seconds = now.at.duration_since(self.at).as_secs_f64();
+        *self = now;
+        if seconds <= 0.0 {
+            return 0;
+        }
+        (bytes as f64 / seconds) as u64
+    }
+}
+
 /// Renews the lease until shutdown, registering again whenever the controlplane has let it
 /// lapse.
 pub async fn heartbeat(state: Arc<BrokerState>) {
@@ -170,6 +198,7 @@ pub async fn heartbeat(state: Arc<BrokerState>) {
     let mut registered = false;
     let mut interval = RETRY_PAUSE;
     let mut failing = false;
+    let mut history = HistoryRate::new(&state);
     loop {
         if !registered {
             match managed
@@ -187,8 +216,7 @@ pub async fn heartbeat(state: Arc<BrokerState>) {
         } else {
             let request = HeartbeatRequest {
                 partitions: reports(&state, managed),
-                // Not measured yet: history reads served here, the autoscaler's demand signal.
-                history_read_bytes_per_second: 0,
+                history_read_bytes_per_second: history.per_second(&state),
             };
             match managed
                 .controlplane

@@ -60,6 +60,9 @@ pub struct Metrics {
     pub quorum_ack_latency: Histogram,
     pub fetch_requests: Family<StreamLabels, Counter>,
     pub fetch_bytes: Family<StreamLabels, Counter>,
+    /// Bytes of history served from the tier (below the local log) to consumers: the load
+    /// read replicas would take over, reported to the controlplane's autoscaler.
+    pub fetch_tier_bytes: Counter,
     pub fetch_latency: Histogram,
     /// Duration of each `fdatasync` of a partition log, seconds.
     pub fsync_latency: Histogram,
@@ -110,6 +113,7 @@ impl Metrics {
             quorum_ack_latency: latency_histogram(),
             fetch_requests: Family::default(),
             fetch_bytes: Family::default(),
+            fetch_tier_bytes: Counter::default(),
             fetch_latency: latency_histogram(),
             fsync_latency: latency_histogram(),
             errors: Family::default(),
@@ -193,6 +197,11 @@ impl Metrics {
             "fetch_bytes",
             "Bytes of record batches served",
             m.fetch_bytes.clone(),
+        );
+        registry.register(
+            "fetch_tier_bytes",
+            "Bytes of history served from the tier (below the local log)",
+            m.fetch_tier_bytes.clone(),
         );
         registry.register(
             "fetch_latency_seconds",

@@ -232,7 +232,22 @@ impl Running {
 
 /// Starts a read replica: opens the store and the cache, connects to the brokers, registers
 /// with the controlplane, and serves.
-pub async fn start(settings: ReplicaSettings) -> Result<Running> {
+pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
+    // Replicas started under an id by a scaler may share a parent directory (the local
+    // driver's children do): each keeps its cache in its own.
+    if let Some(id) = &settings.replica_id {
+        let valid = (1..=64).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+            && id != "."
+            && id != "..";
+        anyhow::ensure!(
+            valid,
+            "the replica id `{id}` is not 1 to 64 bytes of [A-Za-z0-9._-]"
+        );
+        settings.data_dir = settings.data_dir.join(id);
+    }
     std::fs::create_dir_all(&settings.data_dir)
         .with_context(|| format!("creating {}", settings.data_dir.display()))?;
     let metrics = Metrics::new();

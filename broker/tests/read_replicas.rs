@@ -50,6 +50,14 @@ async fn fetched_bytes(metrics_addr: &str) -> f64 {
     )
 }
 
+/// Bytes of history a broker served from the tier, from its `/metrics`.
+async fn tier_bytes(metrics_addr: &str) -> f64 {
+    metric(
+        &http_get(metrics_addr, "/metrics").await,
+        "floe_fetch_tier_bytes_total",
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one() {
     let cluster = Cluster::start(1, Timing::default()).await;
@@ -93,6 +101,7 @@ async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one
         .await;
 
     let leader_before = fetched_bytes(&cluster.metrics_addr(0)).await;
+    let leader_tier_before = tier_bytes(&cluster.metrics_addr(0)).await;
     let reader = cluster.reading_client().await;
     let config = ConsumerConfig {
         max_bytes: 64 * 1024,
@@ -146,6 +155,11 @@ async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one
         "read {} records in {took:?}; the leader served {leader_bytes} bytes, the surviving \
          replica {survivor_bytes}",
         HISTORY + LIVE
+    );
+    let leader_tier_bytes = tier_bytes(&cluster.metrics_addr(0)).await - leader_tier_before;
+    assert_eq!(
+        leader_tier_bytes, 0.0,
+        "the leader read history from the tier for someone"
     );
     assert!(
         leader_bytes < history_bytes * 0.5,

@@ -24,7 +24,12 @@ pub enum ReplicaDriverConfig {
     None,
     /// Child processes of the controlplane: `program args... --replica-id <id>`, where the
     /// driver picks `<id>` and the process registers under it.
-    Local { program: PathBuf, args: Vec<String> },
+    /// `env` is set on each child on top of the controlplane's environment.
+    Local {
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
     /// `spec.replicas` of a Deployment, through its scale subresource.
     Kubernetes(kubernetes::KubernetesConfig),
     /// The desired capacity of an autoscaling group.

@@ -112,6 +112,7 @@ impl Args {
             return Ok(ReplicaDriverConfig::Local {
                 program: program.clone(),
                 args: self.read_replica_args.clone(),
+                env: Vec::new(),
             });
         }
         if let Some(deployment) = &self.kubernetes_deployment {

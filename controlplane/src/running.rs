@@ -2,7 +2,7 @@
 //! election and the reconciler, and hand back a [`Running`] handle.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::serve::ListenerExt;
@@ -75,7 +75,7 @@ impl Controlplane {
         let cluster = Arc::new(Cluster::new(store.clone(), config, shutdown_rx.clone()));
         let mut tasks = Vec::new();
         // First: a driver that cannot start fails the start before anything runs.
-        if let Some(task) = spawn_autoscaler(&cluster, &shutdown_rx)? {
+        if let Some(task) = spawn_autoscaler(&cluster, &shutdown_rx, local_addr)? {
             tasks.push(task);
         }
         match database {
@@ -124,12 +124,25 @@ impl Controlplane {
 fn spawn_autoscaler(
     cluster: &Arc<Cluster<SqlStore>>,
     shutdown: &watch::Receiver<bool>,
+    api: SocketAddr,
 ) -> Result<Option<JoinHandle<()>>, DriverError> {
     let (cluster, shutdown) = (cluster.clone(), shutdown.clone());
     Ok(Some(match cluster.config.read_replicas.clone() {
         ReplicaDriverConfig::None => return Ok(None),
-        ReplicaDriverConfig::Local { program, args } => {
-            let driver = crate::driver::local::LocalDriver::new(program, args);
+        ReplicaDriverConfig::Local { program, args, env } => {
+            // Children learn where to register from FLOE_CONTROLPLANE (a `--controlplane`
+            // among `args` still wins): this API, bound by now, even on port 0.
+            let host = match api.ip() {
+                ip if ip.is_unspecified() && ip.is_ipv4() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                ip if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+                ip => ip,
+            };
+            let url = format!("http://{}", SocketAddr::new(host, api.port()));
+            let mut driver =
+                crate::driver::local::LocalDriver::new(program, args).env("FLOE_CONTROLPLANE", url);
+            for (key, value) in env {
+                driver = driver.env(key, value);
+            }
             tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
         }
         #[cfg(feature = "kubernetes")]

@@ -48,7 +48,11 @@ async fn history_reads_start_replicas_and_an_idle_cluster_stops_them() {
     let program = stand_in(dir.path());
     let args = vec![markers.to_string_lossy().into_owned()];
     let running = start_sqlite(dir.path(), |config| {
-        config.read_replicas = ReplicaDriverConfig::Local { program, args };
+        config.read_replicas = ReplicaDriverConfig::Local {
+            program,
+            args,
+            env: Vec::new(),
+        };
         config.autoscale_interval = Duration::from_millis(50);
         config.reconcile_interval = Duration::from_millis(50);
         config.lease = Duration::from_secs(5);

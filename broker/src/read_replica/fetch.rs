@@ -19,6 +19,10 @@ use super::window::WindowRead;
 use crate::metrics::StreamLabels;
 use crate::server;
 
+/// How long a fetch from the earliest offset waits for a newly followed partition's first
+/// answer from its leader before the leader is asked instead.
+const START_WAIT: Duration = Duration::from_secs(1);
+
 pub(super) async fn fetch(state: &Arc<ReplicaState>, request: Fetch, started: Instant) -> Message {
     let labels = StreamLabels {
         stream: request.stream.to_string(),
@@ -48,13 +52,31 @@ async fn serve(state: &Arc<ReplicaState>, request: &Fetch) -> Message {
     let max_bytes = request.max_bytes.clamp(1, budget.max(1)) as usize;
     let wait = Duration::from_millis(u64::from(request.max_wait_ms)).min(state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
-    // Positions that need the log's index (earliest, latest, a time) are resolved by the
-    // leader; the consumer then reads on by offset, here.
-    let FetchPosition::Offset(from) = request.position else {
-        return relay(state, request, wait).await;
-    };
     let tail = state.tail(&request.stream, request.partition);
     let mut changes = tail.watch();
+    let from = match request.position {
+        FetchPosition::Offset(from) => from,
+        // The earliest offset is the log's start, which the follower learns from the
+        // leader's answers: history readers starting from the beginning cost the leader
+        // nothing (it would serve their first fetch from the tier).
+        FetchPosition::Earliest => {
+            let learnt = tokio::time::timeout_at(
+                deadline.min(tokio::time::Instant::now() + START_WAIT),
+                changes.wait_for(|p| p.started || p.failed.is_some()),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|progress| progress.failed.is_none().then_some(progress.log_start));
+            match learnt {
+                Some(log_start) => log_start,
+                None => return relay(state, request, deadline_left(deadline)).await,
+            }
+        }
+        // The latest offset and a time need the leader's log and index; the consumer then
+        // reads on by offset, here.
+        _ => return relay(state, request, wait).await,
+    };
     loop {
         let progress = *changes.borrow_and_update();
         if let Some(code) = progress.failed {

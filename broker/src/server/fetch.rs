@@ -54,6 +54,10 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
                     .fetch_bytes
                     .get_or_create(&labels)
                     .inc_by(r.records.len() as u64);
+                state
+                    .metrics
+                    .fetch_tier_bytes
+                    .inc_by(r.records.len() as u64);
             }
             state
                 .metrics

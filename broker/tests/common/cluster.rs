@@ -179,8 +179,21 @@ fn free_port() -> u16 {
 impl Cluster {
     /// Starts the controlplane and `n` brokers and waits until all hold a lease.
     pub async fn start(n: usize, timing: Timing) -> Cluster {
+        Cluster::start_inner(n, timing, None).await
+    }
+
+    /// [`Cluster::start`] with the controlplane's autoscaler running read replicas as
+    /// `floe-broker replica` child processes (the local driver), deciding every `interval`.
+    pub async fn start_autoscaled(n: usize, timing: Timing, interval: Duration) -> Cluster {
+        Cluster::start_inner(n, timing, Some(interval)).await
+    }
+
+    async fn start_inner(n: usize, timing: Timing, autoscale: Option<Duration>) -> Cluster {
         install_crypto();
         let dir = tempfile::tempdir().expect("tempdir");
+        let certificates = DevCertificates::ensure(&dir.path().join("tls")).expect("certificates");
+        let objects = dir.path().join("objects");
+        std::fs::create_dir_all(&objects).expect("objects directory");
         let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
             path: dir.path().join("controlplane.db"),
         });
@@ -188,14 +201,39 @@ impl Cluster {
         config.lease = timing.lease;
         config.heartbeat_interval = timing.heartbeat;
         config.reconcile_interval = timing.reconcile;
+        if let Some(interval) = autoscale {
+            let path = |p: &Path| p.display().to_string();
+            config.autoscale_interval = interval;
+            config.read_replicas = floe_controlplane::ReplicaDriverConfig::Local {
+                program: env!("CARGO_BIN_EXE_floe-broker").into(),
+                args: vec![
+                    "replica".into(),
+                    "--data-dir".into(),
+                    path(&dir.path().join("replicas")),
+                    "--listen".into(),
+                    "127.0.0.1:0".into(),
+                    "--cert".into(),
+                    path(&certificates.server.cert),
+                    "--key".into(),
+                    path(&certificates.server.key),
+                    "--broker-ca".into(),
+                    path(&certificates.ca),
+                    "--tier-cache-disk".into(),
+                    "0".into(),
+                    "--object-store".into(),
+                    format!("file://{}", objects.display()),
+                ],
+                env: vec![(
+                    "FLOE_LOG".into(),
+                    std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "warn".into()),
+                )],
+            };
+        }
         let controlplane = floe_controlplane::Controlplane::start(config)
             .await
             .expect("controlplane");
         let url = format!("http://{}", controlplane.local_addr());
         let rest = Controlplane::new(&url, None).expect("REST client");
-        let certificates = DevCertificates::ensure(&dir.path().join("tls")).expect("certificates");
-        let objects = dir.path().join("objects");
-        std::fs::create_dir_all(&objects).expect("objects directory");
         let mut cluster = Cluster {
             controlplane: Some(controlplane),
             rest,
@@ -309,6 +347,11 @@ impl Cluster {
     /// Where broker process `i` serves `/metrics`.
     pub fn metrics_addr(&self, i: usize) -> String {
         format!("127.0.0.1:{}", self.ports[i].2)
+    }
+
+    /// The controlplane's HTTP address, `host:port`.
+    pub fn controlplane_addr(&self) -> String {
+        self.url.trim_start_matches("http://").to_owned()
     }
 
     /// Starts a read replica process registered as `id`, serving on a fixed port.

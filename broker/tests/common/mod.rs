@@ -162,6 +162,10 @@ impl BrokerProcess {
             .arg("--profile")
             .arg(&profile_path)
             .args(args)
+            // No read replicas unless a test asks (env overrides): they would take the
+            // history reads most tests look at on the broker.
+            .env("FLOE_DEV_READ_REPLICAS", "0")
+            .env("FLOE_DEV_MAX_READ_REPLICAS", "0")
             .envs(env.iter().copied())
             // `FLOE_TEST_BROKER_LOG` overrides the broker's log filter (e.g. to debug a module).
             .env(

@@ -38,6 +38,9 @@ impl BrokerProcess {
             .arg("--profile")
             .arg(dir.path().join("profile.json"))
             .env("FLOE_LOG", "info")
+            // No read replicas: these tests look at the broker itself.
+            .env("FLOE_DEV_READ_REPLICAS", "0")
+            .env("FLOE_DEV_MAX_READ_REPLICAS", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

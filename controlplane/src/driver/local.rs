@@ -34,6 +34,8 @@ struct LocalChild {
 pub struct LocalDriver {
     program: PathBuf,
     args: Vec<String>,
+    /// Environment variables set on each child, on top of the controlplane's own.
+    env: Vec<(String, String)>,
     nonce: String,
     next: u64,
     children: HashMap<String, LocalChild>,
@@ -53,6 +55,7 @@ impl LocalDriver {
         LocalDriver {
             program,
             args,
+            env: Vec::new(),
             nonce: base36(u64::try_from(nanos % (1 << 40)).unwrap_or(0)),
             next: 1,
             children: HashMap::new(),
@@ -60,6 +63,13 @@ impl LocalDriver {
             stop_grace: Duration::from_secs(10),
             register_timeout: Duration::from_secs(30),
         }
+    }
+
+    /// Sets an environment variable on every child this driver starts.
+    #[must_use]
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> LocalDriver {
+        self.env.push((key.into(), value.into()));
+        self
     }
 
     /// The ids of the children running now (not being stopped), ordered.
@@ -151,17 +161,19 @@ impl ReplicaDriver for LocalDriver {
         for _ in 0..count {
             let id = format!("l{}-{}", self.nonce, self.next);
             self.next += 1;
-            let child = Command::new(&self.program)
+            let mut command = Command::new(&self.program);
+            command
                 .args(&self.args)
                 .arg("--replica-id")
                 .arg(&id)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|source| DriverError::Spawn {
-                    program: self.program.clone(),
-                    source,
-                })?;
+                .kill_on_drop(true);
+            end_with_parent(&mut command);
+            let child = command.spawn().map_err(|source| DriverError::Spawn {
+                program: self.program.clone(),
+                source,
+            })?;
             tracing::info!(replica = %id, pid = ?child.id(), "read replica process started");
             self.children.insert(
                 id,
@@ -195,6 +207,25 @@ impl ReplicaDriver for LocalDriver {
         self.stopped().await;
     }
 }
+
+/// A child must not outlive a controlplane that was killed (SIGKILL skips
+/// [`ReplicaDriver::shutdown`]): Linux sends it SIGKILL when the thread that started it
+/// ends, and the autoscaler runs on the runtime's worker threads, which live as long as the
+/// process. A replica holds nothing durable, so the kill loses nothing.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)] // pre_exec; its contract is stated at the call
+fn end_with_parent(command: &mut Command) {
+    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
+    // which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn end_with_parent(_command: &mut Command) {}
 
 fn base36(mut value: u64) -> String {
     const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";

@@ -1,0 +1,179 @@
+//! The autoscaler with the local driver, end to end with real processes: a cluster whose
+//! policy allows zero to two read replicas and starts with none. A history reader is served
+//! by the leader while the broker's reported history reads make the autoscaler start a
+//! `floe-broker replica` child; the next history reader goes to that replica and the leader
+//! reads nothing from the tier for it. When the readers leave, the replica is drained,
+//! stopped and gone from the list.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{Cluster, Timing};
+use common::{http_get, metric};
+use floe_client::{
+    Client, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig,
+    ProducerRecord, StreamName,
+};
+use floe_wire::admin::{CreateStreamRequest, ReadReplicaState, ScalingPolicy};
+
+const STREAM: &str = "scaled";
+const HISTORY: usize = 6_000;
+
+fn value(i: usize) -> String {
+    format!("record-{i:07}-{}", "y".repeat(150))
+}
+
+/// Bytes of history a broker served from the tier.
+async fn tier_bytes(metrics_addr: &str) -> f64 {
+    metric(
+        &http_get(metrics_addr, "/metrics").await,
+        "floe_fetch_tier_bytes_total",
+    )
+}
+
+/// Reads the whole history from offset 0 and checks every record.
+async fn read_history(client: &Client, stream: &StreamName) {
+    let config = ConsumerConfig {
+        max_bytes: 32 * 1024,
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::new(
+        client.clone(),
+        stream.clone(),
+        PartitionId::new(0),
+        FetchPosition::Earliest,
+        config,
+    );
+    for i in 0..HISTORY {
+        let record = tokio::time::timeout(Duration::from_secs(30), consumer.next())
+            .await
+            .unwrap_or_else(|_| panic!("record {i} did not arrive"))
+            .expect("a record");
+        assert_eq!(record.offset.get(), i as u64, "offsets in order, no gap");
+        assert_eq!(&record.value[..], value(i).as_bytes(), "offset {i}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autoscaler_starts_a_replica_for_history_readers_and_stops_it_when_they_leave() {
+    let cluster = Cluster::start_autoscaled(1, Timing::default(), Duration::from_millis(200)).await;
+    let policy = ScalingPolicy {
+        min_replicas: 0,
+        max_replicas: 2,
+        target_bytes_per_second: 64 << 20,
+        target_consumers: 0,
+        hysteresis_percent: 20,
+        scale_up_cooldown_ms: 0,
+        scale_down_cooldown_ms: 1_000,
+    };
+    cluster
+        .rest
+        .set_scaling_policy(&policy)
+        .await
+        .expect("policy");
+    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+        "name": STREAM, "partitions": 1, "replication_factor": 1,
+        "segment": {"bytes": 64 * 1024},
+        "retention": {"local_bytes": 128 * 1024},
+    }))
+    .expect("request");
+    cluster.rest.create_stream(&request).await.expect("create");
+    cluster.leader_after(STREAM, 0, 0).await;
+    let stream = StreamName::new(STREAM).expect("name");
+
+    let writer = cluster.cluster_client().await;
+    let producer = Producer::new(&writer, stream.clone(), ProducerConfig::default())
+        .await
+        .expect("producer");
+    let mut deliveries = Vec::with_capacity(HISTORY);
+    for i in 0..HISTORY {
+        let record = ProducerRecord::new(value(i)).with_partition(PartitionId::new(0));
+        deliveries.push(producer.send(record).await.expect("accepted"));
+    }
+    for delivery in deliveries {
+        delivery.await.expect("acknowledged");
+    }
+    cluster
+        .wait_for("history tiered", async |c: &Cluster| {
+            let p = c.partition(STREAM, 0).await?;
+            let (tier, hot) = (p.tier?, p.hot?);
+            (tier.end >= (HISTORY as u64) * 7 / 10 && hot.start > 0).then_some(())
+        })
+        .await;
+    let listed = cluster.rest.read_replicas().await.expect("list").replicas;
+    assert!(listed.is_empty(), "no replica before any load: {listed:?}");
+
+    // Scale from zero: nobody serves history but the leader, whose history reads the
+    // autoscaler sees in its heartbeats.
+    let leader_metrics = cluster.metrics_addr(0);
+    let first = cluster.reading_client().await;
+    read_history(&first, &stream).await;
+    first.close().await;
+    assert!(
+        tier_bytes(&leader_metrics).await > 0.0,
+        "with no replica the leader served the history"
+    );
+    let waiting = Instant::now();
+    let replica = cluster
+        .wait_for(
+            "a replica started by the autoscaler",
+            async |c: &Cluster| {
+                let list = c.rest.read_replicas().await.ok()?.replicas;
+                list.into_iter().find(|r| r.state == ReadReplicaState::Live)
+            },
+        )
+        .await;
+    eprintln!(
+        "replica {} live {:?} after the read ended",
+        replica.replica_id,
+        waiting.elapsed()
+    );
+
+    // The next history reader goes to the replica; the leader reads nothing from the tier.
+    let leader_tier_before = tier_bytes(&leader_metrics).await;
+    let second = cluster.reading_client().await;
+    read_history(&second, &stream).await;
+    let leader_tier = tier_bytes(&leader_metrics).await - leader_tier_before;
+    assert_eq!(
+        leader_tier, 0.0,
+        "the leader served history with a replica live"
+    );
+    let served = cluster
+        .wait_for("the replica reports what it served", async |c: &Cluster| {
+            let list = c.rest.read_replicas().await.ok()?.replicas;
+            let r = list
+                .into_iter()
+                .find(|r| r.replica_id == replica.replica_id)?;
+            (r.bytes_served_per_second > 0).then_some(r)
+        })
+        .await;
+    eprintln!(
+        "replica reported {} B/s, {} consumers",
+        served.bytes_served_per_second, served.consumers
+    );
+    second.close().await;
+
+    // The load is gone: drained, stopped and removed.
+    cluster
+        .wait_for("the idle replica stopped", async |c: &Cluster| {
+            let list = c.rest.read_replicas().await.ok()?.replicas;
+            list.iter()
+                .all(|r| r.replica_id != replica.replica_id || r.state == ReadReplicaState::Dead)
+                .then_some(())
+        })
+        .await;
+    let text = http_get(&cluster.controlplane_addr(), "/metrics").await;
+    assert!(
+        metric(&text, "floe_autoscaler_replicas_stopped_total") >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric(&text, "floe_autoscaler_replicas_started_total") >= 1.0,
+        "{text}"
+    );
+
+    producer.close().await.expect("close");
+    writer.close().await;
+    cluster.shutdown().await;
+}
