@@ -296,6 +296,25 @@ impl Metrics {
         let _ = self.scrape_hook.set(hook);
     }
 
+    /// Mirrors the tier's request and cache counters, which floe-tier keeps, before a scrape.
+    pub fn mirror_tier(&self, tier: &floe_tier::TierMetricsSnapshot, cache_memory_bytes: usize) {
+        for kind in floe_tier::RequestKind::ALL {
+            mirror(
+                &self.tier_requests.get_or_create(&KindLabels {
+                    kind: kind.as_str(),
+                }),
+                tier.requests(kind),
+            );
+        }
+        mirror(&self.tier_get_bytes, tier.get_bytes);
+        mirror(&self.tier_put_bytes, tier.put_bytes);
+        mirror(&self.tier_cache_hits, tier.chunk_hits);
+        mirror(&self.tier_cache_misses, tier.chunk_misses);
+        mirror(&self.tier_corrupt_objects, tier.corrupt_objects);
+        self.tier_cache_memory_bytes
+            .set(i64::try_from(cache_memory_bytes).unwrap_or(i64::MAX));
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
         if let Some(hook) = self.scrape_hook.get() {

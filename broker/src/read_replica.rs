@@ -302,6 +302,15 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
     let mut tasks = Vec::new();
     let mut metrics_addr = None;
     if let Some(addr) = settings.metrics_listen {
+        let weak = Arc::downgrade(&state);
+        metrics.set_scrape_hook(crate::metrics::ScrapeHook(Box::new(move |m: &Metrics| {
+            if let Some(state) = weak.upgrade() {
+                m.mirror_tier(
+                    &state.reader.store().metrics().snapshot(),
+                    state.reader.cache_memory_bytes(),
+                );
+            }
+        })));
         let (bound, handle) = crate::metrics::serve(metrics.clone(), addr).await?;
         metrics_addr = Some(bound);
         tasks.push(handle);

@@ -15,7 +15,7 @@ use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
 use crate::managed::{self, ControlplaneSettings, Managed};
-use crate::metrics::{FollowerLabels, KindLabels, Metrics, ScrapeHook, StreamLabels, mirror};
+use crate::metrics::{FollowerLabels, KindLabels, Metrics, ScrapeHook, StreamLabels};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::peer::{self, Peers};
 use crate::replica::ReplicaContext;
@@ -369,22 +369,10 @@ fn scrape_hook(state: std::sync::Weak<BrokerState>) -> ScrapeHook {
         }
         m.disk_high_water
             .set(i64::from(state.disk_high_water.load(Ordering::Relaxed)));
-        let tier = state.tiering.store.metrics().snapshot();
-        for kind in RequestKind::ALL {
-            mirror(
-                &m.tier_requests.get_or_create(&KindLabels {
-                    kind: kind.as_str(),
-                }),
-                tier.requests(kind),
-            );
-        }
-        mirror(&m.tier_get_bytes, tier.get_bytes);
-        mirror(&m.tier_put_bytes, tier.put_bytes);
-        mirror(&m.tier_cache_hits, tier.chunk_hits);
-        mirror(&m.tier_cache_misses, tier.chunk_misses);
-        mirror(&m.tier_corrupt_objects, tier.corrupt_objects);
-        m.tier_cache_memory_bytes
-            .set(i64::try_from(state.tiering.reader.cache_memory_bytes()).unwrap_or(i64::MAX));
+        m.mirror_tier(
+            &state.tiering.store.metrics().snapshot(),
+            state.tiering.reader.cache_memory_bytes(),
+        );
     }))
 }
 
