@@ -23,14 +23,19 @@ pub fn percentiles(h: &Histogram<u64>) -> String {
     )
 }
 
-/// Publishes `records` of 1 KiB as fast as the producer allows; returns the time and the
+/// Publishes `records` of 1 KiB as fast as the producer allows (batches of
+/// `FLOE_BENCH_BATCH_BYTES`, default the producer's 256 KiB); returns the time and the
 /// send→ack latency in microseconds.
 pub async fn publish(
     client: &Client,
     stream: &StreamName,
     records: u64,
 ) -> anyhow::Result<(Duration, Histogram<u64>)> {
-    let producer = Producer::new(client, stream.clone(), ProducerConfig::default()).await?;
+    let config = ProducerConfig {
+        max_batch_bytes: u32::try_from(env_u64("FLOE_BENCH_BATCH_BYTES", 256 * 1024))?,
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(client, stream.clone(), config).await?;
     let (tx, collector) = collect_latencies();
     let value = Bytes::from(vec![b'x'; 1024]);
     let started = Instant::now();
