@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use floe_client::rest::{Controlplane, RestError};
 use floe_wire::admin::{
     ApiErrorCode, Assignments, BrokerState as LeaseState, HeartbeatRequest, OffsetRange,
-    PartitionAssignment, PartitionReport, RegisterBrokerRequest, StreamAssignment,
+    PartitionAssignment, PartitionReport, RegisterBrokerRequest, ReplicaLag, StreamAssignment,
 };
 use floe_wire::{AckMode, BrokerId, Endpoint, PartitionId, StreamName};
 use serde::{Deserialize, Serialize};
@@ -277,6 +277,20 @@ fn reports(state: &BrokerState, managed: &Managed) -> Vec<PartitionReport> {
             start: start.get(),
             end: p.uploader.tier_end().get().max(start.get()),
         });
+        let log_end = p.log.log_end().get();
+        let replica_lag = p
+            .replica()
+            .map(|replica| {
+                replica
+                    .follower_progress()
+                    .into_iter()
+                    .map(|(follower, acked)| ReplicaLag {
+                        broker_id: BrokerId::new(follower),
+                        records: log_end.saturating_sub(acked),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         reports.push(PartitionReport {
             stream,
             partition: PartitionId::new(p.id),
@@ -288,6 +302,8 @@ fn reports(state: &BrokerState, managed: &Managed) -> Vec<PartitionReport> {
             tier,
             bytes: p.log.size_bytes(),
             upload_backlog_bytes: p.uploader.backlog().bytes,
+            high_watermark: p.committed_end().map(|end| end.get()),
+            replica_lag,
         });
     }
     reports

@@ -261,6 +261,27 @@ async fn quorum_acked_records_survive_killed_leaders_and_followers() {
     let log = read_from(&client, 0).await;
     client.close().await;
     check(&history, &log);
+    // `describe` shows the high watermark and, once the restarted followers caught up, no lag.
+    let end = log.last().map_or(0, |(offset, _)| offset + 1);
+    let described = cluster
+        .wait_for("the described partition caught up", async |c: &Cluster| {
+            let p = c.partition(STREAM, 0).await?;
+            (p.high_watermark == Some(end)
+                && p.replica_lag.len() == 2
+                && p.replica_lag.iter().all(|l| l.records == 0))
+            .then_some(p)
+        })
+        .await;
+    let mut followers: Vec<BrokerId> = described.replica_lag.iter().map(|l| l.broker_id).collect();
+    followers.sort();
+    let mut expected: Vec<BrokerId> = described
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| Some(*r) != described.leader)
+        .collect();
+    expected.sort();
+    assert_eq!(followers, expected, "the lag names the leader's followers");
     eprintln!(
         "{} acknowledged, {} consumed, {} in the log; failovers {failovers:?} (lease {lease:?})",
         history.acked.len(),

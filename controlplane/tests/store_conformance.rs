@@ -9,7 +9,8 @@ use floe_controlplane::store::{
 };
 use floe_wire::admin::{
     BrokerState, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo,
-    ReadReplicaState, RetentionSettings, ScalingPolicy, SegmentSettings, StreamConfig, StreamInfo,
+    ReadReplicaState, ReplicaLag, RetentionSettings, ScalingPolicy, SegmentSettings, StreamConfig,
+    StreamInfo,
 };
 use floe_wire::{AckMode, BrokerId, Endpoint, PartitionId, StreamName};
 
@@ -450,6 +451,11 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
         tier: Some(OffsetRange { start: 0, end: 10 }),
         bytes: 4096,
         upload_backlog_bytes: 512,
+        high_watermark: Some(end - 1),
+        replica_lag: vec![ReplicaLag {
+            broker_id: BrokerId::new(2),
+            records: 3,
+        }],
     };
     store
         .report_partitions(BrokerId::new(2), &[report(1, 99)])
@@ -465,6 +471,8 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
         .expect("ok")
         .expect("exists");
     assert_eq!(untouched.partitions[0].hot, None);
+    assert_eq!(untouched.partitions[0].high_watermark, None);
+    assert!(untouched.partitions[0].replica_lag.is_empty());
     store
         .report_partitions(BrokerId::new(1), &[report(1, 50)])
         .await
@@ -480,6 +488,14 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
     assert_eq!(
         (partition.bytes, partition.upload_backlog_bytes),
         (Some(4096), Some(512))
+    );
+    assert_eq!(partition.high_watermark, Some(49));
+    assert_eq!(
+        partition.replica_lag,
+        vec![ReplicaLag {
+            broker_id: BrokerId::new(2),
+            records: 3
+        }]
     );
 }
 

@@ -16,7 +16,7 @@ mod stream;
 pub use broker::{
     Assignments, BrokerInfo, BrokerList, BrokerState, ElectionOutcome, ElectionReport,
     HeartbeatRequest, HeartbeatResponse, PartitionAssignment, PartitionReport,
-    RegisterBrokerRequest, RegisterBrokerResponse, StreamAssignment,
+    RegisterBrokerRequest, RegisterBrokerResponse, ReplicaLag, StreamAssignment,
 };
 pub use error::{ApiError, ApiErrorCode};
 pub use group::{

@@ -21,6 +21,8 @@ use crate::store::{BrokerRegistration, Store};
 const MAX_ZONE_LEN: usize = 64;
 /// The most partitions one heartbeat may report.
 const MAX_REPORTS: usize = 100_000;
+/// Followers one partition report may name: a replica set has at most 16 members.
+const MAX_REPLICATION_FACTOR: usize = 16;
 
 pub(super) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
@@ -79,6 +81,19 @@ pub(super) async fn heartbeat<S: Store>(
     if request.partitions.len() > MAX_REPORTS {
         return Err(Failure::Invalid(format!(
             "a heartbeat reports at most {MAX_REPORTS} partitions"
+        )));
+    }
+    if let Some(report) = request
+        .partitions
+        .iter()
+        .find(|r| r.replica_lag.len() > MAX_REPLICATION_FACTOR)
+    {
+        return Err(Failure::Invalid(format!(
+            "partition {}/{} reports the lag of {} followers; a replica set has at most {}",
+            report.stream,
+            report.partition,
+            report.replica_lag.len(),
+            MAX_REPLICATION_FACTOR
         )));
     }
     if i64::try_from(request.history_read_bytes_per_second).is_err() {

@@ -150,6 +150,8 @@ fn stream_schemas() -> Vec<(&'static str, Value)> {
             ("tier", nullable(reference("OffsetRange"))),
             ("bytes", nullable(u64_schema())),
             ("upload_backlog_bytes", nullable(u64_schema())),
+            ("high_watermark", nullable(u64_schema())),
+            ("replica_lag", array(reference("ReplicaLag"))),
         ],
         &[
             "partition",
@@ -204,6 +206,14 @@ fn stream_schemas() -> Vec<(&'static str, Value)> {
             ),
         ),
         ("OffsetRange", range),
+        (
+            "ReplicaLag",
+            object(
+                &[("broker_id", u32_schema()), ("records", u64_schema())],
+                &["broker_id", "records"],
+                true,
+            ),
+        ),
         ("PartitionDescription", partition),
         (
             "StreamDescription",
@@ -242,6 +252,11 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
             ("tier", reference("OffsetRange")),
             ("bytes", u64_schema()),
             ("upload_backlog_bytes", u64_schema()),
+            ("high_watermark", u64_schema()),
+            (
+                "replica_lag",
+                json!({ "type": "array", "items": reference("ReplicaLag"), "maxItems": 16 }),
+            ),
         ],
         &[
             "stream",

@@ -41,6 +41,11 @@ const SQLITE: &[Migration] = &[
         description: "read replica load",
         sql: include_str!("../../migrations/sqlite/0004_read_replica_load.sql"),
     },
+    Migration {
+        version: 5,
+        description: "partition progress",
+        sql: include_str!("../../migrations/sqlite/0005_partition_progress.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -63,6 +68,11 @@ const POSTGRES: &[Migration] = &[
         version: 4,
         description: "read replica load",
         sql: include_str!("../../migrations/postgres/0004_read_replica_load.sql"),
+    },
+    Migration {
+        version: 5,
+        description: "partition progress",
+        sql: include_str!("../../migrations/postgres/0005_partition_progress.sql"),
     },
 ];
 

@@ -60,6 +60,21 @@ pub struct PartitionReport {
     pub tier: Option<OffsetRange>,
     pub bytes: u64,
     pub upload_backlog_bytes: u64,
+    /// Where consumers stop: the high watermark (the committed end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_watermark: Option<u64>,
+    /// Each follower's distance behind the leader's log end; replicated partitions only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_lag: Vec<ReplicaLag>,
+}
+
+/// How many records one follower of a partition lacks: the leader's log end minus the end
+/// the follower acknowledged as durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaLag {
+    pub broker_id: BrokerId,
+    pub records: u64,
 }
 
 /// The renewed lease.

@@ -118,6 +118,13 @@ pub struct PartitionDescription {
     pub bytes: Option<u64>,
     /// Sealed bytes waiting to be uploaded to object storage.
     pub upload_backlog_bytes: Option<u64>,
+    /// The committed end consumers read up to, as last reported.
+    #[serde(default)]
+    pub high_watermark: Option<u64>,
+    /// How far each follower lags behind the leader's log end, as last reported; empty for
+    /// an unreplicated partition.
+    #[serde(default)]
+    pub replica_lag: Vec<crate::admin::ReplicaLag>,
 }
 
 impl SegmentSettings {

@@ -156,6 +156,10 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
                     "tier": range_json(p.tier),
                     "bytes": p.bytes,
                     "upload_backlog_bytes": p.upload_backlog_bytes,
+                    "high_watermark": p.high_watermark,
+                    "replica_lag": p.replica_lag.iter()
+                        .map(|l| json!({"broker_id": l.broker_id.get(), "records": l.records}))
+                        .collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -184,6 +188,8 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
                     replicas.join(",")
                 },
                 p.epoch.to_string(),
+                p.high_watermark.map_or("-".into(), |hw| hw.to_string()),
+                lag_text(&p.replica_lag),
                 range_text(p.tier),
                 range_text(p.hot),
                 p.bytes.map_or("-".into(), human_bytes),
@@ -215,6 +221,8 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
                 "LEADER",
                 "REPLICAS",
                 "EPOCH",
+                "HIGH WATERMARK",
+                "FOLLOWER LAG",
                 "TIERED",
                 "HOT",
                 "BYTES",
@@ -224,6 +232,17 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
         )
     ))?;
     Ok(())
+}
+
+/// Each follower's lag in records, `broker:records`, or `-` for none reported.
+fn lag_text(lag: &[floe_wire::admin::ReplicaLag]) -> String {
+    if lag.is_empty() {
+        return "-".into();
+    }
+    lag.iter()
+        .map(|l| format!("{}:{}", l.broker_id.get(), l.records))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn state_name(state: BrokerState) -> &'static str {

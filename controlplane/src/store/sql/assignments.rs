@@ -28,9 +28,14 @@ pub(super) async fn report(
     for report in reports {
         let (hot_start, hot_end) = split_range(report.hot.map(|r| (r.start, r.end)));
         let (tier_start, tier_end) = split_range(report.tier.map(|r| (r.start, r.end)));
+        // Plain numbers: encoding cannot fail.
+        let lag = (!report.replica_lag.is_empty())
+            .then(|| serde_json::to_string(&report.replica_lag).ok())
+            .flatten();
         sqlx::query(
             "UPDATE partitions SET hot_start = $1, hot_end = $2, tier_start = $3, \
-             tier_end = $4, bytes = $5, upload_backlog_bytes = $6 \
+             tier_end = $4, bytes = $5, upload_backlog_bytes = $6, high_watermark = $11, \
+             replica_lag = $12 \
              WHERE stream = $7 AND partition = $8 AND leader = $9 AND epoch = $10",
         )
         .bind(opt_to_db("hot.start", hot_start)?)
@@ -43,6 +48,8 @@ pub(super) async fn report(
         .bind(i64::from(report.partition.get()))
         .bind(i64::from(id.get()))
         .bind(to_db("epoch", report.epoch)?)
+        .bind(opt_to_db("high_watermark", report.high_watermark)?)
+        .bind(lag)
         .execute(&mut *tx)
         .await?;
     }

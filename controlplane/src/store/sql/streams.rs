@@ -200,7 +200,8 @@ pub(super) async fn describe(
     let stream = stream_from_row(&row)?;
     let rows = sqlx::query(
         "SELECT partition, leader, epoch, electing, hot_start, hot_end, tier_start, tier_end, \
-         bytes, upload_backlog_bytes FROM partitions WHERE stream = $1 ORDER BY partition",
+         bytes, upload_backlog_bytes, high_watermark, replica_lag FROM partitions \
+         WHERE stream = $1 ORDER BY partition",
     )
     .bind(name.as_str())
     .fetch_all(&mut *tx)
@@ -257,6 +258,14 @@ fn partition_from_row(row: &AnyRow) -> Result<PartitionDescription, StoreError> 
             "upload_backlog_bytes",
             row.try_get("upload_backlog_bytes")?,
         )?,
+        high_watermark: opt_from_db("high_watermark", row.try_get("high_watermark")?)?,
+        replica_lag: match row.try_get::<Option<String>, _>("replica_lag")? {
+            None => Vec::new(),
+            Some(text) => serde_json::from_str(&text).map_err(|_| StoreError::Corrupt {
+                column: "partitions.replica_lag",
+                value: text,
+            })?,
+        },
     })
 }
 
