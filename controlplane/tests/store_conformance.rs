@@ -50,6 +50,7 @@ conformance!(
     streams_are_created_listed_described_altered_and_deleted,
     partitions_without_brokers_start_unplaced,
     brokers_register_renew_expire_and_come_back,
+    assigned_broker_ids_skip_past_the_largest_to_a_free_one,
     a_stale_reassignment_changes_nothing,
     misplaced_partitions_are_those_on_brokers_that_are_not_live,
     assignments_list_a_brokers_partitions_with_their_stream,
@@ -246,6 +247,25 @@ async fn partitions_without_brokers_start_unplaced(store: &SqlStore) {
         2,
         "under-replicated partitions need placing"
     );
+}
+
+async fn assigned_broker_ids_skip_past_the_largest_to_a_free_one(store: &SqlStore) {
+    // A broker that names the largest id must not make the next assigned one overflow.
+    let largest = store
+        .register_broker(&registration(Some(u32::MAX), 7100, 5_000))
+        .await
+        .expect("register the largest id");
+    assert_eq!(largest.broker_id.get(), u32::MAX);
+    let mut assigned = Vec::new();
+    for port in [7200, 7300] {
+        let broker = store
+            .register_broker(&registration(None, port, 5_000))
+            .await
+            .expect("register");
+        assigned.push(broker.broker_id.get());
+    }
+    assert_eq!(assigned, [1, 2]);
+    assert_eq!(store.brokers().await.expect("list").len(), 3);
 }
 
 async fn brokers_register_renew_expire_and_come_back(store: &SqlStore) {

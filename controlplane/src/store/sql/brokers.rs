@@ -28,7 +28,24 @@ pub(super) async fn register(
             let row = sqlx::query("SELECT COALESCE(MAX(id), 0) + 1 FROM brokers")
                 .fetch_one(&mut *tx)
                 .await?;
-            let next: i64 = row.try_get(0)?;
+            let mut next: i64 = row.try_get(0)?;
+            if next > i64::from(u32::MAX) {
+                // A broker registered under the largest id: take the smallest free one.
+                let row = sqlx::query(
+                    "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM brokers WHERE id = 1) THEN 1 \
+                     ELSE (SELECT MIN(b.id) + 1 FROM brokers b WHERE NOT EXISTS \
+                     (SELECT 1 FROM brokers c WHERE c.id = b.id + 1)) END",
+                )
+                .fetch_one(&mut *tx)
+                .await?;
+                next = row.try_get(0)?;
+                if next > i64::from(u32::MAX) {
+                    return Err(StoreError::OutOfRange {
+                        field: "brokers.id (every broker id is taken)",
+                        value: u64::try_from(next).unwrap_or(u64::MAX),
+                    });
+                }
+            }
             i64::from(broker_from_db("brokers.id", next)?.get())
         }
     };
