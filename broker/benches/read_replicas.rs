@@ -91,13 +91,6 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// One `floe-broker replica` process started by hand, with its metrics.
 struct Replica {
     child: Child,
@@ -107,7 +100,7 @@ struct Replica {
 impl Replica {
     fn start(dev: &common::BrokerProcess, objects: &str, dir: &Path, id: &str) -> Replica {
         let tls = dev.data_dir.join("tls");
-        let port = free_tcp_port();
+        let port = common::cluster::free_tcp_port();
         let controlplane = dev
             .profile
             .controlplane

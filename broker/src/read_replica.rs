@@ -236,12 +236,8 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
     // Replicas started under an id by a scaler may share a parent directory (the local
     // driver's children do): each keeps its cache in its own.
     if let Some(id) = &settings.replica_id {
-        let valid = (1..=64).contains(&id.len())
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-            && id != "."
-            && id != "..";
+        // Also a directory name: not `.` or `..`.
+        let valid = floe_wire::admin::valid_read_replica_id(id) && id != "." && id != "..";
         anyhow::ensure!(
             valid,
             "the replica id `{id}` is not 1 to 64 bytes of [A-Za-z0-9._-]"

@@ -9,7 +9,7 @@
 
 mod admin;
 mod error_map;
-mod fetch;
+pub(crate) mod fetch;
 mod order;
 mod produce;
 

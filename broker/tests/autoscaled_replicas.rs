@@ -10,26 +10,18 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, Timing};
-use common::{http_get, metric};
+use common::{http_get, metric, tier_bytes};
 use floe_client::{
     Client, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig,
     ProducerRecord, StreamName,
 };
-use floe_wire::admin::{CreateStreamRequest, ReadReplicaState, ScalingPolicy};
+use floe_wire::admin::{ReadReplicaState, ScalingPolicy};
 
 const STREAM: &str = "scaled";
 const HISTORY: usize = 6_000;
 
 fn value(i: usize) -> String {
     format!("record-{i:07}-{}", "y".repeat(150))
-}
-
-/// Bytes of history a broker served from the tier.
-async fn tier_bytes(metrics_addr: &str) -> f64 {
-    metric(
-        &http_get(metrics_addr, "/metrics").await,
-        "floe_fetch_tier_bytes_total",
-    )
 }
 
 /// Reads the whole history from offset 0 and checks every record.
@@ -72,14 +64,7 @@ async fn the_autoscaler_starts_a_replica_for_history_readers_and_stops_it_when_t
         .set_scaling_policy(&policy)
         .await
         .expect("policy");
-    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
-        "name": STREAM, "partitions": 1, "replication_factor": 1,
-        "segment": {"bytes": 64 * 1024},
-        "retention": {"local_bytes": 128 * 1024},
-    }))
-    .expect("request");
-    cluster.rest.create_stream(&request).await.expect("create");
-    cluster.leader_after(STREAM, 0, 0).await;
+    cluster.create_tiering_stream(STREAM).await;
     let stream = StreamName::new(STREAM).expect("name");
 
     let writer = cluster.cluster_client().await;
@@ -94,13 +79,7 @@ async fn the_autoscaler_starts_a_replica_for_history_readers_and_stops_it_when_t
     for delivery in deliveries {
         delivery.await.expect("acknowledged");
     }
-    cluster
-        .wait_for("history tiered", async |c: &Cluster| {
-            let p = c.partition(STREAM, 0).await?;
-            let (tier, hot) = (p.tier?, p.hot?);
-            (tier.end >= (HISTORY as u64) * 7 / 10 && hot.start > 0).then_some(())
-        })
-        .await;
+    cluster.wait_tiered(STREAM, (HISTORY as u64) * 7 / 10).await;
     let listed = cluster.rest.read_replicas().await.expect("list").replicas;
     assert!(listed.is_empty(), "no replica before any load: {listed:?}");
 

@@ -10,12 +10,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, Timing};
-use common::{http_get, metric};
+use common::{http_get, metric, tier_bytes};
 use floe_client::{
     Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig, ProducerRecord,
     StreamName,
 };
-use floe_wire::admin::{CreateStreamRequest, ReadReplicaState};
+use floe_wire::admin::ReadReplicaState;
 
 const STREAM: &str = "history";
 /// Records published before the replicas start: most end up tiered.
@@ -50,25 +50,10 @@ async fn fetched_bytes(metrics_addr: &str) -> f64 {
     )
 }
 
-/// Bytes of history a broker served from the tier, from its `/metrics`.
-async fn tier_bytes(metrics_addr: &str) -> f64 {
-    metric(
-        &http_get(metrics_addr, "/metrics").await,
-        "floe_fetch_tier_bytes_total",
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one() {
     let cluster = Cluster::start(1, Timing::default()).await;
-    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
-        "name": STREAM, "partitions": 1, "replication_factor": 1,
-        "segment": {"bytes": 64 * 1024},
-        "retention": {"local_bytes": 128 * 1024},
-    }))
-    .expect("request");
-    cluster.rest.create_stream(&request).await.expect("create");
-    cluster.leader_after(STREAM, 0, 0).await;
+    cluster.create_tiering_stream(STREAM).await;
     let stream = StreamName::new(STREAM).expect("name");
 
     let writer = cluster.cluster_client().await;
@@ -77,14 +62,7 @@ async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one
         .expect("producer");
     publish(&producer, 0, HISTORY, None).await;
     // Most of the history leaves the broker's disk for the tier.
-    let tiered = cluster
-        .wait_for("history tiered", async |c: &Cluster| {
-            let p = c.partition(STREAM, 0).await?;
-            let tier = p.tier?;
-            let hot = p.hot?;
-            (tier.end >= (HISTORY as u64) * 8 / 10 && hot.start > 0).then_some(tier)
-        })
-        .await;
+    let tiered = cluster.wait_tiered(STREAM, (HISTORY as u64) * 8 / 10).await;
     eprintln!("tiered [{}, {})", tiered.start, tiered.end);
 
     let mut replicas = vec![cluster.start_replica("r-a"), cluster.start_replica("r-b")];

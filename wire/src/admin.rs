@@ -25,8 +25,9 @@ pub use group::{
 };
 pub use health::{Health, Readiness, Role};
 pub use read_replica::{
-    ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo, ReadReplicaList,
-    ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse, ScalingPolicy,
+    MAX_READ_REPLICA_ID_LEN, ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo,
+    ReadReplicaList, ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse,
+    ScalingPolicy, valid_read_replica_id,
 };
 pub use stream::{
     AlterRetentionRequest, CreateStreamRequest, OffsetRange, PartitionDescription,

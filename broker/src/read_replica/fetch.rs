@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use floe_client::Error;
 use floe_wire::Offset;
-use floe_wire::frame::{
-    ErrorCode, ErrorResponse, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message,
-};
+use floe_wire::frame::{ErrorCode, ErrorResponse, Fetch, FetchPosition, FetchResponse, Message};
 
 use super::ReplicaState;
 use super::window::WindowRead;
@@ -45,12 +43,7 @@ pub(super) async fn fetch(state: &Arc<ReplicaState>, request: Fetch, started: In
 }
 
 async fn serve(state: &Arc<ReplicaState>, request: &Fetch) -> Message {
-    let budget = state
-        .limits
-        .max_frame_bytes
-        .saturating_sub(FRAME_OVERHEAD_BYTES);
-    let max_bytes = request.max_bytes.clamp(1, budget.max(1)) as usize;
-    let wait = Duration::from_millis(u64::from(request.max_wait_ms)).min(state.fetch_wait_max);
+    let (max_bytes, wait) = server::fetch::bounds(request, &state.limits, state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
     let tail = state.tail(&request.stream, request.partition);
     let mut changes = tail.watch();

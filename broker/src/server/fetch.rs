@@ -11,7 +11,7 @@ use floe_hot_log::LogError;
 use floe_hot_log::SyncStatus;
 use floe_wire::Offset;
 use floe_wire::frame::{
-    ErrorCode, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message,
+    ConnectionLimits, ErrorCode, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message,
 };
 use tokio::sync::watch;
 
@@ -30,12 +30,7 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
         stream: partition.stream.clone(),
     };
     state.metrics.fetch_requests.get_or_create(&labels).inc();
-    let budget = state
-        .limits
-        .max_frame_bytes
-        .saturating_sub(FRAME_OVERHEAD_BYTES);
-    let max_bytes = request.max_bytes.clamp(1, budget.max(1)) as usize;
-    let wait = Duration::from_millis(u64::from(request.max_wait_ms)).min(state.fetch_wait_max);
+    let (max_bytes, wait) = bounds(&request, &state.limits, state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
     let mut tail = match Tail::watch(&partition) {
         Ok(tail) => tail,
@@ -127,6 +122,19 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
             Err(e) => return error_map::message(&e),
         }
     }
+}
+
+/// What one fetch may return and how long it may wait: the request's asks, capped by what
+/// one response frame holds and by the server's longest wait.
+pub(crate) fn bounds(
+    request: &Fetch,
+    limits: &ConnectionLimits,
+    wait_max: Duration,
+) -> (usize, Duration) {
+    let budget = limits.max_frame_bytes.saturating_sub(FRAME_OVERHEAD_BYTES);
+    let max_bytes = request.max_bytes.clamp(1, budget.max(1)) as usize;
+    let wait = Duration::from_millis(u64::from(request.max_wait_ms)).min(wait_max);
+    (max_bytes, wait)
 }
 
 /// Whole batches from the tier, from `from` (below the local log) on.

@@ -10,7 +10,7 @@ use floe_broker::tls::DevCertificates;
 use floe_client::rest::Controlplane;
 use floe_client::{Client, ClientConfig};
 use floe_wire::BrokerId;
-use floe_wire::admin::{BrokerState, PartitionDescription};
+use floe_wire::admin::{BrokerState, CreateStreamRequest, OffsetRange, PartitionDescription};
 
 use super::install_crypto;
 
@@ -161,7 +161,7 @@ pub struct Cluster {
 }
 
 /// A TCP port free at the moment.
-fn free_tcp_port() -> u16 {
+pub fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .map(|a| a.port())
@@ -397,18 +397,7 @@ impl Cluster {
     /// A client given every broker of the cluster, as an application is: it finds each
     /// partition's leader itself and follows it when it moves.
     pub async fn cluster_client(&self) -> Client {
-        let endpoints: Vec<String> = self
-            .ports
-            .iter()
-            .map(|(client, _, _)| format!("127.0.0.1:{client}"))
-            .collect();
-        let mut config = ClientConfig::new(
-            endpoints.join(","),
-            "localhost",
-            self.certificates.ca.clone(),
-        );
-        config.request_timeout = Duration::from_secs(5);
-        Client::connect(config)
+        Client::connect(self.cluster_config())
             .await
             .expect("connect to the cluster")
     }
@@ -416,6 +405,14 @@ impl Cluster {
     /// [`Cluster::cluster_client`] that also knows the controlplane: its consumers read
     /// from read replicas while any are live.
     pub async fn reading_client(&self) -> Client {
+        let mut config = self.cluster_config();
+        config.controlplane = Some(self.url.clone());
+        Client::connect(config)
+            .await
+            .expect("connect to the cluster")
+    }
+
+    fn cluster_config(&self) -> ClientConfig {
         let endpoints: Vec<String> = self
             .ports
             .iter()
@@ -427,10 +424,32 @@ impl Cluster {
             self.certificates.ca.clone(),
         );
         config.request_timeout = Duration::from_secs(5);
-        config.controlplane = Some(self.url.clone());
-        Client::connect(config)
-            .await
-            .expect("connect to the cluster")
+        config
+    }
+
+    /// Creates a one-partition, unreplicated stream whose history soon leaves the broker's
+    /// disk for the tier (64 KiB segments, 128 KiB of local retention), and waits for its
+    /// leader.
+    pub async fn create_tiering_stream(&self, name: &str) {
+        let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+            "name": name, "partitions": 1, "replication_factor": 1,
+            "segment": {"bytes": 64 * 1024},
+            "retention": {"local_bytes": 128 * 1024},
+        }))
+        .expect("request");
+        self.rest.create_stream(&request).await.expect("create");
+        self.leader_after(name, 0, 0).await;
+    }
+
+    /// Waits until the tier of `name`'s partition 0 reaches `end` and its hot log no longer
+    /// starts at 0; returns the tiered range.
+    pub async fn wait_tiered(&self, name: &str, end: u64) -> OffsetRange {
+        self.wait_for("history tiered", async |c: &Cluster| {
+            let p = c.partition(name, 0).await?;
+            let (tier, hot) = (p.tier?, p.hot?);
+            (tier.end >= end && hot.start > 0).then_some(tier)
+        })
+        .await
     }
 
     pub async fn shutdown(mut self) {

@@ -273,6 +273,14 @@ pub async fn http_get(addr: &str, path: &str) -> String {
 }
 
 /// The value of one series in a Prometheus text exposition (0 when absent).
+/// Bytes of history a broker served from the tier, from its `/metrics`.
+pub async fn tier_bytes(metrics_addr: &str) -> f64 {
+    metric(
+        &http_get(metrics_addr, "/metrics").await,
+        "floe_fetch_tier_bytes_total",
+    )
+}
+
 pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series).map(str::trim))

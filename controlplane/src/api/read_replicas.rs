@@ -7,8 +7,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use floe_wire::admin::{
-    ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo, ReadReplicaList,
-    RegisterReadReplicaRequest, RegisterReadReplicaResponse, ScalingPolicy,
+    MAX_READ_REPLICA_ID_LEN, ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo,
+    ReadReplicaList, RegisterReadReplicaRequest, RegisterReadReplicaResponse, ScalingPolicy,
+    valid_read_replica_id,
 };
 
 use crate::api::brokers::{check_zone, millis};
@@ -17,25 +18,13 @@ use crate::api::extract::{Body, PathParams};
 use crate::cluster::{Cluster, now_ms};
 use crate::store::{ReadReplicaRegistration, Store};
 
-/// The longest read replica id, in bytes.
-const MAX_REPLICA_ID_LEN: usize = 64;
-
-/// Whether `id` is 1 to [`MAX_REPLICA_ID_LEN`] bytes of `[A-Za-z0-9._-]`.
-pub(crate) fn valid_replica_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= MAX_REPLICA_ID_LEN
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
 fn id_message() -> String {
-    format!("a read replica id is 1 to {MAX_REPLICA_ID_LEN} bytes of [A-Za-z0-9._-]")
+    format!("a read replica id is 1 to {MAX_READ_REPLICA_ID_LEN} bytes of [A-Za-z0-9._-]")
 }
 
 /// A replica id from the path: malformed is 400, like any bad path.
 fn path_id(id: String) -> Result<String, Failure> {
-    if valid_replica_id(&id) {
+    if valid_read_replica_id(&id) {
         Ok(id)
     } else {
         Err(Failure::BadRequest(id_message()))
@@ -54,7 +43,7 @@ pub(super) async fn register<S: Store>(
     Body(request): Body<RegisterReadReplicaRequest>,
 ) -> Result<Json<RegisterReadReplicaResponse>, Failure> {
     if let Some(id) = &request.replica_id
-        && !valid_replica_id(id)
+        && !valid_read_replica_id(id)
     {
         return Err(Failure::Invalid(id_message()));
     }

@@ -5,6 +5,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::Endpoint;
 
+/// The longest read replica id, in bytes.
+pub const MAX_READ_REPLICA_ID_LEN: usize = 64;
+
+/// Whether `id` is a valid read replica id: 1 to [`MAX_READ_REPLICA_ID_LEN`] bytes of
+/// `[A-Za-z0-9._-]`.
+pub fn valid_read_replica_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_READ_REPLICA_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// One read replica in `GET /v1/read-replicas`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadReplicaInfo {
