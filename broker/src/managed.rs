@@ -291,6 +291,11 @@ fn reports(state: &BrokerState, managed: &Managed) -> Vec<PartitionReport> {
                     .collect()
             })
             .unwrap_or_default();
+        let new_set_caught_up = p
+            .replica()
+            .and_then(|replica| replica.new_set_caught_up())
+            .map(|set| set.into_iter().map(BrokerId::new).collect())
+            .unwrap_or_default();
         reports.push(PartitionReport {
             stream,
             partition: PartitionId::new(p.id),
@@ -304,6 +309,7 @@ fn reports(state: &BrokerState, managed: &Managed) -> Vec<PartitionReport> {
             upload_backlog_bytes: p.uploader.backlog().bytes,
             high_watermark: p.committed_end().map(|end| end.get()),
             replica_lag,
+            new_set_caught_up,
         });
     }
     reports
@@ -500,6 +506,7 @@ fn assign_replicas(state: &BrokerState, assignments: &Assignments) -> bool {
                     leader: p.leader,
                     electing: p.electing,
                     replicas: p.replicas.clone(),
+                    previous: p.previous_replicas.clone(),
                 });
         }
     }

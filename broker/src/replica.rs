@@ -38,6 +38,8 @@ pub struct Assignment {
     pub leader: Option<BrokerId>,
     pub electing: bool,
     pub replicas: Vec<BrokerId>,
+    /// The set being left while the replica set changes; empty otherwise.
+    pub previous: Vec<BrokerId>,
 }
 
 /// What producers and consumers see of a replica: the epoch it leads, if any, and the high
@@ -83,6 +85,9 @@ struct Shared {
     appended: Notify,
     /// On a leader: each follower's acked end.
     progress: Mutex<Vec<(u32, u64)>>,
+    /// On a leader while its replica set changes: the new set, once a majority of it holds
+    /// everything committed (see `Replica::new_set_holds_committed`).
+    caught_up: Mutex<Option<Vec<u32>>>,
     /// The leader and epoch of the latest assignment, for clients asking where to go.
     assigned: Mutex<Option<(BrokerId, u64)>>,
 }
@@ -102,6 +107,7 @@ impl ReplicaHandle {
             commit: watch::Sender::new(Commit::default()),
             appended: Notify::new(),
             progress: Mutex::new(Vec::new()),
+            caught_up: Mutex::new(None),
             assigned: Mutex::new(None),
         });
         tokio::spawn(run(partition.clone(), shared.clone(), rx, context));
@@ -145,6 +151,16 @@ impl ReplicaHandle {
     pub fn follower_progress(&self) -> Vec<(u32, u64)> {
         self.shared
             .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// On a leader while its replica set changes: the new set, once a majority of it holds
+    /// every committed record; `None` otherwise.
+    pub fn new_set_caught_up(&self) -> Option<Vec<u32>> {
+        self.shared
+            .caught_up
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -357,10 +373,12 @@ impl Driver {
         };
         let me = self.context.me;
         let replicas: Vec<u32> = assignment.replicas.iter().map(|b| b.get()).collect();
+        let previous: Vec<u32> = assignment.previous.iter().map(|b| b.get()).collect();
         if assignment.electing {
             self.step(|replica, _| replica.prepare(epoch));
         } else if assignment.leader == Some(me) {
-            self.step(|replica, log| replica.become_leader(epoch, &replicas, log));
+            // Again in the same epoch: the replica set changed (see `Replica::reconfigure`).
+            self.step(|replica, log| replica.become_leader(epoch, &replicas, &previous, log));
         } else if let Some(leader) = assignment.leader {
             self.step(|replica, _| replica.become_follower(epoch, leader.get()));
         }
@@ -408,6 +426,11 @@ impl Driver {
             .progress
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = self.replica.follower_progress();
+        *self
+            .shared
+            .caught_up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = self.replica.new_set_holds_committed();
         self.shared.commit.send_if_modified(|c| {
             let changed = *c != commit;
             *c = commit;
@@ -439,10 +462,10 @@ impl Driver {
                 self.context.metrics.replica_truncations.inc();
                 tracing::info!(stream = %self.stream, partition = self.partition.id, to, "truncated a tail the leader does not hold");
             }
-            Output::Reset(start) => {
+            Output::Reset { start, base_epoch } => {
                 // The leader's local log starts above where the two logs agree: everything
                 // below `start` is committed and in object storage.
-                blocking(|| log.reset(Offset::new(start)))
+                blocking(|| log.reset(Offset::new(start), base_epoch))
                     .map_err(|e| format!("resetting the log to start at {start}: {e}"))?;
                 self.context.metrics.replica_resets.inc();
                 tracing::warn!(stream = %self.stream, partition = self.partition.id, start, "reset the log to the leader's start");

@@ -4,7 +4,7 @@
 //! partition elections, the brokers' history reads and the metrics.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{MutexGuard as BallotsGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +29,10 @@ pub(crate) struct Cluster<S> {
     /// Held across every read-modify-write of the store (placement reads loads, then writes).
     writes: Mutex<()>,
     repair_needed: AtomicBool,
+    /// When a replica set next becomes due for the replacement of a dead member (ms since
+    /// the Unix epoch; `u64::MAX`: none known). In memory: a controlplane that takes over
+    /// repairs at once.
+    replacement_due_ms: AtomicU64,
     wake_reconciler: Notify,
     /// Reports of running partition elections. Held only without awaiting, and only
     /// together with `writes`, so that a report and the store's state agree.
@@ -57,6 +61,7 @@ impl<S: Store> Cluster<S> {
             versions: watch::Sender::new(0),
             writes: Mutex::new(()),
             repair_needed: AtomicBool::new(false),
+            replacement_due_ms: AtomicU64::new(u64::MAX),
             wake_reconciler: Notify::new(),
             ballots: std::sync::Mutex::new(Ballots::default()),
             elections_lost: AtomicBool::new(false),
@@ -125,6 +130,16 @@ impl<S: Store> Cluster<S> {
     pub(crate) fn request_repair(&self) {
         self.repair_needed.store(true, Ordering::SeqCst);
         self.wake_reconciler.notify_one();
+    }
+
+    /// Whether a replacement of a dead replica-set member is due by `now_ms`.
+    pub(crate) fn replacement_due(&self, now_ms: u64) -> bool {
+        now_ms >= self.replacement_due_ms.load(Ordering::SeqCst)
+    }
+
+    /// When the next replacement becomes due, as the last repair found (`u64::MAX`: none).
+    pub(crate) fn set_replacement_due(&self, at_ms: u64) {
+        self.replacement_due_ms.store(at_ms, Ordering::SeqCst);
     }
 
     pub(crate) fn take_repair_request(&self) -> bool {

@@ -41,6 +41,10 @@ pub struct Config {
     /// How long an election of a replicated partition's leader may run, while a majority
     /// of its replicas is live, before it is started again at a newer epoch.
     pub partition_election_timeout: Duration,
+    /// A replicated partition's member on a broker dead this long is replaced by a live
+    /// broker (which copies only the leader's local log: older records are in object
+    /// storage). Members on draining brokers are replaced at once.
+    pub replace_dead_after: Duration,
     /// Replicas per partition when a create request names none.
     pub default_replication_factor: u32,
     /// The most partitions one stream may have.
@@ -70,6 +74,7 @@ impl Config {
             long_poll_max: Duration::from_secs(30),
             election_interval: Duration::from_secs(2),
             partition_election_timeout: Duration::from_secs(3),
+            replace_dead_after: Duration::from_secs(300),
             default_replication_factor: 3,
             max_partitions_per_stream: 100_000,
             read_replica_forget_after: Duration::from_secs(600),

@@ -55,6 +55,9 @@ struct Args {
     /// The longest an assignments long-poll waits.
     #[arg(long, env = "FLOE_LONG_POLL_MAX_MS", default_value_t = 30_000)]
     long_poll_max_ms: u64,
+    /// Replace a replicated partition's member on a broker dead this long.
+    #[arg(long, env = "FLOE_REPLACE_DEAD_AFTER_MS", default_value_t = 300_000)]
+    replace_dead_after_ms: u64,
     /// Replicas per partition when a create request names none.
     #[arg(long, env = "FLOE_DEFAULT_REPLICATION_FACTOR", default_value_t = 3)]
     default_replication_factor: u32,
@@ -158,6 +161,7 @@ impl Args {
         config.partition_election_timeout =
             Duration::from_millis(self.partition_election_timeout_ms);
         config.default_replication_factor = self.default_replication_factor;
+        config.replace_dead_after = Duration::from_millis(self.replace_dead_after_ms);
         config.read_replicas = driver;
         config.autoscale_interval = Duration::from_millis(self.autoscale_interval_ms.max(10));
         config.read_replica_drain_timeout =

@@ -50,6 +50,9 @@ pub(crate) struct Metrics {
     pub(crate) replicas_stopped: Counter,
     /// Driver calls that failed.
     pub(crate) driver_errors: Counter,
+    /// Changes of replicated partitions' replica sets started (members on dead or
+    /// draining brokers replaced).
+    pub(crate) replica_replacements: Counter,
     replicas: Family<StateLabels, Gauge>,
     bytes_served: Family<ReplicaLabels, Gauge>,
     consumers: Family<ReplicaLabels, Gauge>,
@@ -67,6 +70,7 @@ impl Metrics {
             replicas_started: Counter::default(),
             replicas_stopped: Counter::default(),
             driver_errors: Counter::default(),
+            replica_replacements: Counter::default(),
             replicas: Family::default(),
             bytes_served: Family::default(),
             consumers: Family::default(),
@@ -107,6 +111,11 @@ impl Metrics {
             "autoscaler_driver_errors",
             "Driver calls that failed",
             self.driver_errors.clone(),
+        );
+        registry.register(
+            "partition_replica_replacements",
+            "Replica-set changes started to replace members on dead or draining brokers",
+            self.replica_replacements.clone(),
         );
         registry.register(
             "read_replicas",

@@ -36,19 +36,31 @@ fn live(replicas: &[(BrokerId, BrokerState)]) -> impl Iterator<Item = BrokerId> 
         .map(|(id, _)| *id)
 }
 
+/// Whether `reporters` hold a majority of `replicas` and, while the set changes, of
+/// `previous` too.
+fn quorum(replicas: usize, previous: &[BrokerId], reporters: &[BrokerId]) -> bool {
+    let of_previous = reporters.iter().filter(|id| previous.contains(id)).count();
+    reporters.len() >= majority(replicas)
+        && (previous.is_empty() || of_previous >= majority(previous.len()))
+}
+
 /// The winner of an election, once reports from live members reach a majority of
-/// `replicas`: the largest position, ties to the earliest in the replica list. Reports from
+/// `replicas` and, while the set changes, a majority of `previous` (whose members outside
+/// `replicas` no longer report: the live members common to both sets must make it). The
+/// winner is the largest position, ties to the earliest in the replica list. Reports from
 /// brokers that are not members or not live do not count (a broker that died cannot lead,
 /// and its report alone must not make a majority).
 #[must_use]
 pub(crate) fn pick_leader(
     replicas: &[(BrokerId, BrokerState)],
+    previous: &[BrokerId],
     reports: &BTreeMap<BrokerId, Position>,
 ) -> Option<BrokerId> {
     let counted: Vec<(BrokerId, Position)> = live(replicas)
         .filter_map(|id| reports.get(&id).map(|position| (id, *position)))
         .collect();
-    if counted.len() < majority(replicas.len()) {
+    let reporters: Vec<BrokerId> = counted.iter().map(|(id, _)| *id).collect();
+    if !quorum(replicas.len(), previous, &reporters) {
         return None;
     }
     // `max_by_key` keeps the last of equal maxima; reversing keeps the earliest member.
@@ -227,8 +239,8 @@ pub(crate) fn plan(
         let due = if partition.electing {
             let opened = ballots.ballot(&key, partition.epoch, now_ms).opened_at_ms;
             let timed_out = now_ms.saturating_sub(opened) >= timeout_ms;
-            let quorum_live =
-                live(&partition.replicas).count() >= majority(partition.replicas.len());
+            let live_members: Vec<BrokerId> = live(&partition.replicas).collect();
+            let quorum_live = quorum(partition.replicas.len(), &partition.previous, &live_members);
             fresh || (timed_out && quorum_live)
         } else {
             // The store lists only partitions whose leader is absent or not live; checked

@@ -203,6 +203,7 @@ pub fn repair(placer: &mut Placer, misplaced: &[MisplacedPartition]) -> Vec<Reas
             expected_epoch: partition.epoch,
             replicas: placement.replicas,
             leader: placement.leader,
+            previous: Vec::new(),
         });
     }
     changes

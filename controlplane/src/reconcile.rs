@@ -1,25 +1,29 @@
 //! The leader's loop: brokers and read replicas whose lease lapsed are declared dead (dead
 //! read replicas are forgotten after a while); replicated partitions whose leader is not
-//! live get an election (see [`crate::partition_election`]); and unreplicated partitions
+//! live get an election (see [`crate::partition_election`]); unreplicated partitions
 //! with their replica on a broker that is not live, or partitions with too few replicas,
-//! are re-placed through [`crate::placement::repair`].
+//! are re-placed through [`crate::placement::repair`]; and replicated partitions with a
+//! member on a broker dead for `replace_dead_after`, or draining, have it replaced
+//! ([`replace_members`]).
 //!
 //! Leases decide only *when* replicas move or elections start, never whether data is
 //! committed: both bump the partition's epoch (compare-and-set), which fences the old leader.
-//! Replicated partitions keep their replica set (see [`replaceable`]).
+//! A replicated partition's set changes in two steps (see `docs/replication.md`): an
+//! election over the old and the new set together, then — once the leader reports that a
+//! majority of the new set holds everything committed — the new set alone.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use floe_wire::admin::{BrokerInfo, BrokerState, Role};
-use floe_wire::{PartitionId, StreamName};
+use floe_wire::{BrokerId, PartitionId, StreamName};
 use tokio::sync::watch;
 
 use crate::cluster::{Cluster, now_ms};
 use crate::partition_election;
 use crate::placement::{self, Candidate, Placer};
-use crate::store::{MisplacedPartition, Store, StoreError};
+use crate::store::{MisplacedPartition, Reassignment, Store, StoreError};
 
 /// Runs until `shutdown` turns true. Acts only while this controlplane leads. Besides every
 /// `reconcile_interval`, it wakes when asked and just after the earliest lease expires, so
@@ -68,8 +72,8 @@ pub(crate) async fn tick<S: Store>(cluster: &Cluster<S>) -> Result<Option<u64>, 
     }
     expire_read_replicas(cluster, now).await?;
     let changed = cluster.take_repair_request() || !expired.is_empty();
-    if changed {
-        repair(cluster).await?;
+    if changed || cluster.replacement_due(now) {
+        repair(cluster, now).await?;
     }
     let timeout_ms = millis(cluster.config.partition_election_timeout);
     // Every flag is taken before reading, so a request made during the read is kept.
@@ -137,21 +141,124 @@ async fn elect<S: Store>(
     Ok(())
 }
 
-/// Whether the reconciler may change a partition's replica set, with `live_brokers` live.
-/// An unreplicated one, yes. A replicated one only while it has no replica at all:
-/// changing the members of a replicated partition, especially together with its leader,
-/// could lose committed records unless elections also required a majority of the old set.
-/// Until they do, a replicated partition keeps its members, dead or draining ones included,
-/// and stays under-replicated. Since its first members are then its members for good, a
-/// replicated partition without replicas waits until a full set of brokers is live,
-/// rather than settling on the first broker to register.
+/// Whether [`crate::placement::repair`] may re-place a partition, with `live_brokers` live.
+/// An unreplicated one, yes. A replicated one only while it has no replica at all, and then
+/// only once a full set of brokers is live, rather than settling on the first broker to
+/// register. A replicated partition with members changes them only through
+/// [`replace_members`].
 pub(crate) fn replaceable(partition: &MisplacedPartition, live_brokers: usize) -> bool {
     partition.replication_factor <= 1
         || (partition.replicas.is_empty() && live_brokers >= partition.replication_factor as usize)
 }
 
-async fn repair<S: Store>(cluster: &Cluster<S>) -> Result<(), StoreError> {
-    let mut misplaced = cluster.store.misplaced_partitions().await?;
+/// What to do about one replicated partition's members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Replacement {
+    /// Change the set: an election over the old and the new set starts with it.
+    Now(Reassignment),
+    /// A member is dead but not for long enough yet: look again at this time.
+    Later(u64),
+    /// Nothing to replace, or it cannot be done now (a change or an election is running,
+    /// the leader is not live, too few members are live to elect over both sets, or no
+    /// live broker can take a new member).
+    No,
+}
+
+/// The change of a replicated partition's replica set that replaces its members on brokers
+/// dead for `replace_after_ms` by `now_ms` (or draining), keeping every other member and
+/// the leader. `dead_since` gives the time a broker was declared dead (`None`: unknown
+/// broker, dead for good). The new members are chosen by `placer` (live brokers only).
+///
+/// Only while the partition has a live leader and no change runs, so that one change is
+/// in flight at a time and the election over both sets can succeed: the live members kept
+/// must be a majority of the old set (they must also be a majority of the new one, which
+/// holds them plus the newcomers, so that holds too whenever enough brokers are live).
+pub(crate) fn replace_members(
+    placer: &mut Placer,
+    partition: &MisplacedPartition,
+    dead_since: impl Fn(BrokerId) -> Option<u64>,
+    now_ms: u64,
+    replace_after_ms: u64,
+) -> Replacement {
+    if partition.replication_factor <= 1
+        || partition.replicas.is_empty()
+        || !partition.previous.is_empty()
+    {
+        return Replacement::No;
+    }
+    let Some(leader) = partition.leader else {
+        return Replacement::No;
+    };
+    if !partition
+        .replicas
+        .iter()
+        .any(|&(id, state)| id == leader && state == BrokerState::Live)
+    {
+        return Replacement::No;
+    }
+    let mut later = u64::MAX;
+    let mut out = Vec::new();
+    for &(id, state) in &partition.replicas {
+        if id == leader {
+            continue;
+        }
+        match state {
+            BrokerState::Live => {}
+            BrokerState::Draining => out.push(id),
+            BrokerState::Dead => {
+                let due = dead_since(id).map_or(0, |at| at.saturating_add(replace_after_ms));
+                if due <= now_ms {
+                    out.push(id);
+                } else {
+                    later = later.min(due);
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return if later == u64::MAX {
+            Replacement::No
+        } else {
+            Replacement::Later(later)
+        };
+    }
+    let old: Vec<BrokerId> = partition.replicas.iter().map(|(id, _)| *id).collect();
+    let live_kept: Vec<BrokerId> = partition
+        .replicas
+        .iter()
+        .filter(|&&(id, state)| state == BrokerState::Live && placer.contains(id))
+        .map(|&(id, _)| id)
+        .collect();
+    if live_kept.len() < partition_election::majority(old.len()) {
+        return Replacement::No;
+    }
+    // Dead members not due yet stay; the placer completes the live ones with newcomers.
+    let waiting: Vec<BrokerId> = old
+        .iter()
+        .copied()
+        .filter(|id| !out.contains(id) && !live_kept.contains(id))
+        .collect();
+    let target = u32::try_from(old.len() - waiting.len()).unwrap_or(u32::MAX);
+    let placement = placer.place(&live_kept, Some(leader), target);
+    if placement.replicas.len() + waiting.len() < old.len() {
+        // Not enough live brokers outside the set: stay as it is rather than shrink.
+        return Replacement::No;
+    }
+    let mut replicas = placement.replicas;
+    replicas.extend(waiting);
+    Replacement::Now(Reassignment {
+        stream: partition.stream.clone(),
+        partition: partition.partition,
+        expected_epoch: partition.epoch,
+        replicas,
+        leader: None,
+        previous: old,
+    })
+}
+
+async fn repair<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreError> {
+    cluster.set_replacement_due(u64::MAX);
+    let misplaced = cluster.store.misplaced_partitions().await?;
     if misplaced.is_empty() {
         return Ok(());
     }
@@ -160,11 +267,28 @@ async fn repair<S: Store>(cluster: &Cluster<S>) -> Result<(), StoreError> {
         .iter()
         .filter(|broker| broker.state == BrokerState::Live)
         .count();
-    misplaced.retain(|partition| replaceable(partition, live));
-    if misplaced.is_empty() {
-        return Ok(());
-    }
     let mut placer = live_placer(&brokers);
+    let (members, mut misplaced): (Vec<_>, Vec<_>) = misplaced
+        .into_iter()
+        .partition(|p| p.replication_factor > 1 && !p.replicas.is_empty());
+    let dead_since = |id: BrokerId| {
+        brokers
+            .iter()
+            .find(|b| b.broker_id == id)
+            .map(|b| b.lease_expires_at_ms)
+    };
+    let replace_after = millis(cluster.config.replace_dead_after);
+    let mut replacements = Vec::new();
+    let mut next_due = u64::MAX;
+    for partition in &members {
+        match replace_members(&mut placer, partition, dead_since, now, replace_after) {
+            Replacement::Now(change) => replacements.push(change),
+            Replacement::Later(at) => next_due = next_due.min(at),
+            Replacement::No => {}
+        }
+    }
+    cluster.set_replacement_due(next_due);
+    misplaced.retain(|partition| replaceable(partition, live));
     let replicated: HashSet<(&StreamName, PartitionId)> = misplaced
         .iter()
         .filter(|p| p.replication_factor > 1)
@@ -177,12 +301,22 @@ async fn repair<S: Store>(cluster: &Cluster<S>) -> Result<(), StoreError> {
             change.leader = None;
         }
     }
+    for change in &replacements {
+        tracing::info!(stream = %change.stream, partition = change.partition.get(), from = ?change.previous, to = ?change.replicas, "replacing replicas on dead or draining brokers");
+    }
+    changes.extend(replacements);
     if changes.is_empty() {
         return Ok(());
     }
     let version = cluster.store.reassign(&changes).await?;
     tracing::info!(partitions = changes.len(), version, "re-placed partitions");
+    cluster
+        .metrics
+        .replica_replacements
+        .inc_by(changes.iter().filter(|c| !c.previous.is_empty()).count() as u64);
     cluster.announce(version);
+    // A change of a replica set starts its election: look for it on this same pass.
+    cluster.request_election_check();
     Ok(())
 }
 
@@ -199,4 +333,79 @@ pub(crate) fn live_placer(brokers: &[BrokerInfo]) -> Placer {
                 leaders: broker.leaders,
             }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIVE: BrokerState = BrokerState::Live;
+    const DEAD: BrokerState = BrokerState::Dead;
+
+    fn id(n: u32) -> BrokerId {
+        BrokerId::new(n)
+    }
+
+    fn placer(live: &[u32]) -> Placer {
+        Placer::new(live.iter().map(|&n| Candidate {
+            id: id(n),
+            zone: None,
+            replicas: 1,
+            leaders: 0,
+        }))
+    }
+
+    fn partition(members: &[(u32, BrokerState)], leader: u32) -> MisplacedPartition {
+        MisplacedPartition {
+            stream: StreamName::new("orders").expect("name"),
+            partition: PartitionId::new(0),
+            replication_factor: u32::try_from(members.len()).expect("small"),
+            epoch: 4,
+            leader: Some(id(leader)),
+            replicas: members.iter().map(|&(n, s)| (id(n), s)).collect(),
+            previous: Vec::new(),
+        }
+    }
+
+    /// Broker 3 died at 1,000; members are replaced 5,000 ms after their broker died.
+    fn decide(p: &MisplacedPartition, live: &[u32], now: u64) -> Replacement {
+        replace_members(&mut placer(live), p, |_| Some(1_000), now, 5_000)
+    }
+
+    #[test]
+    fn a_dead_member_is_replaced_after_the_grace_period() {
+        let p = partition(&[(1, LIVE), (2, LIVE), (3, DEAD)], 1);
+        assert_eq!(decide(&p, &[1, 2, 4], 5_999), Replacement::Later(6_000));
+        let Replacement::Now(change) = decide(&p, &[1, 2, 4], 6_000) else {
+            panic!("due");
+        };
+        assert_eq!(change.previous, vec![id(1), id(2), id(3)]);
+        assert_eq!(change.replicas, vec![id(1), id(2), id(4)], "leader first");
+        assert_eq!((change.leader, change.expected_epoch), (None, 4));
+    }
+
+    #[test]
+    fn nothing_is_replaced_without_a_live_leader_a_majority_or_a_spare_broker() {
+        let dead_leader = partition(&[(1, DEAD), (2, LIVE), (3, DEAD)], 1);
+        assert_eq!(decide(&dead_leader, &[2, 4, 5], 9_000), Replacement::No);
+        let no_spare = partition(&[(1, LIVE), (2, LIVE), (3, DEAD)], 1);
+        assert_eq!(decide(&no_spare, &[1, 2], 9_000), Replacement::No);
+        let mut changing = partition(&[(1, LIVE), (2, LIVE), (4, LIVE)], 1);
+        changing.previous = vec![id(1), id(2), id(3)];
+        assert_eq!(decide(&changing, &[1, 2, 4, 5], 9_000), Replacement::No);
+        // Five members, three dead: the two live ones are no majority of the old set.
+        let minority = partition(&[(1, LIVE), (2, LIVE), (3, DEAD), (4, DEAD), (5, DEAD)], 1);
+        assert_eq!(decide(&minority, &[1, 2, 6, 7, 8], 9_000), Replacement::No);
+    }
+
+    #[test]
+    fn members_not_yet_due_stay_while_due_ones_go() {
+        let p = partition(&[(1, LIVE), (2, LIVE), (3, LIVE), (4, DEAD), (5, DEAD)], 1);
+        let dead_since = |b: BrokerId| Some(if b == id(4) { 1_000 } else { 8_000 });
+        let change = replace_members(&mut placer(&[1, 2, 3, 6]), &p, dead_since, 6_000, 5_000);
+        let Replacement::Now(change) = change else {
+            panic!("4 is due");
+        };
+        assert_eq!(change.replicas, vec![id(1), id(2), id(3), id(6), id(5)]);
+    }
 }

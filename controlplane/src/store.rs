@@ -102,6 +102,8 @@ pub struct MisplacedPartition {
     pub leader: Option<BrokerId>,
     /// In position order, each with its broker's state (`Dead` for an unknown broker).
     pub replicas: Vec<(BrokerId, BrokerState)>,
+    /// The set being left while the replica set changes; empty otherwise.
+    pub previous: Vec<BrokerId>,
 }
 
 /// A new replica set and leader for one partition, valid only if the partition is still at
@@ -114,6 +116,11 @@ pub struct Reassignment {
     /// Leader first when there is one.
     pub replicas: Vec<BrokerId>,
     pub leader: Option<BrokerId>,
+    /// A replicated partition's change of replica set: the set being left, which the
+    /// partition's election at the new epoch (started by the same write: no leader,
+    /// electing) and its commits count along with the new one until the change completes
+    /// ([`MetadataStore::report_partitions`]). Empty for every other reassignment.
+    pub previous: Vec<BrokerId>,
 }
 
 /// A replicated partition's leadership, as the election rules need it; see
@@ -130,6 +137,10 @@ pub struct PartitionLeadership {
     pub electing: bool,
     /// In position order, each with its broker's state (`Dead` for an unknown broker).
     pub replicas: Vec<(BrokerId, BrokerState)>,
+    /// The set being left while the replica set changes (see [`Reassignment::previous`]);
+    /// empty otherwise. Its members do not report (they no longer hold the partition), but
+    /// an election needs reports from a majority of it too.
+    pub previous: Vec<BrokerId>,
 }
 
 /// A new election of one partition's leader at `epoch`, valid only if the partition is
@@ -220,12 +231,14 @@ pub trait MetadataStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<BrokerId>, StoreError>> + Send;
 
     /// Records what a leader reported; a report is ignored unless `id` leads that partition
-    /// in the report's epoch.
+    /// in the report's epoch. A report that the new set of a changing replica set holds
+    /// everything committed ([`PartitionReport::new_set_caught_up`], naming the partition's
+    /// current set) completes the change. Returns the new assignment version when any did.
     fn report_partitions(
         &self,
         id: BrokerId,
         reports: &[PartitionReport],
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
 
     /// Partitions whose replica set needs repair, ordered by stream and partition.
     fn misplaced_partitions(

@@ -61,6 +61,7 @@ conformance!(
     a_replicated_partition_elects_its_leader_once_per_epoch,
     a_leader_that_is_not_live_leaves_its_partition_leaderless,
     the_next_lease_expiry_is_the_earliest_of_brokers_not_dead,
+    a_replica_set_changes_in_two_steps,
 );
 
 fn name(text: &str) -> StreamName {
@@ -346,6 +347,7 @@ async fn a_stale_reassignment_changes_nothing(store: &SqlStore) {
         expected_epoch,
         replicas: ids(replicas),
         leader: replicas.first().copied().map(BrokerId::new),
+        previous: Vec::new(),
     };
     let stale = store
         .reassign(&[change(0, 1, &[3, 1]), change(1, 0, &[3, 1])])
@@ -476,6 +478,7 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
             broker_id: BrokerId::new(2),
             records: 3,
         }],
+        new_set_caught_up: Vec::new(),
     };
     store
         .report_partitions(BrokerId::new(2), &[report(1, 99)])
@@ -517,6 +520,111 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
             records: 3
         }]
     );
+}
+
+async fn a_replica_set_changes_in_two_steps(store: &SqlStore) {
+    three_brokers(store).await;
+    store
+        .register_broker(&registration(None, 7400, 10_000))
+        .await
+        .expect("a fourth broker");
+    store
+        .create_stream(&stream("orders", 1, 3), &[ids(&[1, 2, 3])])
+        .await
+        .expect("create");
+    elect_first_replicas(store, "orders", &[ids(&[1, 2, 3])]).await;
+    // Broker 3 is replaced by 4: the set changes and an election over both starts.
+    let version = store
+        .reassign(&[Reassignment {
+            stream: name("orders"),
+            partition: PartitionId::new(0),
+            expected_epoch: 1,
+            replicas: ids(&[1, 2, 4]),
+            leader: Some(BrokerId::new(1)),
+            previous: ids(&[1, 2, 3]),
+        }])
+        .await
+        .expect("change");
+    let leadership = store
+        .partition_leadership(&name("orders"), PartitionId::new(0))
+        .await
+        .expect("leadership");
+    assert_eq!(
+        (leadership.epoch, leadership.leader, leadership.electing),
+        (2, None, true),
+        "a change elects over both sets"
+    );
+    assert_eq!(leadership.previous, ids(&[1, 2, 3]));
+    let newcomer = store
+        .assignments(BrokerId::new(4))
+        .await
+        .expect("assignments");
+    assert_eq!(newcomer.version, version);
+    let assigned = &newcomer.streams[0].partitions[0];
+    assert_eq!(assigned.replicas, ids(&[1, 2, 4]));
+    assert_eq!(assigned.previous_replicas, ids(&[1, 2, 3]));
+    assert!(
+        store
+            .assignments(BrokerId::new(3))
+            .await
+            .expect("assignments")
+            .streams
+            .is_empty(),
+        "the replaced broker holds nothing"
+    );
+    store
+        .elect_leader(&ElectionResult {
+            stream: name("orders"),
+            partition: PartitionId::new(0),
+            epoch: 2,
+            leader: BrokerId::new(1),
+        })
+        .await
+        .expect("elect");
+    let caught_up = |epoch: u64, set: &[u32]| PartitionReport {
+        stream: name("orders"),
+        partition: PartitionId::new(0),
+        epoch,
+        hot: None,
+        tier: None,
+        bytes: 0,
+        upload_backlog_bytes: 0,
+        high_watermark: None,
+        replica_lag: Vec::new(),
+        new_set_caught_up: ids(set),
+    };
+    // Not the leader, an old epoch, another set: nothing completes.
+    for (from, report) in [
+        (2, caught_up(2, &[1, 2, 4])),
+        (1, caught_up(1, &[1, 2, 4])),
+        (1, caught_up(2, &[1, 2, 3])),
+    ] {
+        let completed = store
+            .report_partitions(BrokerId::new(from), &[report])
+            .await
+            .expect("report");
+        assert_eq!(completed, None);
+    }
+    let completed = store
+        .report_partitions(BrokerId::new(1), &[caught_up(2, &[4, 2, 1])])
+        .await
+        .expect("report");
+    assert!(completed.is_some_and(|v| v > version), "{completed:?}");
+    let done = store
+        .partition_leadership(&name("orders"), PartitionId::new(0))
+        .await
+        .expect("leadership");
+    assert!(done.previous.is_empty());
+    assert_eq!(
+        (done.epoch, done.leader),
+        (2, Some(BrokerId::new(1))),
+        "completing needs no election"
+    );
+    let member = store
+        .assignments(BrokerId::new(4))
+        .await
+        .expect("assignments");
+    assert!(member.streams[0].partitions[0].previous_replicas.is_empty());
 }
 
 async fn group_offsets_commit_all_or_nothing(store: &SqlStore) {

@@ -247,11 +247,16 @@ fn a_reset_is_all_or_nothing_across_a_crash() {
         let captured = captured.clone();
         storage.on_sync(move |_, image| captured.lock().expect("lock").push(image));
     }
-    log.reset(start).expect("reset");
+    log.reset(start, 3).expect("reset");
     assert_eq!((log.log_start(), log.log_end()), (start, start));
     assert_eq!(log.synced_end(), start);
     assert_eq!(log.high_watermark(), start);
-    assert!(log.epoch_history().entries().is_empty());
+    // Only the epoch of the entry below the new start is kept.
+    let base = floe_hot_log::EpochStart {
+        epoch: 3,
+        start_offset: Offset::new(499),
+    };
+    assert_eq!(log.epoch_history().entries(), &[base]);
     let next = log
         .append(&batch("after", 2, 0), 4)
         .expect("append after reset");
@@ -279,6 +284,11 @@ fn a_reset_is_all_or_nothing_across_a_crash() {
                 reset_seen = true;
                 let after = read_all(&log, start);
                 assert!(after.len() <= 2, "image {i} seed {seed}: {after:?}");
+                assert_eq!(
+                    log.epoch_history().entries().first(),
+                    Some(&base),
+                    "image {i} seed {seed}: the base epoch is lost"
+                );
                 assert!(log.high_watermark() <= log.log_end());
             } else {
                 // It did not: the whole old log is there.

@@ -22,22 +22,42 @@ pub struct LogView {
     /// Increasing epochs and starts; every start in `[start, end)`, the first at `start`
     /// unless the log is empty.
     pub epochs: Vec<EpochStart>,
+    /// The epoch of the entry just below `start` (gone from the local log: committed, and
+    /// in object storage), 0 when `start` is 0 or it is not known. It keeps an emptied log
+    /// comparable in an election: without it, a log reset to start at 124 would report
+    /// itself as older than a stale log ending at 121.
+    pub base_epoch: u32,
 }
 
 impl LogView {
     /// An empty log whose next offset is `start`.
     pub fn empty(start: u64) -> LogView {
+        LogView::empty_after(start, 0)
+    }
+
+    /// An empty log whose next offset is `start`, the entry before it being of `base_epoch`.
+    pub fn empty_after(start: u64, base_epoch: u32) -> LogView {
         LogView {
             start,
             end: start,
             synced: start,
             epochs: Vec::new(),
+            base_epoch,
         }
     }
 
-    /// The epoch of the last entry, 0 for an empty log.
+    /// The epoch of the last entry, the one below the start for an empty log (0 if none).
     pub fn last_epoch(&self) -> u32 {
-        self.epochs.last().map_or(0, |e| e.epoch)
+        self.epochs.last().map_or(self.base_epoch, |e| e.epoch)
+    }
+
+    /// The epoch of the entry before `offset`: in the log, or just below its start; `None`
+    /// when not known.
+    pub fn epoch_before(&self, offset: u64) -> Option<u32> {
+        if offset == self.start {
+            return (self.base_epoch > 0).then_some(self.base_epoch);
+        }
+        self.epoch_at(offset.checked_sub(1)?)
     }
 
     /// The epoch of the entry at `offset`, `None` outside `[start, end)`.
@@ -49,18 +69,19 @@ impl LogView {
         Some(self.epochs[i.checked_sub(1)?].epoch)
     }
 
-    /// The epoch of the last durable entry, 0 when nothing is durable.
+    /// The epoch of the last durable entry (below the start, for an empty log), 0 when
+    /// there is none.
     pub fn synced_epoch(&self) -> u32 {
-        self.synced
-            .checked_sub(1)
-            .and_then(|last| self.epoch_at(last))
-            .unwrap_or(0)
+        if self.synced <= self.start {
+            return self.base_epoch;
+        }
+        self.epoch_at(self.synced - 1).unwrap_or(0)
     }
 
     /// Records entries `[self.end, end)` written in `epoch`.
     pub fn append(&mut self, epoch: u32, end: u64) {
         debug_assert!(epoch >= self.last_epoch() && end >= self.end);
-        if end > self.end && epoch > self.last_epoch() {
+        if end > self.end && self.epochs.last().is_none_or(|last| epoch > last.epoch) {
             self.epochs.push(EpochStart {
                 epoch,
                 start: self.end,
@@ -87,6 +108,9 @@ impl LogView {
             return;
         }
         let start = start.min(self.end);
+        if let Some(epoch) = self.epoch_at(start - 1) {
+            self.base_epoch = epoch;
+        }
         let keep = self
             .epochs
             .partition_point(|e| e.start <= start)
@@ -102,9 +126,9 @@ impl LogView {
         self.synced = self.synced.max(start);
     }
 
-    /// Drops every entry; the next offset is `start`.
-    pub fn reset(&mut self, start: u64) {
-        *self = LogView::empty(start);
+    /// Drops every entry; the next offset is `start`, the entry before it of `base_epoch`.
+    pub fn reset(&mut self, start: u64, base_epoch: u32) {
+        *self = LogView::empty_after(start, base_epoch);
     }
 
     /// The first offset that `epoch` did not write: the start of the next epoch, or the log
@@ -151,6 +175,7 @@ mod tests {
                 .iter()
                 .map(|&(epoch, start)| EpochStart { epoch, start })
                 .collect(),
+            base_epoch: 0,
         }
     }
 
@@ -207,5 +232,24 @@ mod tests {
         assert_eq!(log.synced_epoch(), 1);
         log.append(5, 14);
         assert_eq!(log.epochs.len(), 2);
+    }
+
+    #[test]
+    fn an_emptied_log_keeps_the_epoch_below_its_start() {
+        let mut log = view(0, 30, &[(1, 0), (3, 10), (4, 25)]);
+        log.advance_start(30);
+        assert_eq!((log.start, log.end), (30, 30));
+        assert_eq!((log.last_epoch(), log.synced_epoch()), (4, 4));
+        assert_eq!(log.epoch_before(30), Some(4));
+        let mut log = view(0, 30, &[(1, 0), (3, 10), (4, 25)]);
+        log.advance_start(12);
+        assert_eq!((log.base_epoch, log.epoch_before(12)), (3, Some(3)));
+        log.truncate(12);
+        assert_eq!(log.last_epoch(), 3);
+        log.reset(40, 6);
+        assert_eq!((log.last_epoch(), log.synced_epoch(), log.end), (6, 6, 40));
+        log.append(6, 45);
+        assert_eq!(log.epoch_at(40), Some(6));
+        assert_eq!(LogView::empty(40).epoch_before(40), None);
     }
 }

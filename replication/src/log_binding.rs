@@ -76,21 +76,47 @@ impl ReadLog<WireBatch> for Log {
     }
 }
 
-/// The state machine's view of a real log: bounds, durable end and epoch history.
+/// The state machine's view of a real log: bounds, durable end and epoch history. The log's
+/// history may reach below its start (retention keeps it whole, and a reset records the
+/// epoch below the new start): the epoch in force just below the start becomes the view's
+/// base epoch, and the view's history starts at the log start.
 pub fn log_view(log: &Log) -> crate::LogView {
-    crate::LogView {
-        start: log.log_start().get(),
-        end: log.log_end().get(),
-        synced: log.synced_end().get(),
-        epochs: log
-            .epoch_history()
-            .entries()
+    let start = log.log_start();
+    let end = log.log_end();
+    let history = log.epoch_history();
+    let entries = history.entries();
+    let below = entries.partition_point(|e| e.start_offset < start);
+    let base_epoch = below
+        .checked_sub(1)
+        .filter(|_| start.get() > 0)
+        .map_or(0, |i| entries[i].epoch);
+    let mut epochs: Vec<crate::EpochStart> = Vec::new();
+    if end > start
+        && let Some(i) = below.checked_sub(1)
+        && entries
+            .get(below)
+            .is_none_or(|next| next.start_offset > start)
+    {
+        // The epoch in force at the start began below it.
+        epochs.push(crate::EpochStart {
+            epoch: entries[i].epoch,
+            start: start.get(),
+        });
+    }
+    epochs.extend(
+        entries[below..]
             .iter()
-            .filter(|e| e.start_offset < log.log_end())
+            .filter(|e| e.start_offset < end)
             .map(|e| crate::EpochStart {
                 epoch: e.epoch,
                 start: e.start_offset.get(),
-            })
-            .collect(),
+            }),
+    );
+    crate::LogView {
+        start: start.get(),
+        end: end.get(),
+        synced: log.synced_end().get(),
+        epochs,
+        base_epoch,
     }
 }

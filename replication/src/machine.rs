@@ -15,6 +15,11 @@
 //!    the leader's; the leader holds every committed entry (the controlplane picks the most
 //!    up-to-date of a majority of reports), so disagreement lies above the commit point.
 //!
+//! 5. **Change sets through both.** While the replica set changes, a record commits only on
+//!    a majority of the old set *and* of the new one (the controlplane elects over both
+//!    too), and the old set is dropped only once a majority of the new set holds everything
+//!    committed ([`Replica::new_set_holds_committed`]).
+//!
 //! A leader never survives a restart: after [`Replica::recover`] it leads nothing until a new
 //! election in which it reported, so one epoch never has two different logs.
 
@@ -80,8 +85,67 @@ enum Role {
     Leader {
         /// The first offset of this epoch in the log.
         epoch_start: u64,
+        /// Who must hold a record before it commits: a majority of `replicas`, and while the
+        /// replica set changes, also a majority of `previous` (see [`Replica::reconfigure`]).
+        voters: Voters,
         followers: BTreeMap<ReplicaId, Progress>,
     },
+}
+
+/// The replica sets whose majorities a leader counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Voters {
+    replicas: Vec<ReplicaId>,
+    /// The set being left, during a change of the replica set; empty otherwise.
+    previous: Vec<ReplicaId>,
+}
+
+impl Voters {
+    fn new(replicas: &[ReplicaId], previous: &[ReplicaId]) -> Voters {
+        let dedup = |ids: &[ReplicaId]| {
+            let mut ids = ids.to_vec();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
+        let replicas = dedup(replicas);
+        let previous = dedup(previous);
+        // A change to the same set is no change.
+        let previous = if previous == replicas {
+            Vec::new()
+        } else {
+            previous
+        };
+        Voters { replicas, previous }
+    }
+
+    /// Everyone a leader ships to (itself excluded by the caller).
+    fn all(&self) -> impl Iterator<Item = ReplicaId> + '_ {
+        self.replicas
+            .iter()
+            .chain(
+                self.previous
+                    .iter()
+                    .filter(|id| !self.replicas.contains(id)),
+            )
+            .copied()
+    }
+
+    /// The largest offset durable on a majority of `set`, given each member's durable end.
+    fn majority_end(set: &[ReplicaId], end_of: impl Fn(ReplicaId) -> u64) -> u64 {
+        if set.is_empty() {
+            return u64::MAX;
+        }
+        let mut ends: Vec<u64> = set.iter().map(|&id| end_of(id)).collect();
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        ends[set.len() / 2]
+    }
+
+    /// The largest offset durable on a majority of every set.
+    fn committed_end(&self, end_of: impl Fn(ReplicaId) -> u64) -> u64 {
+        Voters::majority_end(&self.replicas, &end_of)
+            .min(Voters::majority_end(&self.previous, &end_of))
+    }
 }
 
 /// One partition replica.
@@ -197,50 +261,132 @@ impl Replica {
     }
 
     /// The controlplane names this replica leader of `epoch` over `replicas` (itself
-    /// included).
+    /// included); `previous` is the replica set being left when the set is changing (empty
+    /// otherwise), and the leader then commits only what a majority of each set holds.
+    /// Naming it again in the same epoch with other sets is [`Replica::reconfigure`].
     pub fn become_leader<B: Batch>(
         &mut self,
         epoch: u32,
         replicas: &[ReplicaId],
+        previous: &[ReplicaId],
         log: &impl ReadLog<B>,
     ) -> Vec<Output<B>> {
-        let mut out = Vec::new();
         if self.leader_epoch() == Some(epoch) {
-            return out;
+            return self.reconfigure(replicas, previous, log);
         }
+        let mut out = Vec::new();
         if epoch != self.promised || self.reported != Some(epoch) {
             out.push(Output::Refused { epoch });
             return out;
         }
-        let followers = replicas
-            .iter()
-            .filter(|&&r| r != self.id)
-            .map(|&r| {
-                (
-                    r,
-                    Progress {
-                        matched: 0,
-                        next: self.log.end,
-                        reset: false,
-                        probing: true,
-                        in_flight: 0,
-                        last_sent_ms: self.now_ms,
-                        last_heard_ms: self.now_ms,
-                        last_progress_ms: self.now_ms,
-                    },
-                )
-            })
+        let voters = Voters::new(replicas, previous);
+        let followers = voters
+            .all()
+            .filter(|&r| r != self.id)
+            .map(|r| (r, self.new_progress()))
             .collect();
         self.role = Role::Leader {
             epoch_start: self.log.end,
+            voters,
             followers,
         };
         self.advance_high_watermark(&mut out);
-        let ids: Vec<ReplicaId> = replicas.to_vec();
-        for id in ids {
+        for id in self.follower_ids() {
             self.ship(id, true, log, &mut out);
         }
         out
+    }
+
+    /// The controlplane changed the replica set of the epoch this replica leads: `replicas`
+    /// is the new set and `previous` the set being left (empty once the change is complete).
+    /// New members are probed and caught up like any follower (an empty one is reset to this
+    /// log's start); members of neither set are no longer shipped to. The high watermark
+    /// may move, never back. Ignored unless leading.
+    ///
+    /// Safe in the same epoch because the controlplane changes sets in two steps: first to
+    /// both (`previous` = the old set), under which nothing commits without a majority of
+    /// each; then, once [`Replica::new_set_holds_committed`] names the new set, to the new
+    /// set alone. A leader slow to hear of the first step counts the old set only, which
+    /// every election during the change also counts.
+    pub fn reconfigure<B: Batch>(
+        &mut self,
+        replicas: &[ReplicaId],
+        previous: &[ReplicaId],
+        log: &impl ReadLog<B>,
+    ) -> Vec<Output<B>> {
+        let mut out = Vec::new();
+        let new_voters = Voters::new(replicas, previous);
+        let me = self.id;
+        let fresh = self.new_progress();
+        let Role::Leader {
+            voters, followers, ..
+        } = &mut self.role
+        else {
+            return out;
+        };
+        if *voters == new_voters {
+            return out;
+        }
+        followers.retain(|id, _| new_voters.all().any(|member| member == *id));
+        let added: Vec<ReplicaId> = new_voters
+            .all()
+            .filter(|&id| id != me && !followers.contains_key(&id))
+            .collect();
+        for &id in &added {
+            followers.insert(id, fresh.clone());
+        }
+        *voters = new_voters;
+        self.advance_high_watermark(&mut out);
+        for id in added {
+            self.ship(id, true, log, &mut out);
+        }
+        out
+    }
+
+    /// For a leader in the middle of a change of its replica set: the new set, once a
+    /// majority of it holds — durably, and in agreement with this epoch — every record
+    /// committed so far. From then on the previous set may be dropped: every committed
+    /// record survives on any majority of the new set, and everything committed later
+    /// commits under both sets until the leader hears the change is complete.
+    pub fn new_set_holds_committed(&self) -> Option<Vec<ReplicaId>> {
+        let Role::Leader {
+            epoch_start,
+            voters,
+            followers,
+        } = &self.role
+        else {
+            return None;
+        };
+        if voters.previous.is_empty() {
+            return None;
+        }
+        // Records committed by earlier leaders may lie above this leader's high watermark
+        // (it moves only over entries of this epoch), but never above the epoch's start.
+        let committed = self.high_watermark.max(*epoch_start);
+        let held = Voters::majority_end(&voters.replicas, |id| self.durable_end_of(id, followers));
+        (held >= committed).then(|| voters.replicas.clone())
+    }
+
+    /// The end a leader counts as durable on `id`: its own synced end, or a follower's ack.
+    fn durable_end_of(&self, id: ReplicaId, followers: &BTreeMap<ReplicaId, Progress>) -> u64 {
+        if id == self.id {
+            self.log.synced
+        } else {
+            followers.get(&id).map_or(0, |p| p.matched)
+        }
+    }
+
+    fn new_progress(&self) -> Progress {
+        Progress {
+            matched: 0,
+            next: self.log.end,
+            reset: false,
+            probing: true,
+            in_flight: 0,
+            last_sent_ms: self.now_ms,
+            last_heard_ms: self.now_ms,
+            last_progress_ms: self.now_ms,
+        }
     }
 
     /// The controlplane names `leader` for `epoch`; this replica follows it.
@@ -461,15 +607,18 @@ impl Replica {
         } else if prev_offset <= agreed_below {
             true
         } else {
-            !reset && self.log.epoch_at(prev_offset - 1) == Some(prev_epoch)
+            !reset && self.log.epoch_before(prev_offset) == Some(prev_epoch)
         };
         if reset && !joins && prev_offset > self.log.start {
             // The log cannot be joined to the leader's above its local start: start over
             // there. Idempotent: once reset (or once past `prev_offset` below the high
             // watermark), a duplicate or late reset joins instead of wiping acked data.
             debug_assert!(prev_offset <= leader_high_watermark);
-            self.log.reset(prev_offset);
-            out.push(Output::Reset(prev_offset));
+            self.log.reset(prev_offset, prev_epoch);
+            out.push(Output::Reset {
+                start: prev_offset,
+                base_epoch: prev_epoch,
+            });
             if prev_offset > self.high_watermark {
                 // Below the leader's local start everything is committed (and tiered).
                 self.high_watermark = prev_offset;
@@ -647,11 +796,7 @@ impl Replica {
             } else {
                 p.matched.max(self.log.start)
             };
-            let prev_epoch = if p.reset || prev_offset <= self.log.start {
-                0
-            } else {
-                self.log.epoch_at(prev_offset - 1).unwrap_or(0)
-            };
+            let prev_epoch = self.log.epoch_before(prev_offset).unwrap_or(0);
             let message = Message::Append {
                 epoch,
                 prev_offset,
@@ -676,21 +821,18 @@ impl Replica {
         }
     }
 
-    /// Moves the high watermark to the largest offset durable on a majority, if that offset
-    /// lies in the current epoch.
+    /// Moves the high watermark to the largest offset durable on a majority (of each voting
+    /// set), if that offset lies in the current epoch.
     fn advance_high_watermark<B: Batch>(&mut self, out: &mut Vec<Output<B>>) {
         let Role::Leader {
             epoch_start,
+            voters,
             followers,
         } = &self.role
         else {
             return;
         };
-        let mut ends: Vec<u64> = followers.values().map(|p| p.matched).collect();
-        ends.push(self.log.synced);
-        ends.sort_unstable_by(|a, b| b.cmp(a));
-        let majority = ends.len() / 2 + 1;
-        let candidate = ends[majority - 1];
+        let candidate = voters.committed_end(|id| self.durable_end_of(id, followers));
         if candidate > *epoch_start && candidate > self.high_watermark {
             self.high_watermark = candidate;
             out.push(Output::HighWatermark(candidate));
@@ -785,13 +927,13 @@ mod tests {
         assert_eq!(r.prepare::<B>(1).len(), 2);
         let mut r = Replica::recover(1, Config::default(), 1, LogView::empty(0), 0, 0);
         assert_eq!(
-            r.become_leader(1, &[0, 1, 2], &Empty),
+            r.become_leader(1, &[0, 1, 2], &[], &Empty),
             vec![Output::Refused { epoch: 1 }]
         );
         assert_eq!(r.prepare::<B>(1), vec![Output::Refused { epoch: 1 }]);
         assert_eq!(r.prepare::<B>(2).len(), 2);
         assert!(
-            r.become_leader::<B>(2, &[0, 1, 2], &Empty)
+            r.become_leader::<B>(2, &[0, 1, 2], &[], &Empty)
                 .iter()
                 .all(|o| matches!(o, Output::Send { .. }))
         );

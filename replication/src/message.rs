@@ -29,8 +29,9 @@ pub trait ReadLog<B> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message<B> {
     /// Leader → follower: `batches` continue the leader's log after `prev_offset`, whose
-    /// previous entry has epoch `prev_epoch` (0 when `prev_offset` is at or below the leader's
-    /// log start, or when `reset` is set). Empty `batches` make a heartbeat.
+    /// previous entry has epoch `prev_epoch` (0 when the leader does not know it: below its
+    /// log start, or just below it in a log that never recorded it). Empty `batches` make a
+    /// heartbeat.
     Append {
         epoch: u32,
         prev_offset: u64,
@@ -97,8 +98,13 @@ pub enum Output<B> {
     Write(Vec<B>),
     /// Drop the entries at and above this offset. Never at or below the high watermark.
     Truncate(u64),
-    /// Drop the whole log; the next offset is this one.
-    Reset(u64),
+    /// Drop the whole log; the next offset is `start`, and the entry before it (committed,
+    /// in object storage) is of `base_epoch` (0: not known), which the log must keep, as
+    /// its last epoch, for its election reports.
+    Reset {
+        start: u64,
+        base_epoch: u32,
+    },
     HighWatermark(u64),
     /// For the controlplane's election of `epoch`: this replica's durable log ends at `end`
     /// with an entry of `last_epoch`, and it has promised to ignore older epochs.

@@ -73,7 +73,7 @@ fn carry_out(
                 }
             }
             Output::Truncate(to) => node.log.truncate(Offset::new(to)).expect("truncate"),
-            Output::Reset(start) => panic!("no reset expected (to {start})"),
+            Output::Reset { start, .. } => panic!("no reset expected (to {start})"),
             Output::HighWatermark(hw) => {
                 node.high_watermark = hw;
                 let checkpoint = node.replica.checkpoint_high_watermark();
@@ -142,7 +142,7 @@ fn elect(
     }
     let all: Vec<ReplicaId> = (0..nodes.len() as ReplicaId).collect();
     let node = &mut nodes[leader as usize];
-    let out = node.replica.become_leader(epoch, &all, &node.log);
+    let out = node.replica.become_leader(epoch, &all, &[], &node.log);
     carry_out(nodes, leader, out, net);
     for &id in voters.iter().filter(|&&id| id != leader) {
         let out = nodes[id as usize].replica.become_follower(epoch, leader);

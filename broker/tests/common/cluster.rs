@@ -22,6 +22,8 @@ pub struct Timing {
     pub lease: Duration,
     pub heartbeat: Duration,
     pub reconcile: Duration,
+    /// A replicated partition's member on a broker dead this long is replaced.
+    pub replace_dead_after: Duration,
 }
 
 impl Default for Timing {
@@ -30,6 +32,8 @@ impl Default for Timing {
             lease: Duration::from_secs(2),
             heartbeat: Duration::from_millis(300),
             reconcile: Duration::from_millis(100),
+            // Tests that kill and restart brokers expect them back in their sets.
+            replace_dead_after: Duration::from_secs(3600),
         }
     }
 }
@@ -201,6 +205,7 @@ impl Cluster {
         config.lease = timing.lease;
         config.heartbeat_interval = timing.heartbeat;
         config.reconcile_interval = timing.reconcile;
+        config.replace_dead_after = timing.replace_dead_after;
         if let Some(interval) = autoscale {
             let path = |p: &Path| p.display().to_string();
             config.autoscale_interval = interval;

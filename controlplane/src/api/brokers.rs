@@ -83,16 +83,17 @@ pub(super) async fn heartbeat<S: Store>(
             "a heartbeat reports at most {MAX_REPORTS} partitions"
         )));
     }
-    if let Some(report) = request
-        .partitions
-        .iter()
-        .find(|r| r.replica_lag.len() > MAX_REPLICATION_FACTOR)
-    {
+    if let Some(report) = request.partitions.iter().find(|r| {
+        r.replica_lag.len() > MAX_REPLICATION_FACTOR
+            || r.new_set_caught_up.len() > MAX_REPLICATION_FACTOR
+    }) {
         return Err(Failure::Invalid(format!(
-            "partition {}/{} reports the lag of {} followers; a replica set has at most {}",
+            "partition {}/{} reports {} followers' lag and a set of {}; a replica set has at \
+             most {}",
             report.stream,
             report.partition,
             report.replica_lag.len(),
+            report.new_set_caught_up.len(),
             MAX_REPLICATION_FACTOR
         )));
     }
@@ -110,10 +111,14 @@ pub(super) async fn heartbeat<S: Store>(
             .store
             .renew_lease(id, now_ms().saturating_add(lease_ms))
             .await?;
-        cluster
+        if let Some(version) = cluster
             .store
             .report_partitions(id, &request.partitions)
-            .await?;
+            .await?
+        {
+            // A replica-set change completed: its members learn the final set.
+            cluster.announce(version);
+        }
         broker
     };
     cluster.record_history_reads(id, request.history_read_bytes_per_second);

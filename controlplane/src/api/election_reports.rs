@@ -43,7 +43,7 @@ pub(super) async fn report<S: Store>(
                 let key = (partition.stream.clone(), partition.partition);
                 let mut ballots = cluster.ballots();
                 let reports = ballots.record(&key, partition.epoch, reporter, position, now_ms());
-                partition_election::pick_leader(&partition.replicas, reports)
+                partition_election::pick_leader(&partition.replicas, &partition.previous, reports)
             };
             if let Some(leader) = winner {
                 elect(&cluster, &partition, leader).await?;

@@ -152,6 +152,7 @@ fn stream_schemas() -> Vec<(&'static str, Value)> {
             ("upload_backlog_bytes", nullable(u64_schema())),
             ("high_watermark", nullable(u64_schema())),
             ("replica_lag", array(reference("ReplicaLag"))),
+            ("previous_replicas", array(u32_schema())),
         ],
         &[
             "partition",
@@ -239,6 +240,7 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
             ("leader", nullable(u32_schema())),
             ("epoch", u64_schema()),
             ("electing", json!({ "type": "boolean" })),
+            ("previous_replicas", array(u32_schema())),
         ],
         &["partition", "replicas", "leader", "epoch"],
         false,
@@ -256,6 +258,10 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
             (
                 "replica_lag",
                 json!({ "type": "array", "items": reference("ReplicaLag"), "maxItems": 16 }),
+            ),
+            (
+                "new_set_caught_up",
+                json!({ "type": "array", "items": u32_schema(), "maxItems": 16 }),
             ),
         ],
         &[

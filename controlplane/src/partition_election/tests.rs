@@ -36,6 +36,7 @@ fn partition(epoch: u64, electing: bool, leader: Option<u32>) -> PartitionLeader
         leader: leader.map(id),
         electing,
         replicas: members(&[(1, LIVE), (2, LIVE), (3, LIVE)]),
+        previous: Vec::new(),
     }
 }
 
@@ -64,9 +65,9 @@ fn majorities_are_strict() {
 #[test]
 fn no_winner_before_a_majority_has_reported() {
     let set = members(&[(1, LIVE), (2, LIVE), (3, LIVE)]);
-    assert_eq!(pick_leader(&set, &reports(&[(2, at(4, 100))])), None);
+    assert_eq!(pick_leader(&set, &[], &reports(&[(2, at(4, 100))])), None);
     assert_eq!(
-        pick_leader(&set, &reports(&[(2, at(4, 100)), (3, at(4, 90))])),
+        pick_leader(&set, &[], &reports(&[(2, at(4, 100)), (3, at(4, 90))])),
         Some(id(2))
     );
 }
@@ -74,7 +75,7 @@ fn no_winner_before_a_majority_has_reported() {
 #[test]
 fn the_last_epoch_outranks_the_end() {
     let set = members(&[(1, LIVE), (2, LIVE), (3, LIVE)]);
-    let picked = pick_leader(&set, &reports(&[(1, at(3, 500)), (3, at(4, 10))]));
+    let picked = pick_leader(&set, &[], &reports(&[(1, at(3, 500)), (3, at(4, 10))]));
     assert_eq!(
         picked,
         Some(id(3)),
@@ -87,12 +88,12 @@ fn ties_go_to_the_earliest_replica() {
     let set = members(&[(3, LIVE), (1, LIVE), (2, LIVE)]);
     let all_equal = reports(&[(1, at(2, 7)), (2, at(2, 7)), (3, at(2, 7))]);
     assert_eq!(
-        pick_leader(&set, &all_equal),
+        pick_leader(&set, &[], &all_equal),
         Some(id(3)),
         "position order, not id order"
     );
     let two_equal = reports(&[(1, at(2, 7)), (2, at(2, 7))]);
-    assert_eq!(pick_leader(&set, &two_equal), Some(id(1)));
+    assert_eq!(pick_leader(&set, &[], &two_equal), Some(id(1)));
 }
 
 #[test]
@@ -100,19 +101,34 @@ fn a_dead_reporter_neither_wins_nor_counts() {
     let set = members(&[(1, DEAD), (2, LIVE), (3, LIVE)]);
     let with_dead = reports(&[(1, at(9, 900)), (2, at(4, 100))]);
     assert_eq!(
-        pick_leader(&set, &with_dead),
+        pick_leader(&set, &[], &with_dead),
         None,
         "one live report of three"
     );
     let majority_live = reports(&[(1, at(9, 900)), (2, at(4, 100)), (3, at(4, 90))]);
-    assert_eq!(pick_leader(&set, &majority_live), Some(id(2)));
+    assert_eq!(pick_leader(&set, &[], &majority_live), Some(id(2)));
+}
+
+#[test]
+fn a_changing_set_elects_only_with_a_majority_of_both() {
+    // Broker 3 died and is replaced by 4: {1, 2, 3} → {1, 2, 4}.
+    let set = members(&[(1, LIVE), (2, LIVE), (4, LIVE)]);
+    let previous = [id(1), id(2), id(3)];
+    let one_old = reports(&[(1, at(4, 100)), (4, at(0, 0))]);
+    assert_eq!(
+        pick_leader(&set, &previous, &one_old),
+        None,
+        "a majority of the new set, one of the old: 2 may hold what 1 lacks"
+    );
+    let both_old = reports(&[(1, at(4, 100)), (2, at(4, 120))]);
+    assert_eq!(pick_leader(&set, &previous, &both_old), Some(id(2)));
 }
 
 #[test]
 fn reports_from_outside_the_set_do_not_count() {
     let set = members(&[(1, LIVE), (2, LIVE), (3, LIVE)]);
     let outsiders = reports(&[(1, at(1, 1)), (7, at(9, 9)), (8, at(9, 9))]);
-    assert_eq!(pick_leader(&set, &outsiders), None);
+    assert_eq!(pick_leader(&set, &[], &outsiders), None);
 }
 
 #[test]

@@ -126,6 +126,7 @@ fn misplaced(replicas: &[(u32, BrokerState)], leader: Option<u32>) -> MisplacedP
             .iter()
             .map(|(id, state)| (BrokerId::new(*id), *state))
             .collect(),
+        previous: Vec::new(),
     }
 }
 

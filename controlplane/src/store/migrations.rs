@@ -46,6 +46,11 @@ const SQLITE: &[Migration] = &[
         description: "partition progress",
         sql: include_str!("../../migrations/sqlite/0005_partition_progress.sql"),
     },
+    Migration {
+        version: 6,
+        description: "replica set changes",
+        sql: include_str!("../../migrations/sqlite/0006_replica_set_changes.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -73,6 +78,11 @@ const POSTGRES: &[Migration] = &[
         version: 5,
         description: "partition progress",
         sql: include_str!("../../migrations/postgres/0005_partition_progress.sql"),
+    },
+    Migration {
+        version: 6,
+        description: "replica set changes",
+        sql: include_str!("../../migrations/postgres/0006_replica_set_changes.sql"),
     },
 ];
 

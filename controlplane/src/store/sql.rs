@@ -154,6 +154,28 @@ fn broker_from_db(column: &'static str, value: i64) -> Result<BrokerId, StoreErr
     u32_from_db(column, value).map(BrokerId::new)
 }
 
+/// A replica set kept as JSON (`previous_replicas`): `[broker ids]`; null is empty.
+fn brokers_from_db(
+    column: &'static str,
+    value: Option<String>,
+) -> Result<Vec<BrokerId>, StoreError> {
+    let Some(text) = value else {
+        return Ok(Vec::new());
+    };
+    let ids: Vec<u32> = serde_json::from_str(&text).map_err(|_| corrupt(column, &text))?;
+    Ok(ids.into_iter().map(BrokerId::new).collect())
+}
+
+/// The JSON of a replica set, null when empty.
+fn brokers_to_db(ids: &[BrokerId]) -> Option<String> {
+    if ids.is_empty() {
+        return None;
+    }
+    let ids: Vec<u32> = ids.iter().map(|id| id.get()).collect();
+    // Plain numbers: encoding cannot fail.
+    serde_json::to_string(&ids).ok()
+}
+
 fn name_from_db(column: &'static str, value: String) -> Result<StreamName, StoreError> {
     StreamName::new(value.clone()).map_err(|_| corrupt(column, value))
 }
@@ -249,7 +271,7 @@ impl MetadataStore for SqlStore {
         &self,
         id: BrokerId,
         reports: &[PartitionReport],
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
         assignments::report(self, id, reports).await
     }
 

@@ -3,8 +3,12 @@
 //! (the leader's local log starts above where the two agree, and everything below that start
 //! is committed and in object storage).
 //!
-//! A reset is all or nothing across a crash: a `reset` marker naming the new start is written
-//! first; opening a log that holds the marker finishes the reset before anything else.
+//! A reset is all or nothing across a crash: a `reset` marker naming the new start (and the
+//! epoch of the entry before it) is written first; opening a log that holds the marker
+//! finishes the reset before anything else.
+//!
+//! The marker's payload is `u64 start`, then `u32 base_epoch` (absent in markers written
+//! before the epoch was kept; read as 0, unknown).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +17,7 @@ use std::time::Instant;
 use floe_wire::Offset;
 
 use crate::LogError;
-use crate::epoch_history::{EPOCH_FILE, EpochHistory};
+use crate::epoch_history::{EPOCH_FILE, EPOCH_MAGIC, EpochHistory};
 use crate::group_commit::Pending;
 use crate::producer_state::ProducerState;
 use crate::segment::{self, INDEX_EXT, LOG_EXT, Segment};
@@ -29,13 +33,16 @@ const RESET_MAGIC: [u8; 4] = *b"FLRS";
 
 impl Log {
     /// Drops every record and starts the log again, empty, at `start`: the next append
-    /// gets offset `start`. The epoch history, producer state and high watermark go too (the
-    /// high watermark becomes `start`). Durable when it returns. Waiters fail.
-    pub fn reset(&self, start: Offset) -> Result<(), LogError> {
+    /// gets offset `start`. The producer state and high watermark go too (the high
+    /// watermark becomes `start`); the epoch history keeps only `base_epoch`, the epoch of
+    /// the entry just below `start` (recorded as starting at `start - 1`; 0: not known,
+    /// nothing kept), so that the emptied log still tells how recent it is. Durable when it
+    /// returns. Waiters fail.
+    pub fn reset(&self, start: Offset, base_epoch: u32) -> Result<(), LogError> {
         let shared = &self.shared;
         let mut w = shared.writer();
         shared.check_writable(&w)?;
-        let result = reset_locked(shared, &mut w, start);
+        let result = reset_locked(shared, &mut w, start, base_epoch);
         if let Err(e) = &result
             && e.is_fatal()
         {
@@ -45,17 +52,18 @@ impl Log {
     }
 }
 
-fn reset_locked(shared: &Shared, w: &mut Writer, start: Offset) -> Result<(), LogError> {
+fn reset_locked(
+    shared: &Shared,
+    w: &mut Writer,
+    start: Offset,
+    base_epoch: u32,
+) -> Result<(), LogError> {
     let storage = shared.storage.as_ref();
     let dir = &shared.dir;
-    state_file::write_framed(
-        storage,
-        dir,
-        RESET_FILE,
-        RESET_MAGIC,
-        &start.get().to_le_bytes(),
-    )?;
-    finish(storage, dir, start)?;
+    let mut marker = start.get().to_le_bytes().to_vec();
+    marker.extend_from_slice(&base_epoch.to_le_bytes());
+    state_file::write_framed(storage, dir, RESET_FILE, RESET_MAGIC, &marker)?;
+    finish(storage, dir, start, base_epoch)?;
     let path = dir.join(segment::file_name(start, LOG_EXT));
     let file = storage
         .open(&path, false)
@@ -67,7 +75,7 @@ fn reset_locked(shared: &Shared, w: &mut Writer, start: Offset) -> Result<(), Lo
     w.active = active;
     w.active_since = Instant::now();
     w.producers = ProducerState::default();
-    w.epochs = EpochHistory::default();
+    w.epochs = base_history(start, base_epoch);
     shared.write_high_watermark(w, start)?;
     {
         let mut s = shared.sync_state();
@@ -88,19 +96,45 @@ pub(super) fn recover(storage: &dyn Storage, dir: &Path) -> Result<(), LogError>
     let Some(payload) = state_file::read_framed(storage, dir, RESET_FILE, RESET_MAGIC)? else {
         return Ok(());
     };
-    let bytes: [u8; 8] = payload.try_into().map_err(|_| LogError::Corrupt {
-        file: dir.join(RESET_FILE),
-        position: 0,
-        reason: "payload is not 8 bytes".into(),
-    })?;
-    let start = Offset::new(u64::from_le_bytes(bytes));
+    let (start, base_epoch) = match payload.len() {
+        8 | 12 => {
+            let start = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
+            let epoch = payload
+                .get(8..12)
+                .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+            (Offset::new(start), epoch)
+        }
+        n => {
+            return Err(LogError::Corrupt {
+                file: dir.join(RESET_FILE),
+                position: 0,
+                reason: format!("payload is {n} bytes, not 8 or 12"),
+            });
+        }
+    };
     tracing::warn!(dir = %dir.display(), %start, "finishing a reset interrupted by a crash");
-    finish(storage, dir, start)
+    finish(storage, dir, start, base_epoch)
 }
 
-/// Removes every segment and state file, creates the empty segment at `start`, then removes
-/// the marker.
-fn finish(storage: &dyn Storage, dir: &Path, start: Offset) -> Result<(), LogError> {
+/// The epoch history of a log reset to `start` after an entry of `base_epoch`.
+fn base_history(start: Offset, base_epoch: u32) -> EpochHistory {
+    let mut epochs = EpochHistory::default();
+    if base_epoch > 0
+        && let Some(below) = start.get().checked_sub(1)
+    {
+        epochs.assign(base_epoch, Offset::new(below));
+    }
+    epochs
+}
+
+/// Removes every segment and state file, creates the empty segment at `start` and the epoch
+/// history of `base_epoch`, then removes the marker.
+fn finish(
+    storage: &dyn Storage,
+    dir: &Path,
+    start: Offset,
+    base_epoch: u32,
+) -> Result<(), LogError> {
     let listing = open::list(storage, dir)?;
     // Newest first: until the marker goes, a crash leaves a prefix the next open discards.
     for &base in listing.segments.iter().rev() {
@@ -121,6 +155,10 @@ fn finish(storage: &dyn Storage, dir: &Path, start: Offset) -> Result<(), LogErr
     storage
         .open(&path, true)
         .map_err(LogError::io("create", &path))?;
+    let epochs = base_history(start, base_epoch);
+    if !epochs.entries().is_empty() {
+        state_file::write_framed(storage, dir, EPOCH_FILE, EPOCH_MAGIC, &epochs.encode())?;
+    }
     storage
         .sync_dir(dir)
         .map_err(LogError::io("fsync directory", dir))?;

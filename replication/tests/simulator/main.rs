@@ -1,8 +1,8 @@
 //! The seeded replication simulator: `FLOE_SIM_SEEDS` seeds (default 2,000) from
 //! `FLOE_SIM_FIRST_SEED` (default 1), each a few thousand random events with loss,
-//! duplication, reordering, partitions, crashes (with each disk's crash image) and
-//! elections, checked after every step; then the faults heal and everything acked must be on
-//! every replica. A failure names its seed; `FLOE_SIM_FIRST_SEED=N FLOE_SIM_SEEDS=1` replays
+//! duplication, reordering, partitions, crashes (with each disk's crash image), elections
+//! and replacements of members by spare nodes, checked after every step; then the faults
+//! heal and everything acked must be on every member. A failure names its seed; `FLOE_SIM_FIRST_SEED=N FLOE_SIM_SEEDS=1` replays
 //! it, and failing seeds found so far are kept below as regression tests.
 
 mod sim;
@@ -18,8 +18,11 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 /// Seeds that failed while the protocol was built (see `docs/replication.md`): a
 /// checkpointed high watermark above the durable log (29), an election stuck on a restarted
-/// replica (33), starved heartbeats (48, 1), mismatch storms (4, 404, 8).
-const REGRESSION_SEEDS: [u64; 7] = [1, 4, 8, 29, 33, 48, 404];
+/// replica (33), starved heartbeats (48, 1), mismatch storms (4, 404, 8); an emptied log
+/// (reset) reporting itself older than a stale one, which then won the election and
+/// overwrote committed records (5187); a leader removed from the replica set holding its
+/// producers' acks forever (15190).
+const REGRESSION_SEEDS: [u64; 9] = [1, 4, 8, 29, 33, 48, 404, 5187, 15190];
 
 #[test]
 fn regression_seeds() {
@@ -30,7 +33,9 @@ fn regression_seeds() {
 
 fn run_seed(seed: u64, steps: u64) -> Sim {
     let replicas = if seed.is_multiple_of(4) { 5 } else { 3 };
-    let mut sim = Sim::new(seed, replicas);
+    // Most seeds have spare nodes that changes of the replica set bring in.
+    let spares = (seed % 3) as u32;
+    let mut sim = Sim::new(seed, replicas, spares);
     for _ in 0..steps {
         sim.step(false);
     }
@@ -44,6 +49,7 @@ fn random_seeds_lose_no_acknowledged_record() {
     let seeds = env_u64("FLOE_SIM_SEEDS", 2_000);
     let steps = env_u64("FLOE_SIM_STEPS", 3_000);
     let (mut acked, mut resets, mut retained) = (0, 0, 0);
+    let (mut changes, mut changes_done) = (0, 0);
     for seed in first..first + seeds {
         let run = std::panic::catch_unwind(|| run_seed(seed, steps));
         match run {
@@ -51,6 +57,8 @@ fn random_seeds_lose_no_acknowledged_record() {
                 acked += sim.acked.len();
                 resets += sim.resets;
                 retained += sim.retained;
+                changes += sim.changes;
+                changes_done += sim.changes_done;
             }
             Err(_) => panic!(
                 "seed {seed} failed; replay with FLOE_SIM_FIRST_SEED={seed} FLOE_SIM_SEEDS=1"
@@ -63,7 +71,13 @@ fn random_seeds_lose_no_acknowledged_record() {
         "only {acked} batches acked over {seeds} seeds"
     );
     eprintln!(
-        "{seeds} seeds, {acked} batches acked, {retained} prefixes retained, {resets} resets"
+        "{seeds} seeds, {acked} batches acked, {retained} prefixes retained, {resets} resets, \
+         {changes} replica-set changes started and {changes_done} completed"
+    );
+    // Changes of the replica set are exercised, and complete.
+    assert!(
+        seeds < 100 || changes_done > 0,
+        "{changes} replica-set changes started, {changes_done} completed over {seeds} seeds"
     );
     // The log-start path (retention after tiering, resets of lagging followers) is exercised.
     assert!(

@@ -38,6 +38,8 @@ impl Batch for SimBatch {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogData {
     pub start: u64,
+    /// The epoch of the batch just below `start`, as the broker's log keeps it.
+    pub base_epoch: u32,
     pub batches: Vec<SimBatch>,
 }
 
@@ -71,12 +73,15 @@ impl LogData {
 
     /// Drops the batches below `start`, a batch boundary (local retention after tiering).
     fn advance_start(&mut self, start: u64) {
+        if let Some(below) = self.batches.iter().rfind(|b| b.end() <= start) {
+            self.base_epoch = below.epoch;
+        }
         self.batches.retain(|b| b.base >= start);
         self.start = self.start.max(start);
     }
 
     fn view(&self) -> LogView {
-        let mut view = LogView::empty(self.start);
+        let mut view = LogView::empty_after(self.start, self.base_epoch);
         for b in &self.batches {
             view.append(b.epoch, b.end());
         }
@@ -139,9 +144,10 @@ impl Disk {
     }
 
     /// A reset is durable at once (the contract on `Output::Reset`).
-    fn reset(&mut self, start: u64) {
+    fn reset(&mut self, start: u64, base_epoch: u32) {
         self.current = LogData {
             start,
+            base_epoch,
             batches: Vec::new(),
         };
         self.durable = self.current.clone();
@@ -184,6 +190,9 @@ struct Node {
     exposed: u64,
     /// Below this offset the log was checked against the committed prefix.
     checked_to: u64,
+    /// The newest assignment this node's broker applied: older ones arriving late are
+    /// ignored, as a broker ignores assignments older than the version it holds.
+    assignment: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -206,11 +215,21 @@ enum Envelope {
     Lead {
         to: ReplicaId,
         epoch: u32,
+        replicas: Vec<ReplicaId>,
+        previous: Vec<ReplicaId>,
+        version: u64,
     },
     Follow {
         to: ReplicaId,
         epoch: u32,
         leader: ReplicaId,
+        version: u64,
+    },
+    /// Leader → controlplane (its heartbeat): a majority of `replicas` holds every
+    /// committed record.
+    NewSetReady {
+        epoch: u32,
+        replicas: Vec<ReplicaId>,
     },
 }
 
@@ -233,6 +252,49 @@ struct Controlplane {
     leader: Option<ReplicaId>,
     /// The election in progress: its epoch and the reports gathered.
     election: Option<(u32, Reports)>,
+    /// The replica set, sorted.
+    replicas: Vec<ReplicaId>,
+    /// The set being left while the set changes (sorted), empty otherwise.
+    previous: Vec<ReplicaId>,
+    /// Bumped on every change of leader, epoch or sets.
+    version: u64,
+}
+
+impl Controlplane {
+    /// Members of either set.
+    fn members(&self) -> Vec<ReplicaId> {
+        let mut all: Vec<ReplicaId> = self
+            .replicas
+            .iter()
+            .chain(&self.previous)
+            .copied()
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    fn is_member(&self, id: ReplicaId) -> bool {
+        self.replicas.contains(&id) || self.previous.contains(&id)
+    }
+
+    /// Whether `reporters` include a majority of every set.
+    fn quorum(&self, reporters: &BTreeSet<ReplicaId>) -> bool {
+        let majority_of = |set: &[ReplicaId]| {
+            set.is_empty() || set.iter().filter(|id| reporters.contains(id)).count() > set.len() / 2
+        };
+        majority_of(&self.replicas) && majority_of(&self.previous)
+    }
+
+    /// The set every acknowledged record must be durable on a majority of: the one being
+    /// left while the set changes (the new one does not hold everything yet).
+    fn durable_set(&self) -> &[ReplicaId] {
+        if self.previous.is_empty() {
+            &self.replicas
+        } else {
+            &self.previous
+        }
+    }
 }
 
 /// Probabilities, in thousandths, of the disruptive events.
@@ -243,6 +305,8 @@ pub struct Faults {
     pub crash: u64,
     pub partition: u64,
     pub election: u64,
+    /// Replacing one member with a spare node.
+    pub change: u64,
 }
 
 impl Faults {
@@ -253,6 +317,7 @@ impl Faults {
             crash: rng.below(15),
             partition: rng.below(15),
             election: rng.below(8),
+            change: rng.below(8),
         }
     }
 }
@@ -284,6 +349,10 @@ pub struct Sim {
     /// Resets carried out, and prefixes dropped by retention: coverage of the log-start path.
     pub resets: u64,
     pub retained: u64,
+    /// Replica-set changes started and completed.
+    pub changes: u64,
+    pub changes_done: u64,
+    config: Config,
     pub steps: u64,
     /// The producer sends (off while settling, so the replicas can catch up).
     producing: bool,
@@ -292,7 +361,8 @@ pub struct Sim {
 }
 
 impl Sim {
-    pub fn new(seed: u64, replicas: u32) -> Sim {
+    /// `replicas` members and `spares` more nodes that changes of the replica set may bring in.
+    pub fn new(seed: u64, replicas: u32, spares: u32) -> Sim {
         let mut rng = Rng::new(seed);
         let faults = Faults::random(&mut rng);
         let config = Config {
@@ -301,15 +371,20 @@ impl Sim {
             retry_ms: 200,
             heartbeat_ms: 50,
         };
-        let nodes = (0..replicas)
+        let nodes = (0..replicas + spares)
             .map(|id| Node {
                 replica: Replica::recover(id, config.clone(), 0, LogView::empty(0), 0, 0),
                 disk: Disk::default(),
-                up: true,
+                up: id < replicas,
                 exposed: 0,
                 checked_to: 0,
+                assignment: 0,
             })
             .collect();
+        let controlplane = Controlplane {
+            replicas: (0..replicas).collect(),
+            ..Controlplane::default()
+        };
         Sim {
             seed,
             rng,
@@ -317,7 +392,7 @@ impl Sim {
             nodes,
             network: Vec::new(),
             cut: BTreeSet::new(),
-            controlplane: Controlplane::default(),
+            controlplane,
             now_ms: 0,
             next_id: 1,
             pending: BTreeMap::new(),
@@ -328,6 +403,9 @@ impl Sim {
             tiered: 0,
             resets: 0,
             retained: 0,
+            changes: 0,
+            changes_done: 0,
+            config,
             steps: 0,
             producing: true,
             trace: std::env::var_os("FLOE_SIM_TRACE").is_some(),
@@ -336,10 +414,6 @@ impl Sim {
 
     fn ids(&self) -> Vec<ReplicaId> {
         (0..self.nodes.len() as u32).collect()
-    }
-
-    fn majority(&self) -> usize {
-        self.nodes.len() / 2 + 1
     }
 
     /// One random event, then the invariants.
@@ -358,6 +432,8 @@ impl Sim {
             }
         } else if !calm && roll < f.crash + f.partition + f.election {
             self.start_election();
+        } else if !calm && roll < f.crash + f.partition + f.election + f.change {
+            self.change_replica_set();
         } else if roll < 300 {
             self.deliver_due(calm);
         } else if roll < 450 {
@@ -397,7 +473,7 @@ impl Sim {
     /// every replica, and a new batch must be acked.
     pub fn settle(&mut self) {
         self.cut.clear();
-        for id in self.ids() {
+        for id in self.controlplane.members() {
             if !self.nodes[id as usize].up {
                 self.restart(id);
             }
@@ -405,11 +481,23 @@ impl Sim {
         let before = self.acked.len();
         for round in 0..40_000 {
             // Produce a little after healing, then stop and let everything catch up.
-            self.producing = round < 500 || self.acked.len() == before;
+            // A leader commits (and so lets followers drop what it lacks) only once a record
+            // of its own epoch is acked: produce until one is, and until a change of the
+            // replica set is complete.
+            let acked_in_epoch = self
+                .acked
+                .values()
+                .next_back()
+                .is_some_and(|b| b.epoch == self.controlplane.epoch);
+            self.producing = round < 500
+                || self.acked.len() == before
+                || !acked_in_epoch
+                || !self.controlplane.previous.is_empty();
             self.step(true);
             if !self.producing
                 && self.acked.len() > before
                 && self.pending.is_empty()
+                && self.controlplane.previous.is_empty()
                 && self.all_caught_up()
             {
                 self.check_final();
@@ -451,13 +539,13 @@ impl Sim {
             self.faults
         );
         panic!(
-            "seed {}: no progress after healing: leader {:?} epoch {}, acked {} → {}, pending {}",
+            "seed {}: no progress after healing: leader {:?} epoch {}, acked {} → {}, pending {:?}",
             self.seed,
             self.controlplane.leader,
             self.controlplane.epoch,
             before,
             self.acked.len(),
-            self.pending.len()
+            self.pending.iter().take(5).collect::<Vec<_>>()
         );
     }
 
@@ -466,14 +554,20 @@ impl Sim {
             return false;
         };
         let end = self.nodes[leader as usize].disk.current.end();
-        self.nodes
-            .iter()
-            .all(|n| n.disk.current.end() == end && n.replica.high_watermark() == end)
+        self.controlplane.members().iter().all(|&id| {
+            let n = &self.nodes[id as usize];
+            n.disk.current.end() == end && n.replica.high_watermark() == end
+        })
     }
 
     fn check_final(&self) {
-        let start = self
-            .nodes
+        let members: Vec<&Node> = self
+            .controlplane
+            .members()
+            .iter()
+            .map(|&id| &self.nodes[id as usize])
+            .collect();
+        let start = members
             .iter()
             .map(|n| n.disk.current.start)
             .max()
@@ -485,7 +579,7 @@ impl Sim {
                 .cloned()
                 .collect()
         };
-        for node in &self.nodes {
+        for node in &members {
             for (base, batch) in self.acked.range(node.disk.current.start..) {
                 assert_eq!(
                     node.disk.current.batch_at(*base),
@@ -497,7 +591,7 @@ impl Sim {
             }
             assert_eq!(
                 suffix(&node.disk.current),
-                suffix(&self.nodes[0].disk.current),
+                suffix(&members[0].disk.current),
                 "seed {}: logs differ",
                 self.seed
             );
@@ -568,22 +662,36 @@ impl Sim {
                 last_epoch,
                 end,
             } => self.on_report(from, epoch, last_epoch, end),
-            Envelope::Lead { to, epoch } => {
-                if self.nodes[to as usize].up {
-                    let ids = self.ids();
-                    let node = &mut self.nodes[to as usize];
-                    let out = node.replica.become_leader(epoch, &ids, &node.disk.current);
+            Envelope::Lead {
+                to,
+                epoch,
+                replicas,
+                previous,
+                version,
+            } => {
+                let node = &mut self.nodes[to as usize];
+                if node.up && version >= node.assignment {
+                    node.assignment = version;
+                    let out =
+                        node.replica
+                            .become_leader(epoch, &replicas, &previous, &node.disk.current);
                     self.carry_out(to, out);
                 }
             }
-            Envelope::Follow { to, epoch, leader } => {
-                if self.nodes[to as usize].up {
-                    let out = self.nodes[to as usize]
-                        .replica
-                        .become_follower(epoch, leader);
+            Envelope::Follow {
+                to,
+                epoch,
+                leader,
+                version,
+            } => {
+                let node = &mut self.nodes[to as usize];
+                if node.up && version >= node.assignment {
+                    node.assignment = version;
+                    let out = node.replica.become_follower(epoch, leader);
                     self.carry_out(to, out);
                 }
             }
+            Envelope::NewSetReady { epoch, replicas } => self.on_new_set_ready(epoch, &replicas),
         }
     }
 
@@ -638,14 +746,14 @@ impl Sim {
                     node.checked_to = node.checked_to.min(to);
                     node.disk.apply(DiskOp::Truncate(to));
                 }
-                Output::Reset(start) => {
+                Output::Reset { start, base_epoch } => {
                     assert!(
                         start <= self.tiered,
                         "seed {seed}: replica {id} resets to {start}, above the tier's end {}",
                         self.tiered
                     );
                     node.checked_to = 0;
-                    node.disk.reset(start);
+                    node.disk.reset(start, base_epoch);
                     self.resets += 1;
                     self.check_acked_from(0);
                 }
@@ -847,20 +955,116 @@ impl Sim {
         );
         node.up = true;
         node.exposed = node.replica.high_watermark();
+        node.assignment = 0;
         // The broker's long poll reconnects: it hears the current assignment.
-        if let Some(leader) = self.controlplane.leader {
-            if leader == id {
-                self.send(Envelope::Lead {
-                    to: id,
-                    epoch: self.controlplane.epoch,
-                });
-            } else {
-                self.send(Envelope::Follow {
-                    to: id,
-                    epoch: self.controlplane.epoch,
-                    leader,
-                });
-            }
+        if self.controlplane.is_member(id) {
+            self.announce_to(id);
+        }
+    }
+
+    /// The controlplane replaces one member (preferring a crashed one, as it replaces dead
+    /// brokers; any other models a drained broker) with a spare node, wiped as a new broker
+    /// is, in two steps: an election of a new epoch over both sets (so every leader knows
+    /// its followers from the epoch's start, and a broker added again is never mistaken for
+    /// its earlier self), then the new set alone once its leader says a majority of it holds
+    /// everything committed ([`Sim::on_new_set_ready`]).
+    fn change_replica_set(&mut self) {
+        let cp = &self.controlplane;
+        let Some(leader) = cp.leader else { return };
+        if cp.election.is_some() || !cp.previous.is_empty() {
+            return;
+        }
+        let spares: Vec<ReplicaId> = self
+            .ids()
+            .into_iter()
+            .filter(|&id| !cp.is_member(id))
+            .collect();
+        let candidates: Vec<ReplicaId> = cp
+            .replicas
+            .iter()
+            .copied()
+            .filter(|&id| id != leader)
+            .collect();
+        if spares.is_empty() || candidates.is_empty() {
+            return;
+        }
+        let down: Vec<ReplicaId> = candidates
+            .iter()
+            .copied()
+            .filter(|&id| !self.nodes[id as usize].up)
+            .collect();
+        let pool = if down.is_empty() { &candidates } else { &down };
+        let removed = pool[self.rng.below(pool.len() as u64) as usize];
+        let added = spares[self.rng.below(spares.len() as u64) as usize];
+        if self.trace {
+            eprintln!(
+                "[{}] replica set {:?}: {removed} out, {added} in",
+                self.steps, cp.replicas
+            );
+        }
+        // A new broker: an empty disk.
+        let node = &mut self.nodes[added as usize];
+        node.disk = Disk::default();
+        node.replica = Replica::recover(
+            added,
+            self.config.clone(),
+            0,
+            LogView::empty(0),
+            0,
+            self.now_ms,
+        );
+        node.up = true;
+        node.exposed = 0;
+        node.checked_to = 0;
+        node.assignment = 0;
+        let cp = &mut self.controlplane;
+        cp.previous = cp.replicas.clone();
+        cp.replicas.retain(|&id| id != removed);
+        cp.replicas.push(added);
+        cp.replicas.sort_unstable();
+        self.changes += 1;
+        self.start_election();
+    }
+
+    fn on_new_set_ready(&mut self, epoch: u32, replicas: &[ReplicaId]) {
+        let cp = &mut self.controlplane;
+        if cp.election.is_some()
+            || cp.previous.is_empty()
+            || epoch != cp.epoch
+            || replicas != cp.replicas.as_slice()
+        {
+            return;
+        }
+        if self.trace {
+            eprintln!("[{}] replica set {replicas:?} complete", self.steps);
+        }
+        let removed: Vec<ReplicaId> = cp
+            .previous
+            .iter()
+            .copied()
+            .filter(|id| !cp.replicas.contains(id))
+            .collect();
+        cp.previous.clear();
+        // The removed member's broker drops the partition (modelled as a crash, which also
+        // fails the acks a leader among them still holds: the producer retries on the new
+        // leader).
+        for id in removed {
+            self.crash(id);
+        }
+        let cp = &self.controlplane;
+        let leader_stays = cp
+            .leader
+            .is_some_and(|leader| cp.replicas.contains(&leader));
+        self.changes_done += 1;
+        // The leader's claim, checked: every acked record is durable on a majority of the
+        // new set.
+        self.check_acked_from(0);
+        if leader_stays {
+            self.announce();
+        } else {
+            // A leader from the old set only (it was the most up-to-date in the election
+            // over both) hands over: the new set elects among itself.
+            self.start_election();
         }
     }
 
@@ -875,8 +1079,9 @@ impl Sim {
         }
         self.controlplane.epoch += 1;
         self.controlplane.leader = None;
+        self.controlplane.version += 1;
         self.controlplane.election = Some((self.controlplane.epoch, BTreeMap::new()));
-        for to in self.ids() {
+        for to in self.controlplane.members() {
             self.send(Envelope::Prepare {
                 to,
                 epoch: self.controlplane.epoch,
@@ -885,23 +1090,36 @@ impl Sim {
     }
 
     fn on_report(&mut self, from: ReplicaId, epoch: u32, last_epoch: u32, end: u64) {
-        let majority = self.majority();
-        let Some((electing, reports)) = &mut self.controlplane.election else {
+        if !self.controlplane.is_member(from) {
+            return;
+        }
+        let cp = &mut self.controlplane;
+        let Some((electing, reports)) = &mut cp.election else {
             return;
         };
         if *electing != epoch {
             return;
         }
         reports.insert(from, (last_epoch, end));
-        if reports.len() < majority {
+        let reporters: BTreeSet<ReplicaId> = reports.keys().copied().collect();
+        if !cp.quorum(&reporters) {
             return;
         }
+        let Some((_, reports)) = &self.controlplane.election else {
+            return;
+        };
         let (&leader, _) = reports
             .iter()
-            .max_by_key(|(id, (last_epoch, end))| (*last_epoch, *end, std::cmp::Reverse(**id)))
+            .max_by_key(|(id, (last_epoch, end))| {
+                // Among equals, a member of the new set, which can go on leading after the
+                // change.
+                let stays = self.controlplane.replicas.contains(id);
+                (*last_epoch, *end, stays, std::cmp::Reverse(**id))
+            })
             .expect("a majority reported");
         self.controlplane.election = None;
         self.controlplane.leader = Some(leader);
+        self.controlplane.version += 1;
         let previous = self.leaders.insert(epoch, leader);
         assert!(
             previous.is_none(),
@@ -912,17 +1130,34 @@ impl Sim {
     }
 
     fn announce(&mut self) {
-        let epoch = self.controlplane.epoch;
-        let Some(leader) = self.controlplane.leader else {
-            return;
-        };
-        for to in self.ids() {
-            if to == leader {
-                self.send(Envelope::Lead { to, epoch });
-            } else {
-                self.send(Envelope::Follow { to, epoch, leader });
-            }
+        self.controlplane.version += 1;
+        for to in self.controlplane.members() {
+            self.announce_to(to);
         }
+    }
+
+    /// Sends `to` the current assignment, if there is a leader.
+    fn announce_to(&mut self, to: ReplicaId) {
+        let cp = &self.controlplane;
+        let Some(leader) = cp.leader else { return };
+        let (epoch, version) = (cp.epoch, cp.version);
+        let envelope = if to == leader {
+            Envelope::Lead {
+                to,
+                epoch,
+                replicas: cp.replicas.clone(),
+                previous: cp.previous.clone(),
+                version,
+            }
+        } else {
+            Envelope::Follow {
+                to,
+                epoch,
+                leader,
+                version,
+            }
+        };
+        self.send(envelope);
     }
 
     /// Leases, retries and long polls: elect when the leader is down, ask again for reports,
@@ -932,7 +1167,8 @@ impl Sim {
             (Some((epoch, reports)), _) => {
                 let epoch = *epoch;
                 let missing: Vec<ReplicaId> = self
-                    .ids()
+                    .controlplane
+                    .members()
                     .into_iter()
                     .filter(|id| !reports.contains_key(id))
                     .collect();
@@ -941,7 +1177,14 @@ impl Sim {
                 }
             }
             (None, Some(leader)) if !self.nodes[leader as usize].up => self.start_election(),
-            (None, Some(_)) => {
+            (None, Some(leader)) => {
+                // The leader's heartbeat says whether the new set holds everything.
+                let node = &self.nodes[leader as usize];
+                if let Some(replicas) = node.replica.new_set_holds_committed()
+                    && let Some(epoch) = node.replica.leader_epoch()
+                {
+                    self.send(Envelope::NewSetReady { epoch, replicas });
+                }
                 if self.rng.below(10) == 0 {
                     self.announce();
                 }
@@ -953,12 +1196,12 @@ impl Sim {
     /// No acknowledged batch at or above `from` is lost: each is durable on a majority.
     /// Called whenever a durable log may have lost data from `from` on, and for new acks.
     fn check_acked_from(&self, from: u64) {
-        let majority = self.majority();
+        let set = self.controlplane.durable_set();
+        let majority = set.len() / 2 + 1;
         for (base, batch) in self.acked.range(from.max(self.tiered)..) {
-            let copies = self
-                .nodes
+            let copies = set
                 .iter()
-                .filter(|n| n.disk.durable.batch_at(*base) == Some(batch))
+                .filter(|&&id| self.nodes[id as usize].disk.durable.batch_at(*base) == Some(batch))
                 .count();
             assert!(
                 copies >= majority,

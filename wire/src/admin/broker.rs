@@ -66,6 +66,11 @@ pub struct PartitionReport {
     /// Each follower's distance behind the leader's log end; replicated partitions only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replica_lag: Vec<ReplicaLag>,
+    /// While the partition's replica set changes (its assignment names previous replicas):
+    /// the new set, once the leader has seen a majority of it hold every committed record
+    /// durably. The controlplane then completes the change, dropping the previous set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_set_caught_up: Vec<BrokerId>,
 }
 
 /// How many records one follower of a partition lacks: the leader's log end minus the end
@@ -154,6 +159,11 @@ pub struct PartitionAssignment {
     /// (replication factor above 1).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub electing: bool,
+    /// While the replica set changes (a dead broker is replaced): the set being left. Until
+    /// the change completes, a record commits only once a majority of `replicas` *and* a
+    /// majority of `previous_replicas` hold it, and elections count both majorities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_replicas: Vec<BrokerId>,
 }
 
 /// `POST /v1/brokers/{id}/elections`: a replica's answer to an election of its partition.

@@ -125,6 +125,10 @@ pub struct PartitionDescription {
     /// an unreplicated partition.
     #[serde(default)]
     pub replica_lag: Vec<crate::admin::ReplicaLag>,
+    /// While the replica set changes (a member on a dead or draining broker is replaced):
+    /// the set being left; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_replicas: Vec<BrokerId>,
 }
 
 impl SegmentSettings {

@@ -160,6 +160,8 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
                     "replica_lag": p.replica_lag.iter()
                         .map(|l| json!({"broker_id": l.broker_id.get(), "records": l.records}))
                         .collect::<Vec<_>>(),
+                    "previous_replicas":
+                        p.previous_replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -179,14 +181,24 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
         .iter()
         .map(|p| {
             let replicas: Vec<String> = p.replicas.iter().map(|b| b.get().to_string()).collect();
+            let mut set = if replicas.is_empty() {
+                "-".into()
+            } else {
+                replicas.join(",")
+            };
+            if !p.previous_replicas.is_empty() {
+                // A change in progress: the set being left, after the new one.
+                let previous: Vec<String> = p
+                    .previous_replicas
+                    .iter()
+                    .map(|b| b.get().to_string())
+                    .collect();
+                set = format!("{set} (from {})", previous.join(","));
+            }
             vec![
                 p.partition.to_string(),
                 p.leader.map_or("-".into(), |l| l.get().to_string()),
-                if replicas.is_empty() {
-                    "-".into()
-                } else {
-                    replicas.join(",")
-                },
+                set,
                 p.epoch.to_string(),
                 p.high_watermark.map_or("-".into(), |hw| hw.to_string()),
                 lag_text(&p.replica_lag),

@@ -11,8 +11,8 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::streams::{STREAM_COLUMNS, insert_replicas, stream_from_row};
 use super::{
-    SqlStore, broker_from_db, broker_state_from_db, bump_version, from_db, name_from_db, opt_to_db,
-    read_version, to_db, u32_from_db,
+    SqlStore, broker_from_db, broker_state_from_db, brokers_from_db, brokers_to_db, bump_version,
+    from_db, name_from_db, opt_to_db, read_version, to_db, u32_from_db,
 };
 use crate::store::{MisplacedPartition, Reassignment, StoreError};
 
@@ -20,11 +20,12 @@ pub(super) async fn report(
     store: &SqlStore,
     id: BrokerId,
     reports: &[PartitionReport],
-) -> Result<(), StoreError> {
+) -> Result<Option<u64>, StoreError> {
     if reports.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut tx = store.write_tx().await?;
+    let mut completed = false;
     for report in reports {
         let (hot_start, hot_end) = split_range(report.hot.map(|r| (r.start, r.end)));
         let (tier_start, tier_end) = split_range(report.tier.map(|r| (r.start, r.end)));
@@ -52,9 +53,68 @@ pub(super) async fn report(
         .bind(lag)
         .execute(&mut *tx)
         .await?;
+        if !report.new_set_caught_up.is_empty() {
+            completed |= complete_change(&mut tx, id, report).await?;
+        }
     }
+    let version = if completed {
+        Some(bump_version(&mut tx).await?)
+    } else {
+        None
+    };
     tx.commit().await?;
-    Ok(())
+    Ok(version)
+}
+
+/// Completes the replica-set change of the reported partition if `id` leads it in the
+/// report's epoch, the partition is changing, and the set the leader found caught up is the
+/// partition's current one (a report about an earlier change never completes a later one).
+async fn complete_change(
+    tx: &mut sqlx::AnyConnection,
+    id: BrokerId,
+    report: &PartitionReport,
+) -> Result<bool, StoreError> {
+    let number = i64::from(report.partition.get());
+    let row = sqlx::query(
+        "SELECT previous_replicas FROM partitions          WHERE stream = $1 AND partition = $2 AND leader = $3 AND epoch = $4          AND previous_replicas IS NOT NULL",
+    )
+    .bind(report.stream.as_str())
+    .bind(number)
+    .bind(i64::from(id.get()))
+    .bind(to_db("epoch", report.epoch)?)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if row.is_none() {
+        return Ok(false);
+    }
+    let rows = sqlx::query(
+        "SELECT broker_id FROM partition_replicas WHERE stream = $1 AND partition = $2",
+    )
+    .bind(report.stream.as_str())
+    .bind(number)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut current = rows
+        .iter()
+        .map(|row| broker_from_db("partition_replicas.broker_id", row.try_get(0)?))
+        .collect::<Result<Vec<_>, _>>()?;
+    current.sort_unstable();
+    let mut reported = report.new_set_caught_up.clone();
+    reported.sort_unstable();
+    reported.dedup();
+    if current != reported {
+        return Ok(false);
+    }
+    sqlx::query(
+        "UPDATE partitions SET previous_replicas = NULL          WHERE stream = $1 AND partition = $2 AND epoch = $3",
+    )
+    .bind(report.stream.as_str())
+    .bind(number)
+    .bind(to_db("epoch", report.epoch)?)
+    .execute(&mut *tx)
+    .await?;
+    tracing::info!(stream = %report.stream, partition = report.partition.get(), replicas = ?current, "replica set change complete");
+    Ok(true)
 }
 
 fn split_range(range: Option<(u64, u64)>) -> (Option<u64>, Option<u64>) {
@@ -73,7 +133,7 @@ const MISPLACED_QUERY: &str = "WITH misplaced AS ( \
        WHERE p.replica_count < s.replication_factor \
      ) \
      SELECT p.stream, p.partition, p.epoch, p.leader, s.replication_factor, \
-            r.broker_id, b.state \
+            r.broker_id, b.state, p.previous_replicas \
      FROM misplaced m \
      JOIN partitions p ON p.stream = m.stream AND p.partition = m.partition \
      JOIN streams s ON s.name = p.stream \
@@ -101,6 +161,7 @@ pub(super) async fn misplaced(store: &SqlStore) -> Result<Vec<MisplacedPartition
                     .transpose()?,
                 replication_factor: u32_from_db("replication_factor", row.try_get(4)?)?,
                 replicas: Vec::new(),
+                previous: brokers_from_db("partitions.previous_replicas", row.try_get(7)?)?,
             });
         }
         let broker: Option<i64> = row.try_get(5)?;
@@ -125,15 +186,25 @@ pub(super) async fn reassign(
 ) -> Result<u64, StoreError> {
     let mut tx = store.write_tx().await?;
     for change in changes {
+        // A change of a replicated partition's set elects its leader over both sets.
+        let changing = !change.previous.is_empty();
         let updated = sqlx::query(
             "UPDATE partitions SET leader = $1, epoch = epoch + 1, replica_count = $5, \
-             electing = 0 WHERE stream = $2 AND partition = $3 AND epoch = $4",
+             electing = $6, previous_replicas = $7 \
+             WHERE stream = $2 AND partition = $3 AND epoch = $4",
         )
-        .bind(change.leader.map(|id| i64::from(id.get())))
+        .bind(
+            change
+                .leader
+                .filter(|_| !changing)
+                .map(|id| i64::from(id.get())),
+        )
         .bind(change.stream.as_str())
         .bind(i64::from(change.partition.get()))
         .bind(to_db("expected_epoch", change.expected_epoch)?)
         .bind(to_db("replica_count", change.replicas.len() as u64)?)
+        .bind(i64::from(changing))
+        .bind(brokers_to_db(&change.previous))
         .execute(&mut *tx)
         .await?;
         if updated.rows_affected() != 1 {
@@ -180,7 +251,8 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
         .fetch_all(&mut *tx)
         .await?;
     let partition_rows = sqlx::query(
-        "SELECT p.stream, p.partition, p.leader, p.epoch, p.electing FROM partition_replicas mine \
+        "SELECT p.stream, p.partition, p.leader, p.epoch, p.electing, p.previous_replicas \
+         FROM partition_replicas mine \
          JOIN partitions p ON p.stream = mine.stream AND p.partition = mine.partition \
          WHERE mine.broker_id = $1 ORDER BY p.stream, p.partition",
     )
@@ -218,6 +290,7 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
                 .transpose()?,
             epoch: from_db("partitions.epoch", row.try_get(3)?)?,
             electing: row.try_get::<i64, _>(4)? != 0,
+            previous_replicas: brokers_from_db("partitions.previous_replicas", row.try_get(5)?)?,
         };
         by_stream.entry(stream).or_default().push(assignment);
     }

@@ -7,8 +7,8 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use super::{
-    SqlStore, broker_from_db, broker_state_from_db, bump_version, from_db, name_from_db, to_db,
-    u32_from_db,
+    SqlStore, broker_from_db, broker_state_from_db, brokers_from_db, bump_version, from_db,
+    name_from_db, to_db, u32_from_db,
 };
 use crate::store::{ElectionResult, ElectionStart, PartitionLeadership, StoreError};
 
@@ -23,7 +23,7 @@ const LEADERLESS_QUERY: &str = "WITH leaderless AS ( \
        WHERE b.state <> 'live' \
      ) \
      SELECT p.stream, p.partition, s.replication_factor, p.epoch, p.leader, p.electing, \
-            r.broker_id, b.state \
+            p.previous_replicas, r.broker_id, b.state \
      FROM leaderless l \
      JOIN partitions p ON p.stream = l.stream AND p.partition = l.partition \
      JOIN streams s ON s.name = p.stream \
@@ -45,13 +45,14 @@ pub(super) async fn leaderless(store: &SqlStore) -> Result<Vec<PartitionLeadersh
             partitions.push(leadership_from_row(stream, partition, row, 2)?);
         }
         if let Some(last) = partitions.last_mut() {
-            last.replicas.push(replica_from_row(row, 6)?);
+            last.replicas.push(replica_from_row(row, 7)?);
         }
     }
     Ok(partitions)
 }
 
-/// The leadership columns `replication_factor, epoch, leader, electing` from `first` on.
+/// The leadership columns `replication_factor, epoch, leader, electing, previous_replicas`
+/// from `first` on.
 fn leadership_from_row(
     stream: StreamName,
     partition: PartitionId,
@@ -70,6 +71,7 @@ fn leadership_from_row(
             .transpose()?,
         electing: electing != 0,
         replicas: Vec::new(),
+        previous: brokers_from_db("partitions.previous_replicas", row.try_get(first + 4)?)?,
     })
 }
 
@@ -92,7 +94,8 @@ pub(super) async fn one(
     let mut tx = store.read_tx().await?;
     let number = i64::from(partition.get());
     let row = sqlx::query(
-        "SELECT s.replication_factor, p.epoch, p.leader, p.electing FROM partitions p \
+        "SELECT s.replication_factor, p.epoch, p.leader, p.electing, p.previous_replicas \
+         FROM partitions p \
          JOIN streams s ON s.name = p.stream WHERE p.stream = $1 AND p.partition = $2",
     )
     .bind(stream.as_str())

@@ -200,7 +200,8 @@ pub(super) async fn describe(
     let stream = stream_from_row(&row)?;
     let rows = sqlx::query(
         "SELECT partition, leader, epoch, electing, hot_start, hot_end, tier_start, tier_end, \
-         bytes, upload_backlog_bytes, high_watermark, replica_lag FROM partitions \
+         bytes, upload_backlog_bytes, high_watermark, replica_lag, previous_replicas \
+         FROM partitions \
          WHERE stream = $1 ORDER BY partition",
     )
     .bind(name.as_str())
@@ -266,6 +267,10 @@ fn partition_from_row(row: &AnyRow) -> Result<PartitionDescription, StoreError> 
                 value: text,
             })?,
         },
+        previous_replicas: super::brokers_from_db(
+            "partitions.previous_replicas",
+            row.try_get("previous_replicas")?,
+        )?,
     })
 }
 

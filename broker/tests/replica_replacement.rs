@@ -1,0 +1,212 @@
+//! Replacing a dead broker's replicas, with real processes: four `floe-broker serve`
+//! processes and a controlplane; a factor-3 stream whose history is mostly tiered. A
+//! follower is SIGKILLed and stays dead: after the grace period the controlplane moves its
+//! place in the replica set to the fourth broker, which copies only the leader's local log
+//! (everything older is in object storage), and the change completes. Then the leader is
+//! SIGKILLed too: the new set elects a leader among the survivor and the newcomer, and every
+//! acknowledged record — published before, during and after the change — is still there,
+//! once, in order.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::cluster::{Cluster, Timing};
+use floe_client::{
+    Client, Consumer, ConsumerConfig, FetchPosition, Offset, PartitionId, Producer, ProducerConfig,
+    ProducerRecord, StreamName,
+};
+use floe_wire::admin::{CreateStreamRequest, PartitionDescription};
+
+const STREAM: &str = "replaced";
+
+fn name() -> StreamName {
+    StreamName::new(STREAM).expect("name")
+}
+
+/// Publishes `count` records of about 200 bytes through `client` with the stream's
+/// (`quorum`) acks; returns each acknowledged record's offset and value.
+async fn publish(client: &Client, label: &str, count: usize) -> Vec<(u64, String)> {
+    let config = ProducerConfig {
+        delivery_timeout: Duration::from_secs(10),
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(client, name(), config)
+        .await
+        .expect("producer");
+    let mut pending = Vec::with_capacity(count);
+    for i in 0..count {
+        let value = format!("{label}-{i:06}-{}", "x".repeat(180));
+        let record = ProducerRecord::new(value.clone()).with_partition(PartitionId::new(0));
+        pending.push((value, producer.send(record).await.expect("send")));
+    }
+    let mut acked = Vec::with_capacity(count);
+    for (value, delivery) in pending {
+        let offset = delivery.await.expect("acknowledged");
+        acked.push((offset.get(), value));
+    }
+    producer.close().await.expect("close");
+    acked
+}
+
+/// Every committed record from offset 0 (tier and hot log alike).
+async fn read_all(client: &Client, expected: usize) -> Vec<(u64, String)> {
+    let mut consumer = Consumer::new(
+        client.clone(),
+        name(),
+        PartitionId::new(0),
+        FetchPosition::Offset(Offset::new(0)),
+        ConsumerConfig::default(),
+    );
+    let mut records = Vec::new();
+    while records.len() < expected {
+        match consumer.poll(Duration::from_secs(5)).await {
+            Ok(Some(record)) => records.push((
+                record.offset.get(),
+                String::from_utf8_lossy(&record.value).into_owned(),
+            )),
+            Ok(None) => break,
+            Err(e) => panic!("reading back: {e}"),
+        }
+    }
+    records
+}
+
+/// The lowest base offset of the partition's segment files in a broker's data directory.
+fn local_log_start(broker_dir: &Path) -> Option<u64> {
+    let dir = broker_dir
+        .join("data")
+        .join("streams")
+        .join(STREAM)
+        .join("0");
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".log")?.parse::<u64>().ok()
+        })
+        .min()
+}
+
+async fn described(cluster: &Cluster) -> PartitionDescription {
+    cluster.partition(STREAM, 0).await.expect("the partition")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_brokers_replicas_move_to_a_live_one_and_nothing_acknowledged_is_lost() {
+    let timing = Timing {
+        replace_dead_after: Duration::from_secs(3),
+        ..Timing::default()
+    };
+    let mut cluster = Cluster::start(4, timing).await;
+    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+        "name": STREAM, "partitions": 1, "replication_factor": 3,
+        "segment": {"bytes": 64 * 1024},
+        "retention": {"local_bytes": 128 * 1024},
+    }))
+    .expect("request");
+    cluster.rest.create_stream(&request).await.expect("create");
+    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let client = cluster.client(leader).await;
+    let mut acked = publish(&client, "before", 4_000).await;
+    client.close().await;
+    // Most of the history leaves the brokers' disks for object storage.
+    let tier = cluster.wait_tiered(STREAM, acked.len() as u64 / 2).await;
+
+    let before = described(&cluster).await;
+    let original = before.replicas;
+    let hot_start = before.hot.expect("a reported hot log").start;
+    assert_eq!(original.len(), 3);
+    let spare = cluster
+        .rest
+        .brokers()
+        .await
+        .expect("brokers")
+        .brokers
+        .iter()
+        .map(|b| b.broker_id)
+        .find(|id| !original.contains(id))
+        .expect("a fourth broker");
+    let follower = *original
+        .iter()
+        .find(|&&id| id != leader)
+        .expect("a follower");
+    cluster.kill(cluster.index_of(follower));
+    eprintln!("killed follower {follower}; broker {spare} should replace it");
+
+    // Publishing goes on with two of three while the dead broker waits out its grace.
+    let client = cluster.client(leader).await;
+    acked.extend(publish(&client, "degraded", 500).await);
+    client.close().await;
+
+    // The change: broker `spare` in, `follower` out, an election over both sets, then done.
+    let replaced: PartitionDescription = cluster
+        .wait_for("the replica set change to complete", async |c: &Cluster| {
+            let p = c.partition(STREAM, 0).await?;
+            let done = p.replicas.contains(&spare)
+                && !p.replicas.contains(&follower)
+                && p.previous_replicas.is_empty()
+                && p.leader.is_some();
+            done.then_some(p)
+        })
+        .await;
+    assert!(replaced.epoch > epoch, "the change elected at a new epoch");
+    eprintln!(
+        "replica set {:?} → {:?} at epoch {}",
+        original, replaced.replicas, replaced.epoch
+    );
+    let new_leader = replaced.leader.expect("a leader");
+
+    // The newcomer copied the leader's local log only: its log starts where the leader's
+    // did (or later), not at 0.
+    let spare_dir = cluster.brokers[cluster.index_of(spare)].dir.clone();
+    let start = cluster
+        .wait_for("the newcomer's log", async |_: &Cluster| {
+            local_log_start(&spare_dir)
+        })
+        .await;
+    assert!(
+        start >= hot_start && start > 0,
+        "the newcomer's log starts at {start}, below the leader's {hot_start}: it copied \
+         history that object storage holds (tier {tier:?})"
+    );
+
+    let client = cluster.client(new_leader).await;
+    acked.extend(publish(&client, "replaced", 500).await);
+    client.close().await;
+
+    // The survivor of the old set and the newcomer now carry the partition: kill the leader.
+    cluster.kill(cluster.index_of(new_leader));
+    let (successor, _) = cluster.leader_after(STREAM, 0, replaced.epoch).await;
+    assert_ne!(successor, new_leader);
+    assert!(
+        replaced.replicas.contains(&successor),
+        "the successor {successor} is a member of the new set"
+    );
+    let client = cluster.client(successor).await;
+    acked.extend(publish(&client, "after", 500).await);
+
+    let log = read_all(&client, acked.len()).await;
+    client.close().await;
+    let mut offsets: Vec<u64> = log.iter().map(|(o, _)| *o).collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "out of order");
+    offsets.dedup();
+    assert_eq!(offsets.len(), log.len(), "an offset twice");
+    let by_offset: std::collections::BTreeMap<u64, &String> =
+        log.iter().map(|(o, v)| (*o, v)).collect();
+    for (offset, value) in &acked {
+        assert_eq!(
+            by_offset.get(offset).copied(),
+            Some(value),
+            "acknowledged record at {offset} lost"
+        );
+    }
+    let metrics = common::http_get(&cluster.controlplane_addr(), "/metrics").await;
+    assert_eq!(
+        common::metric(&metrics, "floe_partition_replica_replacements_total"),
+        1.0,
+        "one change of the replica set"
+    );
+    cluster.shutdown().await;
+}
