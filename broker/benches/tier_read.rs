@@ -221,10 +221,10 @@ async fn partition(client: &Client, stream: &StreamName) -> anyhow::Result<Parti
     Ok(client.stream(stream).await?.partitions[0].clone())
 }
 
-/// Records of more than 1 KiB each that one default 64 MiB segment cannot hold: once fewer
+/// Records of more than 1 KiB each that one default segment (128 MiB) cannot hold: once fewer
 /// than these lie between the tier's end and the high watermark, only the active (unsealed)
 /// segment is left out of the tier.
-const RECORDS_PER_SEGMENT_MAX: u64 = (64 << 20) / 1024;
+const RECORDS_PER_SEGMENT_MAX: u64 = floe_broker::run::DEFAULT_SEGMENT_BYTES / 1024;
 
 /// Waits until every sealed segment is tiered — the backlog is empty *and* the tier reaches
 /// the active segment, since a backlog of zero alone may predate the last seals — and

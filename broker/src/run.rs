@@ -119,6 +119,12 @@ pub struct PeerSettings {
     pub tls: tls::PeerTls,
 }
 
+/// Segments a broker seals by default: 128 MiB. Each sealed segment costs object storage
+/// one PUT, plus at most one manifest commit, so at any ingest rate the tier takes at most
+/// 16 PUTs per GiB (and fewer when commits cover several segments); 64 MiB segments cost up
+/// to 32 at low rates. Below the tier's single-PUT limit, so no multipart upload.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 128 << 20;
+
 impl Settings {
     /// Defaults for everything but the paths.
     pub fn new(data_dir: PathBuf, listen: SocketAddr, certificates: CertificatePaths) -> Settings {
@@ -129,7 +135,10 @@ impl Settings {
             certificates,
             advertised: None,
             broker_id: 0,
-            log: LogConfig::default(),
+            log: LogConfig {
+                segment_bytes_max: DEFAULT_SEGMENT_BYTES,
+                ..LogConfig::default()
+            },
             limits: default_limits(),
             fetch_wait_max: Duration::from_secs(30),
             streams_per_connection: 256,

@@ -28,6 +28,9 @@ pub struct ReaderConfig {
     pub disk_cache: Option<DiskCacheConfig>,
     /// Ranged GETs in flight at once, over all partitions.
     pub concurrent_gets: usize,
+    /// Chunks a sequential reader fetches ahead of the one it is in (within
+    /// `concurrent_gets`), so that object storage's latency overlaps the reader's own work.
+    pub read_ahead_chunks: u64,
     /// How long a cached manifest is used before it is read again.
     pub manifest_ttl: Duration,
     /// Footer entries cached (16 bytes each).
@@ -44,6 +47,7 @@ impl Default for ReaderConfig {
             memory_cache_bytes: 256 * 1024 * 1024,
             disk_cache: None,
             concurrent_gets: 8,
+            read_ahead_chunks: 2,
             manifest_ttl: Duration::from_secs(1),
             footer_cache_entries: 4 * 1024 * 1024,
             tail_guess_bytes: 128 * 1024,
@@ -300,11 +304,14 @@ impl TierReader {
     }
 
     /// A reader that got this far is likely to come back for what follows: fetch the next
-    /// chunk once the read is past the middle of the current one.
+    /// `read_ahead_chunks` chunks once the read is past the middle of the current one (the
+    /// ones already cached or in flight are skipped).
     fn prefetch_after(&self, object: &ObjectData, position: u64) {
         let chunk = self.chunks.chunk_bytes();
         if position % chunk >= chunk / 2 {
-            self.chunks.prefetch(object, position / chunk + 1);
+            for ahead in 1..=self.config.read_ahead_chunks {
+                self.chunks.prefetch(object, position / chunk + ahead);
+            }
         }
     }
 
