@@ -6,7 +6,7 @@ mod decode;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use floe_wire::frame::{Fetch, FetchPosition, Message};
+use floe_wire::frame::{Fetch, FetchPosition, FetchResponse, Message};
 use floe_wire::{Offset, PartitionId, StreamName};
 
 use crate::backoff::Backoff;
@@ -40,6 +40,11 @@ pub struct ConsumerConfig {
     /// that history readers do not load the brokers; otherwise, and when none is live, from
     /// the partition's leader. Positions carry over, so a move between them loses nothing.
     pub read_from_replicas: bool,
+    /// After a fetch that came back at least half full (the consumer is behind the tail),
+    /// send the next one at once, so that the broker reads and sends it while the
+    /// application handles this one. At most one such fetch per consumer; an answer that is
+    /// empty or failed is dropped and the fetch made again as usual.
+    pub read_ahead: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -51,8 +56,17 @@ impl Default for ConsumerConfig {
             retry_backoff: Duration::from_millis(50),
             retry_backoff_max: Duration::from_secs(2),
             read_from_replicas: true,
+            read_ahead: true,
         }
     }
+}
+
+/// A fetch sent before it was needed ([`ConsumerConfig::read_ahead`]): where it starts, and
+/// the task that makes it.
+#[derive(Debug)]
+struct Ahead {
+    from: Offset,
+    task: tokio::task::JoinHandle<Result<FetchResponse, Error>>,
 }
 
 /// Reads the records of one partition, in offset order.
@@ -98,6 +112,15 @@ pub struct Consumer {
     /// Fetched records not yet handed out.
     buffered: VecDeque<ConsumedRecord>,
     fetches: u64,
+    ahead: Option<Ahead>,
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        if let Some(ahead) = self.ahead.take() {
+            ahead.task.abort();
+        }
+    }
 }
 
 impl Consumer {
@@ -124,6 +147,7 @@ impl Consumer {
             },
             buffered: VecDeque::new(),
             fetches: 0,
+            ahead: None,
         }
     }
 
@@ -194,61 +218,43 @@ impl Consumer {
     }
 
     /// One fetch from the current position, retried on retryable errors. Nothing changes
-    /// unless it succeeds, so a cancelled or failed fetch loses nothing.
+    /// unless it succeeds, so a cancelled or failed fetch loses nothing (a read-ahead taken
+    /// for it is then simply made again).
     async fn fetch(&mut self, max_wait: Duration) -> Result<(), Error> {
         let position = self.next_fetch.map_or(self.start, FetchPosition::Offset);
-        let request = Message::Fetch(Fetch {
-            stream: self.stream.clone(),
-            partition: self.partition,
-            position,
-            max_bytes: self.config.max_bytes,
-            max_wait_ms: u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX),
-        });
-        let timeout = max_wait + self.client.config().request_timeout;
-        let backoff = Backoff {
-            base: self.config.retry_backoff,
-            max: self.config.retry_backoff_max,
-        };
-        let mut retries = 0;
-        let response = loop {
-            let reader = match self.config.read_from_replicas {
-                true => self.client.reader_for(&self.stream, self.partition).await,
-                false => None,
-            };
-            let answer = match reader {
-                // A replica answers within the wait (it relays what it cannot serve).
-                Some(reader) => {
-                    reader
-                        .request_reader(&request, max_wait + REPLICA_GRACE)
-                        .await
-                }
-                None => {
-                    self.client
-                        .request_partition(
-                            &self.stream,
-                            self.partition,
-                            &request,
-                            timeout,
-                            max_wait + STALL,
-                        )
-                        .await
-                }
-            };
-            match answer {
-                Ok(Message::FetchResponse(response)) => break response,
-                Ok(_) => {
-                    return Err(ProtocolViolation::UnexpectedResponse {
-                        request: "Fetch",
-                        found: "another message",
+        let ahead = match self.ahead.take() {
+            Some(mut ahead) if Some(ahead.from) == self.next_fetch => {
+                // Waits no longer than the caller's own fetch would have.
+                let patience = max_wait + self.client.config().request_timeout;
+                match tokio::time::timeout(patience, &mut ahead.task).await {
+                    // An empty answer does not stand for the long poll the caller asked for.
+                    Ok(Ok(Ok(response))) if !response.records.is_empty() => Some(response),
+                    Ok(_) => None,
+                    Err(_) => {
+                        // Still waiting at the tail: keep it for the next call.
+                        self.ahead = Some(ahead);
+                        return Ok(());
                     }
-                    .into());
                 }
-                Err(e) if e.is_retryable() && retries < self.config.max_retries => {
-                    tracing::debug!(error = %e, retries, "fetch failed; retrying");
-                    tokio::time::sleep(backoff.delay(retries, e.retry_after())).await;
-                    retries += 1;
-                }
-                Err(e) => return Err(e),
+            }
+            Some(stale) => {
+                stale.task.abort();
+                None
+            }
+            None => None,
+        };
+        let response = match ahead {
+            Some(response) => response,
+            None => {
+                fetch_once(
+                    &self.client,
+                    &self.stream,
+                    self.partition,
+                    &self.config,
+                    position,
+                    max_wait,
+                )
+                .await?
             }
         };
         self.fetches += 1;
@@ -264,6 +270,86 @@ impl Consumer {
             (None, Some(current)) => current,
             (None, None) => response.next_offset,
         });
+        let behind = response.records.len() as u64 >= u64::from(self.config.max_bytes) / 2;
+        if self.config.read_ahead
+            && behind
+            && let Some(from) = self.next_fetch
+        {
+            let (client, stream, partition, config) = (
+                self.client.clone(),
+                self.stream.clone(),
+                self.partition,
+                self.config.clone(),
+            );
+            // With the usual wait: a read replica answers a fetch that may not wait by
+            // relaying it to the leader when its own follower has not caught up yet.
+            let task = tokio::spawn(async move {
+                let position = FetchPosition::Offset(from);
+                let wait = config.max_wait;
+                fetch_once(&client, &stream, partition, &config, position, wait).await
+            });
+            self.ahead = Some(Ahead { from, task });
+        }
         Ok(())
+    }
+}
+
+/// One fetch of `partition` from `position`, from a read replica or the leader, retried on
+/// retryable errors.
+async fn fetch_once(
+    client: &Client,
+    stream: &StreamName,
+    partition: PartitionId,
+    config: &ConsumerConfig,
+    position: FetchPosition,
+    max_wait: Duration,
+) -> Result<FetchResponse, Error> {
+    let request = Message::Fetch(Fetch {
+        stream: stream.clone(),
+        partition,
+        position,
+        max_bytes: config.max_bytes,
+        max_wait_ms: u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX),
+    });
+    let timeout = max_wait + client.config().request_timeout;
+    let backoff = Backoff {
+        base: config.retry_backoff,
+        max: config.retry_backoff_max,
+    };
+    let mut retries = 0;
+    loop {
+        let reader = match config.read_from_replicas {
+            true => client.reader_for(stream, partition).await,
+            false => None,
+        };
+        let answer = match reader {
+            // A replica answers within the wait (it relays what it cannot serve).
+            Some(reader) => {
+                reader
+                    .request_reader(&request, max_wait + REPLICA_GRACE)
+                    .await
+            }
+            None => {
+                client
+                    .request_partition(stream, partition, &request, timeout, max_wait + STALL)
+                    .await
+            }
+        };
+        match answer {
+            Ok(Message::FetchResponse(response)) => return Ok(response),
+            Ok(_) => {
+                return Err(ProtocolViolation::UnexpectedResponse {
+                    request: "Fetch",
+                    found: "another message",
+                }
+                .into());
+            }
+            Err(e) if e.is_retryable() && retries < config.max_retries => {
+                tracing::debug!(error = %e, retries, "fetch failed; retrying");
+                tokio::time::sleep(backoff.delay(retries, e.retry_after())).await;
+                retries += 1;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }

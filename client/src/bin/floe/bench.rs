@@ -83,6 +83,9 @@ pub struct ConsumeBench {
     /// stream's existing records from its start.
     #[arg(long, value_enum, default_value_t = Mode::Latest)]
     from: Mode,
+    /// Keep only one fetch in flight per partition (no read-ahead), to compare.
+    #[arg(long)]
+    no_read_ahead: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -228,7 +231,8 @@ async fn consume(config: ClientConfig, args: ConsumeBench, json: bool) -> Result
     let client = crate::connect(config.clone()).await?;
     let info = ensure_stream(&client, &stream, args.partitions).await?;
     let live = args.from == Mode::Latest;
-    let readers = readers(&client, &stream, &info, args.from, args.records).await?;
+    let read_ahead = !args.no_read_ahead;
+    let readers = readers(&client, &stream, &info, args.from, args.records, read_ahead).await?;
     let consumed = Arc::new(AtomicU64::new(0));
     let progress = Progress::start("consume", args.records, consumed.clone());
     let started = Instant::now();
@@ -292,6 +296,7 @@ async fn readers(
     info: &StreamInfo,
     from: Mode,
     records: u64,
+    read_ahead: bool,
 ) -> Result<Vec<Consumer>> {
     let position = match from {
         Mode::Latest => FetchPosition::Latest,
@@ -318,6 +323,7 @@ async fn readers(
             position,
             ConsumerConfig {
                 max_wait: Duration::from_millis(100),
+                read_ahead,
                 ..ConsumerConfig::default()
             },
         );
