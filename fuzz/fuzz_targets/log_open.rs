@@ -10,13 +10,16 @@ use floe_hot_log::{CrashStorage, Log, LogConfig, Storage};
 use floe_wire::{BatchBuilder, Offset, RecordBatch};
 use libfuzzer_sys::fuzz_target;
 
-const RAW_FILES: [&str; 6] = [
+/// The files a log directory may hold; the last is a reset's marker, which opening finishes
+/// first (its payload names the new start and the epoch below it).
+const RAW_FILES: [&str; 7] = [
     "00000000000000000000.log",
     "00000000000000000000.index",
     "00000000000000000007.log",
     "00000000000000000007.producers",
     "leader-epoch",
     "high-watermark",
+    "reset",
 ];
 
 fn dir() -> PathBuf {
