@@ -253,13 +253,7 @@ impl Client {
         max_bytes: u32,
         max_wait: Duration,
     ) -> Result<FetchResponse, Error> {
-        let request = Message::Fetch(Fetch {
-            stream: stream.clone(),
-            partition,
-            position,
-            max_bytes,
-            max_wait_ms: u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX),
-        });
+        let request = fetch_request(stream, partition, position, max_bytes, max_wait);
         let timeout = max_wait + self.conn.config.request_timeout;
         let stall = max_wait + STALL_RECHECK;
         match self
@@ -491,6 +485,23 @@ pub(crate) const STALL_RECHECK: Duration = Duration::from_secs(1);
 
 /// Whether a failed request suggests its partition is led elsewhere, or that its broker is
 /// unreachable: either way the leader must be looked up again.
+/// A `Fetch` of `partition` from `position`, waiting at most `max_wait` at the broker.
+pub(crate) fn fetch_request(
+    stream: &StreamName,
+    partition: PartitionId,
+    position: FetchPosition,
+    max_bytes: u32,
+    max_wait: Duration,
+) -> Message {
+    Message::Fetch(Fetch {
+        stream: stream.clone(),
+        partition,
+        position,
+        max_bytes,
+        max_wait_ms: u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX),
+    })
+}
+
 pub(crate) fn points_elsewhere(error: &Error) -> bool {
     match error {
         Error::Broker { code, .. } => *code == floe_wire::frame::ErrorCode::NotLeader,

@@ -6,11 +6,11 @@ mod decode;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use floe_wire::frame::{Fetch, FetchPosition, FetchResponse, Message};
+use floe_wire::frame::{FetchPosition, FetchResponse, Message};
 use floe_wire::{Offset, PartitionId, StreamName};
 
 use crate::backoff::Backoff;
-use crate::client::Client;
+use crate::client::{Client, fetch_request};
 use crate::error::{Error, ProtocolViolation};
 use crate::record::ConsumedRecord;
 use decode::{Skip, decode_fetched};
@@ -304,13 +304,7 @@ async fn fetch_once(
     position: FetchPosition,
     max_wait: Duration,
 ) -> Result<FetchResponse, Error> {
-    let request = Message::Fetch(Fetch {
-        stream: stream.clone(),
-        partition,
-        position,
-        max_bytes: config.max_bytes,
-        max_wait_ms: u32::try_from(max_wait.as_millis()).unwrap_or(u32::MAX),
-    });
+    let request = fetch_request(stream, partition, position, config.max_bytes, max_wait);
     let timeout = max_wait + client.config().request_timeout;
     let backoff = Backoff {
         base: config.retry_backoff,

@@ -310,13 +310,13 @@ async fn repair<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreErr
     }
     let version = cluster.store.reassign(&changes).await?;
     tracing::info!(partitions = changes.len(), version, "re-placed partitions");
-    cluster
-        .metrics
-        .replica_replacements
-        .inc_by(changes.iter().filter(|c| !c.previous.is_empty()).count() as u64);
     cluster.announce(version);
-    // A change of a replica set starts its election: look for it on this same pass.
-    cluster.request_election_check();
+    let replaced = changes.iter().filter(|c| !c.previous.is_empty()).count();
+    if replaced > 0 {
+        cluster.metrics.replica_replacements.inc_by(replaced as u64);
+        // A change of a replica set starts its election: look for it on this same pass.
+        cluster.request_election_check();
+    }
     Ok(())
 }
 
