@@ -42,11 +42,13 @@ pub async fn publish(
     for _ in 0..records {
         let sent = Instant::now();
         let delivery = producer.send(ProducerRecord::new(value.clone())).await?;
-        tx.send((sent, delivery.timed())).await?;
+        if tx.send((sent, delivery.timed())).await.is_err() {
+            break; // the collector stopped on a failed delivery: its error is the answer
+        }
     }
     drop(tx);
-    producer.close().await?;
     let latency = collector.await??;
+    producer.close().await?;
     Ok((started.elapsed(), latency))
 }
 
@@ -71,11 +73,14 @@ pub async fn fixed_rate(
         tick.tick().await;
         let sent = Instant::now();
         let delivery = producer.send(ProducerRecord::new(value.clone())).await?;
-        tx.send((sent, delivery.timed())).await?;
+        if tx.send((sent, delivery.timed())).await.is_err() {
+            break; // the collector stopped on a failed delivery: its error is the answer
+        }
     }
     drop(tx);
+    let latency = collector.await??;
     producer.close().await?;
-    collector.await?
+    Ok(latency)
 }
 
 type Sent = (Instant, floe_client::TimedDelivery);
