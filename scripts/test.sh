@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs Floe's whole test suite on a fresh machine, installing first whatever the tests need
-# (an S3-compatible test server and schemathesis in .venv, PostgreSQL, cargo-fuzz).
+# (an S3-compatible test server and schemathesis in .venv, PostgreSQL, cargo-fuzz, and
+# nftables when run as root).
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,13 @@ echo "serving on $FLOE_TEST_POSTGRES_URL"
 # writes, not past a share of this machine's filesystem: a test's outcome must not depend on
 # how full the build machine's disk happens to be. (The test of the mark sets its own.)
 export FLOE_DISK_HIGH_WATER="${FLOE_DISK_HIGH_WATER:-64GiB}"
+
+# The network-partition test cuts a broker's peer port with nftables: root only.
+if [ "$(id -u)" = 0 ] && command -v nft >/dev/null && nft list tables >/dev/null 2>&1; then
+  export FLOE_TEST_NFT=1
+else
+  echo "note: not root or no usable nft: broker/tests/network_partition.rs will skip"
+fi
 
 echo "== cargo test --no-run (workspace build) (at ${SECONDS}s) =="
 # End-to-end tests run the real binaries (client/tests/cli.rs finds floe-broker next to

@@ -197,6 +197,7 @@ pub async fn heartbeat(state: Arc<BrokerState>) {
     let mut shutdown = state.shutdown.clone();
     let mut registered = false;
     let mut interval = RETRY_PAUSE;
+    let mut lease = Duration::MAX;
     let mut failing = false;
     let mut history = HistoryRate::new(&state);
     loop {
@@ -209,13 +210,14 @@ pub async fn heartbeat(state: Arc<BrokerState>) {
                 Ok(answer) => {
                     registered = true;
                     interval = Duration::from_millis(answer.heartbeat_interval_ms.max(100));
+                    lease = Duration::from_millis(answer.lease_ms);
                     tracing::info!(broker_id = answer.broker_id.get(), "lease taken");
                 }
                 Err(e) => note_failure(&mut failing, "registering", &e),
             }
         } else {
             let request = HeartbeatRequest {
-                partitions: reports(&state, managed),
+                partitions: reports(&state, managed, lease),
                 history_read_bytes_per_second: history.per_second(&state),
             };
             match managed
@@ -224,6 +226,7 @@ pub async fn heartbeat(state: Arc<BrokerState>) {
                 .await
             {
                 Ok(answer) => {
+                    lease = Duration::from_millis(answer.lease_ms);
                     if failing {
                         tracing::info!("the controlplane answers heartbeats again");
                         failing = false;
@@ -264,7 +267,7 @@ fn note_failure(failing: &mut bool, what: &str, error: &RestError) {
 }
 
 /// What this broker knows of the partitions it leads.
-fn reports(state: &BrokerState, managed: &Managed) -> Vec<PartitionReport> {
+fn reports(state: &BrokerState, managed: &Managed, lease: Duration) -> Vec<PartitionReport> {
     let mut reports = Vec::new();
     for p in state.partitions.all() {
         let Some(epoch) = managed.epoch(&p.stream, p.id) else {
@@ -296,6 +299,12 @@ fn reports(state: &BrokerState, managed: &Managed) -> Vec<PartitionReport> {
             .and_then(|replica| replica.new_set_caught_up())
             .map(|set| set.into_iter().map(BrokerId::new).collect())
             .unwrap_or_default();
+        // Cut off from a majority for a whole lease: the controlplane would declare a leader
+        // dead after as long, and one that cannot commit is no better.
+        let quorum_lost = p
+            .replica()
+            .and_then(|replica| replica.quorum_contact_age())
+            .is_some_and(|age| age >= lease);
         reports.push(PartitionReport {
             stream,
             partition: PartitionId::new(p.id),
@@ -310,6 +319,7 @@ fn reports(state: &BrokerState, managed: &Managed) -> Vec<PartitionReport> {
             high_watermark: p.committed_end().map(|end| end.get()),
             replica_lag,
             new_set_caught_up,
+            quorum_lost,
         });
     }
     reports

@@ -10,6 +10,7 @@
 //! else happens to the log.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -88,6 +89,9 @@ struct Shared {
     /// On a leader while its replica set changes: the new set, once a majority of it holds
     /// everything committed (see `Replica::new_set_holds_committed`).
     caught_up: Mutex<Option<Vec<u32>>>,
+    /// On a leader: how long since a majority was last in contact, in milliseconds
+    /// (`u64::MAX` when not leading; see `Replica::quorum_contact_age_ms`).
+    quorum_contact_age_ms: AtomicU64,
     /// The leader and epoch of the latest assignment, for clients asking where to go.
     assigned: Mutex<Option<(BrokerId, u64)>>,
 }
@@ -108,6 +112,7 @@ impl ReplicaHandle {
             appended: Notify::new(),
             progress: Mutex::new(Vec::new()),
             caught_up: Mutex::new(None),
+            quorum_contact_age_ms: AtomicU64::new(u64::MAX),
             assigned: Mutex::new(None),
         });
         tokio::spawn(run(partition.clone(), shared.clone(), rx, context));
@@ -164,6 +169,15 @@ impl ReplicaHandle {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// On a leader: how long since it last heard from enough followers to make a majority
+    /// with itself; `None` when not leading.
+    pub fn quorum_contact_age(&self) -> Option<Duration> {
+        match self.shared.quorum_contact_age_ms.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     pub fn watch_commit(&self) -> watch::Receiver<Commit> {
@@ -312,6 +326,9 @@ async fn run(
         tracing::error!(stream = %driver.stream, partition = driver.partition.id, %reason, "replica stopped");
     }
     *shared.lock() = None;
+    shared
+        .quorum_contact_age_ms
+        .store(u64::MAX, Ordering::Relaxed);
     shared.commit.send_modify(|c| c.leading = None);
 }
 
@@ -431,6 +448,10 @@ impl Driver {
             .caught_up
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = self.replica.new_set_holds_committed();
+        self.shared.quorum_contact_age_ms.store(
+            self.replica.quorum_contact_age_ms().unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         self.shared.commit.send_if_modified(|c| {
             let changed = *c != commit;
             *c = commit;

@@ -53,6 +53,8 @@ pub(crate) struct Metrics {
     /// Changes of replicated partitions' replica sets started (members on dead or
     /// draining brokers replaced).
     pub(crate) replica_replacements: Counter,
+    /// Leaders deposed for losing contact with a majority of their replicas.
+    pub(crate) leaders_cut_off: Counter,
     replicas: Family<StateLabels, Gauge>,
     bytes_served: Family<ReplicaLabels, Gauge>,
     consumers: Family<ReplicaLabels, Gauge>,
@@ -71,6 +73,7 @@ impl Metrics {
             replicas_stopped: Counter::default(),
             driver_errors: Counter::default(),
             replica_replacements: Counter::default(),
+            leaders_cut_off: Counter::default(),
             replicas: Family::default(),
             bytes_served: Family::default(),
             consumers: Family::default(),
@@ -116,6 +119,12 @@ impl Metrics {
             "partition_replica_replacements",
             "Replica-set changes started to replace members on dead or draining brokers",
             self.replica_replacements.clone(),
+        );
+        registry.register(
+            "partition_leaders_cut_off",
+            "Partition leaders replaced because they lost contact with a majority of their \
+             replicas while still reaching the controlplane",
+            self.leaders_cut_off.clone(),
         );
         registry.register(
             "read_replicas",

@@ -123,6 +123,42 @@ pub(crate) fn judge(
 }
 
 /// A partition, as the key of its running election.
+/// The election that replaces a leader cut off from its replicas, if `reporter` — which
+/// says it has not heard from a majority of the set for a lease while still reaching the
+/// controlplane — leads `partition` in `epoch`, and the live members other than it can
+/// elect a successor by themselves (otherwise deposing it only makes things worse: the
+/// partition would have no leader at all until contact returns).
+///
+/// Safe for the same reason as any election: the winner is the most up-to-date of a
+/// majority, and every committed record is on a majority; leaving the deposed leader out
+/// only shrinks the choice. Its records that no majority holds were never committed, and
+/// it truncates them when it follows the new leader.
+pub(crate) fn depose(
+    partition: &PartitionLeadership,
+    reporter: BrokerId,
+    epoch: u64,
+) -> Option<ElectionStart> {
+    if partition.replication_factor <= 1
+        || partition.electing
+        || partition.epoch != epoch
+        || partition.leader != Some(reporter)
+    {
+        return None;
+    }
+    let others: Vec<BrokerId> = live(&partition.replicas)
+        .filter(|id| *id != reporter)
+        .collect();
+    if !quorum(partition.replicas.len(), &partition.previous, &others) {
+        return None;
+    }
+    Some(ElectionStart {
+        stream: partition.stream.clone(),
+        partition: partition.partition,
+        expected_epoch: partition.epoch,
+        epoch: partition.epoch.saturating_add(1),
+    })
+}
+
 pub(crate) type PartitionKey = (StreamName, PartitionId);
 
 /// The running elections this controlplane knows of: when each was opened and the reports
@@ -142,6 +178,9 @@ struct Ballot {
     epoch: u64,
     opened_at_ms: u64,
     reports: BTreeMap<BrokerId, Position>,
+    /// A leader deposed for losing contact with its replicas: its report does not count in
+    /// this election (see [`depose`]).
+    excluded: Option<BrokerId>,
 }
 
 impl Ballots {
@@ -151,12 +190,14 @@ impl Ballots {
             epoch,
             opened_at_ms: now_ms,
             reports: BTreeMap::new(),
+            excluded: None,
         });
         if ballot.epoch != epoch {
             *ballot = Ballot {
                 epoch,
                 opened_at_ms: now_ms,
                 reports: BTreeMap::new(),
+                excluded: None,
             };
         }
         ballot
@@ -169,6 +210,19 @@ impl Ballots {
 
     /// Records a report for the election of `key` at `epoch` (a repeated report replaces the
     /// earlier one) and returns every report of that election.
+    /// Opens the ballot of `epoch` without a say for `excluded` (a deposed leader).
+    pub(crate) fn open_excluding(
+        &mut self,
+        key: &PartitionKey,
+        epoch: u64,
+        now_ms: u64,
+        excluded: BrokerId,
+    ) {
+        self.ballot(key, epoch, now_ms).excluded = Some(excluded);
+    }
+
+    /// Records a report (unless its reporter is excluded from this ballot) and returns every
+    /// report that counts.
     pub(crate) fn record(
         &mut self,
         key: &PartitionKey,
@@ -178,7 +232,9 @@ impl Ballots {
         now_ms: u64,
     ) -> &BTreeMap<BrokerId, Position> {
         let ballot = self.ballot(key, epoch, now_ms);
-        ballot.reports.insert(reporter, position);
+        if ballot.excluded != Some(reporter) {
+            ballot.reports.insert(reporter, position);
+        }
         &ballot.reports
     }
 

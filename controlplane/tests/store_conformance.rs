@@ -479,6 +479,7 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
             records: 3,
         }],
         new_set_caught_up: Vec::new(),
+        quorum_lost: false,
     };
     store
         .report_partitions(BrokerId::new(2), &[report(1, 99)])
@@ -592,6 +593,7 @@ async fn a_replica_set_changes_in_two_steps(store: &SqlStore) {
         high_watermark: None,
         replica_lag: Vec::new(),
         new_set_caught_up: ids(set),
+        quorum_lost: false,
     };
     // Not the leader, an old epoch, another set: nothing completes.
     for (from, report) in [

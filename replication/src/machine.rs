@@ -69,6 +69,9 @@ struct Progress {
     last_heard_ms: u64,
     /// When `matched` last grew (or the follower was last found behind).
     last_progress_ms: u64,
+    /// When the follower was last heard from at all (any answer in this epoch); unlike
+    /// `last_heard_ms`, never moved by a retry.
+    last_contact_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -367,6 +370,39 @@ impl Replica {
         (held >= committed).then(|| voters.replicas.clone())
     }
 
+    /// For a leader: how long ago (in ticked time) it last heard from enough followers to
+    /// make, with itself, a majority of every voter set; `None` unless leading. A leader cut
+    /// off from a majority cannot commit, whatever its producers send: its broker reports it
+    /// once this exceeds the lease, and the controlplane elects a leader among the others
+    /// (see `docs/replication.md`, "A leader cut off from its replicas").
+    pub fn quorum_contact_age_ms(&self) -> Option<u64> {
+        let Role::Leader {
+            voters, followers, ..
+        } = &self.role
+        else {
+            return None;
+        };
+        let age_of = |id: ReplicaId| {
+            if id == self.id {
+                0
+            } else {
+                followers
+                    .get(&id)
+                    .map_or(u64::MAX, |p| self.now_ms.saturating_sub(p.last_contact_ms))
+            }
+        };
+        // The majority-th most recent contact of a set: ages sorted ascending.
+        let set_age = |set: &[ReplicaId]| {
+            if set.is_empty() {
+                return 0;
+            }
+            let mut ages: Vec<u64> = set.iter().map(|&id| age_of(id)).collect();
+            ages.sort_unstable();
+            ages[set.len() / 2]
+        };
+        Some(set_age(&voters.replicas).max(set_age(&voters.previous)))
+    }
+
     /// The end a leader counts as durable on `id`: its own synced end, or a follower's ack.
     fn durable_end_of(&self, id: ReplicaId, followers: &BTreeMap<ReplicaId, Progress>) -> u64 {
         if id == self.id {
@@ -386,6 +422,7 @@ impl Replica {
             last_sent_ms: self.now_ms,
             last_heard_ms: self.now_ms,
             last_progress_ms: self.now_ms,
+            last_contact_ms: self.now_ms,
         }
     }
 
@@ -533,6 +570,7 @@ impl Replica {
                     && let Some(p) = followers.get_mut(&from)
                 {
                     p.last_heard_ms = now;
+                    p.last_contact_ms = now;
                     p.in_flight = p.in_flight.saturating_sub(1);
                     if end <= self.log.end {
                         p.probing = false;
@@ -556,6 +594,7 @@ impl Replica {
                 {
                     let agreed = view.common_prefix(&epochs, end).min(view.end);
                     p.last_heard_ms = now;
+                    p.last_contact_ms = now;
                     p.in_flight = 0;
                     p.probing = true;
                     p.last_progress_ms = now;
@@ -938,5 +977,33 @@ mod tests {
                 .all(|o| matches!(o, Output::Send { .. }))
         );
         assert_eq!(r.leader_epoch(), Some(2));
+    }
+
+    #[test]
+    fn a_leader_measures_how_long_it_has_lacked_a_majority() {
+        let ack = |end| Message::Ack { epoch: 1, end };
+        let mut r = Replica::recover(0, Config::default(), 0, LogView::empty(0), 0, 1_000);
+        assert_eq!(r.quorum_contact_age_ms(), None);
+        r.prepare::<B>(1);
+        r.become_leader::<B>(1, &[0, 1, 2], &[], &Empty);
+        assert_eq!(r.quorum_contact_age_ms(), Some(0));
+        // Retries and heartbeats go out; no answer comes back.
+        for now in (1_050..=3_000).step_by(50) {
+            r.tick::<B>(now, &Empty);
+        }
+        assert_eq!(r.quorum_contact_age_ms(), Some(2_000));
+        // One follower answers: with the leader, a majority of three.
+        r.on_message::<B>(2, ack(0), &Empty);
+        assert_eq!(r.quorum_contact_age_ms(), Some(0));
+        r.tick::<B>(3_500, &Empty);
+        assert_eq!(r.quorum_contact_age_ms(), Some(500));
+        // While the set changes, a majority of the previous set counts too: there it rests
+        // on 2, last heard 1,000 ms ago, and the new member 3 answering does not count.
+        r.reconfigure::<B>(&[0, 2, 3], &[0, 1, 2], &Empty);
+        r.tick::<B>(4_000, &Empty);
+        r.on_message::<B>(3, ack(0), &Empty);
+        assert_eq!(r.quorum_contact_age_ms(), Some(1_000));
+        r.on_message::<B>(2, ack(0), &Empty);
+        assert_eq!(r.quorum_contact_age_ms(), Some(0));
     }
 }

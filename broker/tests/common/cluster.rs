@@ -285,6 +285,11 @@ impl Cluster {
         self.brokers[i] = self.spawn(i);
     }
 
+    /// The UDP port of broker process `i`'s peer port (its replication traffic, both ways).
+    pub fn peer_port(&self, i: usize) -> u16 {
+        self.ports[i].1
+    }
+
     /// The process index of broker `id`.
     pub fn index_of(&self, id: BrokerId) -> usize {
         self.brokers

@@ -119,6 +119,9 @@ pub(super) async fn heartbeat<S: Store>(
             // A replica-set change completed: its members learn the final set.
             cluster.announce(version);
         }
+        for report in request.partitions.iter().filter(|r| r.quorum_lost) {
+            super::election_reports::depose_cut_off_leader(&cluster, id, report).await?;
+        }
         broker
     };
     cluster.record_history_reads(id, request.history_read_bytes_per_second);

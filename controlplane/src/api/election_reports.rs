@@ -7,13 +7,13 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use floe_wire::BrokerId;
-use floe_wire::admin::ElectionReport;
+use floe_wire::admin::{ElectionReport, PartitionReport};
 
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
 use crate::cluster::{Cluster, now_ms};
 use crate::partition_election::{self, Verdict};
-use crate::store::{ElectionResult, ElectionStart, PartitionLeadership, Store};
+use crate::store::{ElectionResult, ElectionStart, PartitionLeadership, Store, StoreError};
 
 /// Answers 204 whether the report was recorded, decided the election, started a new one or
 /// was ignored (an older epoch, no election running): the broker has nothing to retry and
@@ -104,6 +104,51 @@ async fn restart<S: Store>(
         partition = partition.partition.get(),
         epoch,
         "a replica refused; election started again"
+    );
+    cluster.announce(version);
+    Ok(())
+}
+
+/// Replaces the leader of `report`'s partition when it says it has lost contact with a
+/// majority of its replicas (see [`partition_election::depose`]): starts an election at the
+/// next epoch in which its own report does not count. Called under the write lock.
+pub(super) async fn depose_cut_off_leader<S: Store>(
+    cluster: &Cluster<S>,
+    reporter: BrokerId,
+    report: &PartitionReport,
+) -> Result<(), Failure> {
+    let partition = match cluster
+        .store
+        .partition_leadership(&report.stream, report.partition)
+        .await
+    {
+        Ok(partition) => partition,
+        // Deleted meanwhile: nothing to lead.
+        Err(StoreError::StreamNotFound { .. } | StoreError::PartitionNotFound { .. }) => {
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(start) = partition_election::depose(&partition, reporter, report.epoch) else {
+        return Ok(());
+    };
+    let version = cluster
+        .store
+        .start_elections(std::slice::from_ref(&start))
+        .await?;
+    cluster.ballots().open_excluding(
+        &(start.stream.clone(), start.partition),
+        start.epoch,
+        now_ms(),
+        reporter,
+    );
+    cluster.metrics.leaders_cut_off.inc();
+    tracing::warn!(
+        stream = %start.stream,
+        partition = start.partition.get(),
+        leader = reporter.get(),
+        epoch = start.epoch,
+        "the leader lost contact with a majority of its replicas; electing another"
     );
     cluster.announce(version);
     Ok(())

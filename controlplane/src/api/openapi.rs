@@ -263,6 +263,7 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
                 "new_set_caught_up",
                 json!({ "type": "array", "items": u32_schema(), "maxItems": 16 }),
             ),
+            ("quorum_lost", json!({ "type": "boolean" })),
         ],
         &[
             "stream",

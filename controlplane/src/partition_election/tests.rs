@@ -303,3 +303,61 @@ fn a_ballot_times_out_after_the_election_timeout() {
     assert!(!ballots.any_timed_out(3_999, 3_000));
     assert!(ballots.any_timed_out(4_000, 3_000));
 }
+
+#[test]
+fn a_leader_cut_off_from_its_replicas_is_deposed_only_if_the_others_can_elect() {
+    let leading = partition(4, false, Some(1));
+    let start = depose(&leading, id(1), 4).expect("deposed");
+    assert_eq!((start.expected_epoch, start.epoch), (4, 5));
+    // Only the leader of the reported epoch, and not during an election.
+    assert_eq!(depose(&leading, id(2), 4), None);
+    assert_eq!(depose(&leading, id(1), 3), None);
+    assert_eq!(depose(&partition(4, true, None), id(1), 4), None);
+    // The two others must be live: one alone is no majority, so the isolated leader stays.
+    let mut one_dead = partition(4, false, Some(1));
+    one_dead.replicas = members(&[(1, LIVE), (2, LIVE), (3, DEAD)]);
+    assert_eq!(depose(&one_dead, id(1), 4), None);
+    // While the set changes, the others must also hold a majority of the previous set.
+    let mut changing = partition(4, false, Some(1));
+    changing.replicas = members(&[(1, LIVE), (2, LIVE), (4, LIVE)]);
+    changing.previous = vec![id(1), id(2), id(3)];
+    assert_eq!(depose(&changing, id(1), 4), None);
+}
+
+#[test]
+fn a_deposed_leader_has_no_say_in_the_election_that_replaces_it() {
+    let key = (
+        StreamName::new("orders").expect("name"),
+        PartitionId::new(0),
+    );
+    let electing = partition(5, true, None);
+    let mut ballots = Ballots::default();
+    ballots.open_excluding(&key, 5, 0, id(1));
+    // The deposed leader holds the longest log (records no majority acknowledged).
+    let counted = ballots.record(&key, 5, id(1), at(4, 900), 1).clone();
+    assert!(counted.is_empty());
+    assert_eq!(
+        pick_leader(&electing.replicas, &electing.previous, &counted),
+        None
+    );
+    ballots.record(&key, 5, id(2), at(4, 700), 2);
+    let counted = ballots.record(&key, 5, id(3), at(4, 650), 3).clone();
+    assert_eq!(
+        pick_leader(&electing.replicas, &electing.previous, &counted),
+        Some(id(2))
+    );
+    // The reconciler looking at the running election keeps the exclusion.
+    let _ = plan(std::slice::from_ref(&electing), &mut ballots, false, 4, 10_000);
+    assert!(
+        ballots
+            .record(&key, 5, id(1), at(4, 900), 5)
+            .get(&id(1))
+            .is_none()
+    );
+    // A later election (the first timed out) counts everyone again.
+    assert!(
+        ballots
+            .record(&key, 6, id(1), at(4, 900), 6)
+            .contains_key(&id(1))
+    );
+}

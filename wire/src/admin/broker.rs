@@ -71,6 +71,11 @@ pub struct PartitionReport {
     /// durably. The controlplane then completes the change, dropping the previous set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub new_set_caught_up: Vec<BrokerId>,
+    /// The leader has not heard from a majority of its replica set for a lease: it cannot
+    /// commit, though it and the controlplane still reach each other. The controlplane
+    /// then elects a leader among the other replicas.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quorum_lost: bool,
 }
 
 /// How many records one follower of a partition lacks: the leader's log end minus the end
