@@ -347,7 +347,13 @@ fn a_deposed_leader_has_no_say_in_the_election_that_replaces_it() {
         Some(id(2))
     );
     // The reconciler looking at the running election keeps the exclusion.
-    let _ = plan(std::slice::from_ref(&electing), &mut ballots, false, 4, 10_000);
+    let _ = plan(
+        std::slice::from_ref(&electing),
+        &mut ballots,
+        false,
+        4,
+        10_000,
+    );
     assert!(
         ballots
             .record(&key, 5, id(1), at(4, 900), 5)
