@@ -6,6 +6,9 @@
 //! SIGKILLed too: the new set elects a leader among the survivor and the newcomer, and every
 //! acknowledged record — published before, during and after the change — is still there,
 //! once, in order.
+//!
+//! A second cluster creates a factor-3 stream while one of its three brokers is dead: the
+//! set starts with two members and grows to three when the broker returns.
 
 mod common;
 
@@ -17,7 +20,7 @@ use floe_client::{
     Client, Consumer, ConsumerConfig, FetchPosition, Offset, PartitionId, Producer, ProducerConfig,
     ProducerRecord, StreamName,
 };
-use floe_wire::admin::{CreateStreamRequest, PartitionDescription};
+use floe_wire::admin::{BrokerState, CreateStreamRequest, PartitionDescription};
 
 const STREAM: &str = "replaced";
 
@@ -189,24 +192,97 @@ async fn a_dead_brokers_replicas_move_to_a_live_one_and_nothing_acknowledged_is_
 
     let log = read_all(&client, acked.len()).await;
     client.close().await;
-    let mut offsets: Vec<u64> = log.iter().map(|(o, _)| *o).collect();
-    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "out of order");
-    offsets.dedup();
-    assert_eq!(offsets.len(), log.len(), "an offset twice");
-    let by_offset: std::collections::BTreeMap<u64, &String> =
-        log.iter().map(|(o, v)| (*o, v)).collect();
-    for (offset, value) in &acked {
-        assert_eq!(
-            by_offset.get(offset).copied(),
-            Some(value),
-            "acknowledged record at {offset} lost"
-        );
-    }
+    check(&acked, &log);
     let metrics = common::http_get(&cluster.controlplane_addr(), "/metrics").await;
     assert_eq!(
         common::metric(&metrics, "floe_partition_replica_replacements_total"),
         1.0,
         "one change of the replica set"
     );
+    cluster.shutdown().await;
+}
+
+/// Checks that every acknowledged record is in `log` at its offset, once, in order.
+fn check(acked: &[(u64, String)], log: &[(u64, String)]) {
+    let offsets: Vec<u64> = log.iter().map(|(o, _)| *o).collect();
+    assert!(
+        offsets.windows(2).all(|w| w[0] < w[1]),
+        "out of order or repeated"
+    );
+    let by_offset: std::collections::BTreeMap<u64, &String> =
+        log.iter().map(|(o, v)| (*o, v)).collect();
+    for (offset, value) in acked {
+        assert_eq!(
+            by_offset.get(offset).copied(),
+            Some(value),
+            "acknowledged record at {offset} lost"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_created_short_of_its_factor_grows_when_a_broker_returns() {
+    let mut cluster = Cluster::start(3, Timing::default()).await;
+    let absent = cluster.brokers[2].broker_id().expect("registered");
+    cluster.kill(2);
+    cluster
+        .wait_for(
+            "the killed broker to be declared dead",
+            async |c: &Cluster| {
+                let brokers = c.rest.brokers().await.ok()?.brokers;
+                brokers
+                    .iter()
+                    .any(|b| b.broker_id == absent && b.state == BrokerState::Dead)
+                    .then_some(())
+            },
+        )
+        .await;
+    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+        "name": STREAM, "partitions": 1, "replication_factor": 3,
+    }))
+    .expect("request");
+    cluster.rest.create_stream(&request).await.expect("create");
+    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let short = described(&cluster).await;
+    assert_eq!(
+        short.replicas.len(),
+        2,
+        "two live brokers: {:?}",
+        short.replicas
+    );
+    let client = cluster.client(leader).await;
+    let mut acked = publish(&client, "short", 500).await;
+    client.close().await;
+
+    cluster.restart(2);
+    let grown: PartitionDescription = cluster
+        .wait_for("the set to grow to three", async |c: &Cluster| {
+            let p = c.partition(STREAM, 0).await?;
+            let done = p.replicas.len() == 3
+                && p.replicas.contains(&absent)
+                && p.previous_replicas.is_empty()
+                && p.leader.is_some();
+            done.then_some(p)
+        })
+        .await;
+    assert!(grown.epoch > epoch, "the change elected at a new epoch");
+    eprintln!(
+        "replica set {:?} → {:?} at epoch {}",
+        short.replicas, grown.replicas, grown.epoch
+    );
+    let grown_leader = grown.leader.expect("a leader");
+    let client = cluster.client(grown_leader).await;
+    acked.extend(publish(&client, "grown", 500).await);
+    client.close().await;
+
+    // The newcomer must now hold what it needs: kill the leader, and the other original
+    // member and the newcomer elect between them.
+    cluster.kill(cluster.index_of(grown_leader));
+    let (successor, _) = cluster.leader_after(STREAM, 0, grown.epoch).await;
+    let client = cluster.client(successor).await;
+    acked.extend(publish(&client, "after", 200).await);
+    let log = read_all(&client, acked.len()).await;
+    client.close().await;
+    check(&acked, &log);
     cluster.shutdown().await;
 }

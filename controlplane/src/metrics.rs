@@ -51,7 +51,7 @@ pub(crate) struct Metrics {
     /// Driver calls that failed.
     pub(crate) driver_errors: Counter,
     /// Changes of replicated partitions' replica sets started (members on dead or
-    /// draining brokers replaced).
+    /// draining brokers replaced, or sets short of their factor grown).
     pub(crate) replica_replacements: Counter,
     /// Leaders deposed for losing contact with a majority of their replicas.
     pub(crate) leaders_cut_off: Counter,
@@ -117,7 +117,7 @@ impl Metrics {
         );
         registry.register(
             "partition_replica_replacements",
-            "Replica-set changes started to replace members on dead or draining brokers",
+            "Replica-set changes started: members on dead or draining brokers replaced, or sets short of their factor grown",
             self.replica_replacements.clone(),
         );
         registry.register(

@@ -166,7 +166,8 @@ pub(crate) enum Replacement {
 
 /// The change of a replicated partition's replica set that replaces its members on brokers
 /// dead for `replace_after_ms` by `now_ms` (or draining), keeping every other member and
-/// the leader. `dead_since` gives the time a broker was declared dead (`None`: unknown
+/// the leader, and that grows a set smaller than the replication factor when brokers are
+/// free. `dead_since` gives the time a broker was declared dead (`None`: unknown
 /// broker, dead for good). The new members are chosen by `placer` (live brokers only).
 ///
 /// Only while the partition has a live leader and no change runs, so that one change is
@@ -215,12 +216,17 @@ pub(crate) fn replace_members(
             }
         }
     }
-    if out.is_empty() {
-        return if later == u64::MAX {
-            Replacement::No
-        } else {
-            Replacement::Later(later)
-        };
+    let nothing_now = if later == u64::MAX {
+        Replacement::No
+    } else {
+        Replacement::Later(later)
+    };
+    // A set smaller than its factor (the partition was created while too few brokers were
+    // live) grows once brokers are free, through the same two-step change.
+    let factor = partition.replication_factor as usize;
+    let short = partition.replicas.len() < factor;
+    if out.is_empty() && !short {
+        return nothing_now;
     }
     let old: Vec<BrokerId> = partition.replicas.iter().map(|(id, _)| *id).collect();
     let live_kept: Vec<BrokerId> = partition
@@ -238,11 +244,16 @@ pub(crate) fn replace_members(
         .copied()
         .filter(|id| !out.contains(id) && !live_kept.contains(id))
         .collect();
-    let target = u32::try_from(old.len() - waiting.len()).unwrap_or(u32::MAX);
+    let target = u32::try_from(old.len().max(factor) - waiting.len()).unwrap_or(u32::MAX);
     let placement = placer.place(&live_kept, Some(leader), target);
-    if placement.replicas.len() + waiting.len() < old.len() {
+    let size = placement.replicas.len() + waiting.len();
+    if size < old.len() {
         // Not enough live brokers outside the set: stay as it is rather than shrink.
         return Replacement::No;
+    }
+    if out.is_empty() && size == old.len() {
+        // Short of its factor, and still no broker free to add.
+        return nothing_now;
     }
     let mut replicas = placement.replicas;
     replicas.extend(waiting);
@@ -302,7 +313,7 @@ async fn repair<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreErr
         }
     }
     for change in &replacements {
-        tracing::info!(stream = %change.stream, partition = change.partition.get(), from = ?change.previous, to = ?change.replicas, "replacing replicas on dead or draining brokers");
+        tracing::info!(stream = %change.stream, partition = change.partition.get(), from = ?change.previous, to = ?change.replicas, "changing a replica set: members on dead or draining brokers replaced, or a short set grown");
     }
     changes.extend(replacements);
     if changes.is_empty() {
@@ -396,6 +407,29 @@ mod tests {
         // Five members, three dead: the two live ones are no majority of the old set.
         let minority = partition(&[(1, LIVE), (2, LIVE), (3, DEAD), (4, DEAD), (5, DEAD)], 1);
         assert_eq!(decide(&minority, &[1, 2, 6, 7, 8], 9_000), Replacement::No);
+    }
+
+    #[test]
+    fn a_set_short_of_its_factor_grows_when_a_broker_is_free() {
+        // Created with factor 3 while only brokers 1 and 2 were live.
+        let mut short = partition(&[(1, LIVE), (2, LIVE)], 1);
+        short.replication_factor = 3;
+        assert_eq!(decide(&short, &[1, 2], 9_000), Replacement::No);
+        let Replacement::Now(change) = decide(&short, &[1, 2, 3], 9_000) else {
+            panic!("broker 3 is free");
+        };
+        assert_eq!(change.previous, vec![id(1), id(2)]);
+        assert_eq!(change.replicas, vec![id(1), id(2), id(3)]);
+        // Short, with a member dead but not due: the dead one waits, the set still grows.
+        let mut waiting = partition(&[(1, LIVE), (2, LIVE), (3, DEAD)], 1);
+        waiting.replication_factor = 5;
+        let Replacement::Now(change) = decide(&waiting, &[1, 2, 4, 5], 2_000) else {
+            panic!("brokers 4 and 5 are free");
+        };
+        assert_eq!(change.replicas, vec![id(1), id(2), id(4), id(5), id(3)]);
+        // Full sets do not change.
+        let full = partition(&[(1, LIVE), (2, LIVE), (3, LIVE)], 1);
+        assert_eq!(decide(&full, &[1, 2, 3, 4], 9_000), Replacement::No);
     }
 
     #[test]
