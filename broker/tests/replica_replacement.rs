@@ -286,3 +286,47 @@ async fn a_set_created_short_of_its_factor_grows_when_a_broker_returns() {
     check(&acked, &log);
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_the_leaders_broker_hands_leadership_over_and_moves_the_replica_away() {
+    let mut cluster = Cluster::start(4, Timing::default()).await;
+    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+        "name": STREAM, "partitions": 1, "replication_factor": 3,
+    }))
+    .expect("request");
+    cluster.rest.create_stream(&request).await.expect("create");
+    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let client = cluster.client(leader).await;
+    let mut acked = publish(&client, "before", 500).await;
+    client.close().await;
+
+    cluster.rest.drain_broker(leader).await.expect("drain");
+    let moved: PartitionDescription = cluster
+        .wait_for(
+            "the drained broker to leave the set",
+            async |c: &Cluster| {
+                let p = c.partition(STREAM, 0).await?;
+                let done = p.leader.is_some_and(|l| l != leader)
+                    && !p.replicas.contains(&leader)
+                    && p.replicas.len() == 3
+                    && p.previous_replicas.is_empty();
+                done.then_some(p)
+            },
+        )
+        .await;
+    assert!(moved.epoch > epoch);
+    eprintln!(
+        "drained {leader}: replicas {:?}, leader {:?} at epoch {}",
+        moved.replicas, moved.leader, moved.epoch
+    );
+    let new_leader = moved.leader.expect("a leader");
+    let client = cluster.client(new_leader).await;
+    acked.extend(publish(&client, "after", 500).await);
+    let log = read_all(&client, acked.len()).await;
+    client.close().await;
+    check(&acked, &log);
+    // The drained broker holds nothing any more and can be stopped.
+    let index = cluster.index_of(leader);
+    cluster.kill(index);
+    cluster.shutdown().await;
+}

@@ -78,6 +78,15 @@ async fn elect<S: Store>(
         "elected a partition leader"
     );
     cluster.announce(version);
+    if partition
+        .replicas
+        .iter()
+        .any(|(_, state)| *state != floe_wire::admin::BrokerState::Live)
+    {
+        // Members on dead or draining brokers are replaced only under a live leader: now
+        // there is one (a draining leader's partitions get here first).
+        cluster.request_repair();
+    }
     Ok(())
 }
 
