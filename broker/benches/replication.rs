@@ -50,7 +50,12 @@ async fn create(
             partitions: 1,
             replication_factor: Some(factor),
             ack_mode: Some(ack_mode),
-            segment: Default::default(),
+            segment: floe_wire::admin::SegmentSettings {
+                bytes: std::env::var("FLOE_BENCH_SEGMENT_BYTES")
+                    .ok()
+                    .and_then(|v| v.parse().ok()),
+                age_ms: None,
+            },
             retention: Default::default(),
         })
         .await?;

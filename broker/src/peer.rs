@@ -44,7 +44,8 @@ pub struct Peers {
     /// Client endpoints of the same brokers, learnt with the peer addresses: a replica that
     /// does not lead names its leader's to clients.
     client_endpoints: Mutex<HashMap<BrokerId, Endpoint>>,
-    queues: Mutex<HashMap<BrokerId, mpsc::Sender<Bytes>>>,
+    /// Each peer's queue of encoded frames (as chunks).
+    queues: Mutex<HashMap<BrokerId, mpsc::Sender<Vec<Bytes>>>>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -78,11 +79,14 @@ impl Peers {
 
     /// Queues `message` for `to`; dropped when the peer's queue is full.
     pub fn send(self: &Arc<Self>, to: BrokerId, message: &Message) {
-        let mut frame = BytesMut::new();
-        if let Err(e) = message.encode(ProtocolVersion::V1, RequestId::new(0), &mut frame) {
-            tracing::error!(error = %e, "could not encode a peer message");
-            return;
-        }
+        // As chunks: the record batches go to QUIC as the log read them, uncopied.
+        let frame = match message.encode_chunks(ProtocolVersion::V1, RequestId::new(0)) {
+            Ok(frame) => frame.into_chunks(),
+            Err(e) => {
+                tracing::error!(error = %e, "could not encode a peer message");
+                return;
+            }
+        };
         let queue = {
             let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
             queues
@@ -94,7 +98,7 @@ impl Peers {
                 })
                 .clone()
         };
-        if queue.try_send(frame.freeze()).is_err() {
+        if queue.try_send(frame).is_err() {
             tracing::trace!(peer = to.get(), "peer queue full; message dropped");
         }
     }
@@ -148,7 +152,7 @@ impl Peers {
 }
 
 /// Carries `peer`'s queue to it, connecting (again) as needed, until shutdown.
-async fn send_loop(peers: Arc<Peers>, peer: BrokerId, mut queue: mpsc::Receiver<Bytes>) {
+async fn send_loop(peers: Arc<Peers>, peer: BrokerId, mut queue: mpsc::Receiver<Vec<Bytes>>) {
     let mut shutdown = peers.shutdown.clone();
     loop {
         let connected = tokio::select! {
@@ -161,8 +165,8 @@ async fn send_loop(peers: Arc<Peers>, peer: BrokerId, mut queue: mpsc::Receiver<
                     frame = queue.recv() => frame,
                     _ = shutdown.wait_for(|s| *s) => return,
                 };
-                let Some(frame) = frame else { return };
-                if let Err(e) = stream.write_all(&frame).await {
+                let Some(mut frame) = frame else { return };
+                if let Err(e) = stream.write_all_chunks(&mut frame).await {
                     tracing::debug!(peer = peer.get(), error = %e, "peer stream broke; reconnecting");
                     break;
                 }
@@ -265,12 +269,8 @@ async fn read_message(
         Err(e) => return Err(e.into()),
     }
     let header = FrameHeader::decode(&head, limits)?.context("a whole header did not decode")?;
-    let mut payload = vec![0u8; header.payload_len as usize];
-    stream.read_exact(&mut payload).await?;
-    let frame = Frame {
-        header,
-        payload: Bytes::from(payload),
-    };
+    let payload = crate::server::read_payload(stream, header.payload_len as usize).await?;
+    let frame = Frame { header, payload };
     Ok(Some(frame.message(limits)?))
 }
 
