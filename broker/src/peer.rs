@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +30,28 @@ use crate::server::BrokerState;
 const PEER_NAME: &str = "floe-peer ";
 /// Frames queued for one peer before new ones are dropped.
 const QUEUE_FRAMES: usize = 1024;
+/// Bytes of frames queued for one peer (not yet handed to QUIC) before new frames larger
+/// than [`SMALL_FRAME`] are dropped: appends of up to a megabyte would otherwise let the
+/// frame count alone hold a gigabyte behind a slow link.
+const QUEUE_BYTES: usize = 64 << 20;
+/// Frames up to this size (acks, heartbeats, mismatches) are never dropped for bytes.
+const SMALL_FRAME: usize = 4096;
+
+/// One peer's queue: its frames, and their bytes.
+#[derive(Debug, Clone)]
+struct Queue {
+    frames: mpsc::Sender<Vec<Bytes>>,
+    bytes: Arc<AtomicUsize>,
+}
+
+fn frame_len(frame: &[Bytes]) -> usize {
+    frame.iter().map(Bytes::len).sum()
+}
+
+/// Whether a frame of `len` bytes may join a queue already holding `queued` bytes.
+fn admits(queued: usize, len: usize) -> bool {
+    len <= SMALL_FRAME || queued + len <= QUEUE_BYTES
+}
 /// Pause before connecting to a peer again.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 
@@ -45,7 +68,7 @@ pub struct Peers {
     /// does not lead names its leader's to clients.
     client_endpoints: Mutex<HashMap<BrokerId, Endpoint>>,
     /// Each peer's queue of encoded frames (as chunks).
-    queues: Mutex<HashMap<BrokerId, mpsc::Sender<Vec<Bytes>>>>,
+    queues: Mutex<HashMap<BrokerId, Queue>>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -92,14 +115,18 @@ impl Peers {
             queues
                 .entry(to)
                 .or_insert_with(|| {
-                    let (tx, rx) = mpsc::channel(QUEUE_FRAMES);
-                    tokio::spawn(send_loop(self.clone(), to, rx));
-                    tx
+                    let (frames, rx) = mpsc::channel(QUEUE_FRAMES);
+                    let bytes = Arc::new(AtomicUsize::new(0));
+                    tokio::spawn(send_loop(self.clone(), to, rx, bytes.clone()));
+                    Queue { frames, bytes }
                 })
                 .clone()
         };
-        if queue.try_send(frame).is_err() {
-            tracing::trace!(peer = to.get(), "peer queue full; message dropped");
+        let len = frame_len(&frame);
+        let queued = queue.bytes.fetch_add(len, Ordering::Relaxed);
+        if !admits(queued, len) || queue.frames.try_send(frame).is_err() {
+            queue.bytes.fetch_sub(len, Ordering::Relaxed);
+            tracing::trace!(peer = to.get(), queued, "peer queue full; message dropped");
         }
     }
 
@@ -152,7 +179,12 @@ impl Peers {
 }
 
 /// Carries `peer`'s queue to it, connecting (again) as needed, until shutdown.
-async fn send_loop(peers: Arc<Peers>, peer: BrokerId, mut queue: mpsc::Receiver<Vec<Bytes>>) {
+async fn send_loop(
+    peers: Arc<Peers>,
+    peer: BrokerId,
+    mut queue: mpsc::Receiver<Vec<Bytes>>,
+    queued_bytes: Arc<AtomicUsize>,
+) {
     let mut shutdown = peers.shutdown.clone();
     loop {
         let connected = tokio::select! {
@@ -166,7 +198,10 @@ async fn send_loop(peers: Arc<Peers>, peer: BrokerId, mut queue: mpsc::Receiver<
                     _ = shutdown.wait_for(|s| *s) => return,
                 };
                 let Some(mut frame) = frame else { return };
-                if let Err(e) = stream.write_all_chunks(&mut frame).await {
+                let len = frame_len(&frame);
+                let written = stream.write_all_chunks(&mut frame).await;
+                queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                if let Err(e) = written {
                     tracing::debug!(peer = peer.get(), error = %e, "peer stream broke; reconnecting");
                     break;
                 }
@@ -177,7 +212,9 @@ async fn send_loop(peers: Arc<Peers>, peer: BrokerId, mut queue: mpsc::Receiver<
             }
         }
         // Whatever queued meanwhile is stale by the time a connection is back.
-        while queue.try_recv().is_ok() {}
+        while let Ok(frame) = queue.try_recv() {
+            queued_bytes.fetch_sub(frame_len(&frame), Ordering::Relaxed);
+        }
         tokio::time::sleep(RECONNECT_PAUSE).await;
     }
 }
@@ -277,6 +314,14 @@ async fn read_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_queue_drops_appends_but_not_acks() {
+        assert!(admits(0, 1 << 20));
+        assert!(admits(QUEUE_BYTES - (1 << 20), 1 << 20));
+        assert!(!admits(QUEUE_BYTES - (1 << 20) + 1, 1 << 20));
+        assert!(admits(QUEUE_BYTES * 2, 64), "an ack always fits");
+    }
 
     #[test]
     fn the_sender_is_named_in_the_hello() {

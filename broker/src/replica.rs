@@ -10,7 +10,7 @@
 //! else happens to the log.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -49,6 +49,22 @@ pub struct Assignment {
 pub struct Commit {
     pub leading: Option<u32>,
     pub high_watermark: u64,
+}
+
+/// Bytes of record batches that peer messages may hold while they wait for a partition's
+/// driver; appends beyond it are dropped. A leader has at most a window of appends (8 of up
+/// to 1 MiB) in flight to a follower, but it sends the window again every retry interval
+/// while the follower does not answer: a follower whose disk stalls would otherwise queue
+/// those copies without bound. A dropped append costs only time (the leader resends what
+/// was not acknowledged); messages without batches (acks, heartbeats) are never dropped.
+const PEER_QUEUE_BYTES: usize = 32 << 20;
+
+/// The record bytes a peer message carries.
+fn batch_bytes(message: &Message<WireBatch>) -> usize {
+    match message {
+        Message::Append { batches, .. } => batches.iter().map(|b| b.bytes().len()).sum(),
+        _ => 0,
+    }
 }
 
 #[derive(Debug)]
@@ -94,6 +110,8 @@ struct Shared {
     quorum_contact_age_ms: AtomicU64,
     /// The leader and epoch of the latest assignment, for clients asking where to go.
     assigned: Mutex<Option<(BrokerId, u64)>>,
+    /// Record bytes in peer messages queued for the driver (see [`PEER_QUEUE_BYTES`]).
+    queued_bytes: AtomicUsize,
 }
 
 impl Shared {
@@ -114,6 +132,7 @@ impl ReplicaHandle {
             caught_up: Mutex::new(None),
             quorum_contact_age_ms: AtomicU64::new(u64::MAX),
             assigned: Mutex::new(None),
+            queued_bytes: AtomicUsize::new(0),
         });
         tokio::spawn(run(partition.clone(), shared.clone(), rx, context));
         ReplicaHandle { events, shared }
@@ -135,6 +154,15 @@ impl ReplicaHandle {
     }
 
     fn deliver(&self, from: u32, message: Message<WireBatch>) {
+        let bytes = batch_bytes(&message);
+        if bytes > 0 {
+            let queued = self.shared.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
+            if queued + bytes > PEER_QUEUE_BYTES {
+                self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                tracing::debug!(peer = from, queued, "replica busy; append dropped");
+                return;
+            }
+        }
         let _ = self.events.send(Event::Peer { from, message });
     }
 
@@ -305,7 +333,10 @@ async fn run(
             event = events.recv() => match event {
                 None | Some(Event::Stop) => break,
                 Some(Event::Assign(assignment)) => driver.assign(&assignment),
-                Some(Event::Peer { from, message }) => driver.step(|replica, log| replica.on_message(from, message, log)),
+                Some(Event::Peer { from, message }) => {
+                    shared.queued_bytes.fetch_sub(batch_bytes(&message), Ordering::Relaxed);
+                    driver.step(|replica, log| replica.on_message(from, message, log));
+                }
             },
             () = shared.appended.notified() => driver.step(|_, _| Vec::new()),
             changed = synced.changed() => {
