@@ -258,7 +258,11 @@ impl Cluster {
         cluster
             .wait_for("every broker live", async |c: &Cluster| {
                 let list = c.rest.brokers().await.ok()?.brokers;
-                (list.iter().filter(|b| b.state == BrokerState::Live).count() == n).then_some(())
+                // Live in the controlplane, and each process has stored its id (it does so
+                // just after registering), so tests can map ids to processes at once.
+                let live = list.iter().filter(|b| b.state == BrokerState::Live).count();
+                let known = c.brokers.iter().all(|b| b.broker_id().is_some());
+                (live == n && known).then_some(())
             })
             .await;
         cluster
