@@ -452,7 +452,16 @@ impl Cluster {
         }))
         .expect("request");
         self.rest.create_stream(&request).await.expect("create");
-        self.leader_after(name, 0, 0).await;
+        let (leader, _) = self.leader_after(name, 0, 0).await;
+        // The controlplane names the leader before the broker has applied the assignment
+        // (it learns it from its long-poll): wait until it serves the stream.
+        let client = self.client(leader).await;
+        let stream = floe_wire::StreamName::new(name).expect("name");
+        self.wait_for("the leader to serve the stream", async |_: &Cluster| {
+            client.stream(&stream).await.ok()
+        })
+        .await;
+        client.close().await;
     }
 
     /// Waits until the tier of `name`'s partition 0 reaches `end` and its hot log no longer
