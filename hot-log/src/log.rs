@@ -205,6 +205,12 @@ impl Shared {
 
     /// Publishes the sync state to async and blocking waiters. Called with the sync lock held.
     pub fn publish(&self, s: &SyncState) {
+        debug_assert!(
+            s.synced <= *self.end_tx.borrow(),
+            "synced end {} past the log end {}",
+            s.synced,
+            *self.end_tx.borrow()
+        );
         let status = SyncStatus {
             synced: s.synced,
             failed: self.failure.get().is_some(),
@@ -326,6 +332,10 @@ impl Shared {
             st.max_timestamp = st.max_timestamp.max(header.max_timestamp);
         }
         w.producers.record(header, self.config.producers_max);
+        // The end moves before the syncer can learn of the batch: a sync may complete at any
+        // moment after that, and the synced end must never pass the log end (a reader
+        // bounded by the synced end would otherwise be sent past the end).
+        self.end_tx.send_replace(header.next_offset());
         {
             let mut s = self.sync_state();
             s.written = header.next_offset();
@@ -333,7 +343,6 @@ impl Shared {
             s.pending.oldest.get_or_insert_with(Instant::now);
         }
         self.work.notify_one();
-        self.end_tx.send_replace(header.next_offset());
         Ok(())
     }
 }

@@ -77,6 +77,10 @@ fn reset_locked(
     w.producers = ProducerState::default();
     w.epochs = base_history(start, base_epoch);
     shared.write_high_watermark(w, start)?;
+    // The synced end never passes the log end: a reset forward raises the end first.
+    if start > *shared.end_tx.borrow() {
+        shared.end_tx.send_replace(start);
+    }
     {
         let mut s = shared.sync_state();
         s.written = start;
