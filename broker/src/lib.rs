@@ -6,6 +6,7 @@
 //! one request per stream), [`run`] (start and stop), [`dev`] (the zero-configuration
 //! embedded default).
 
+mod budget;
 pub mod catalog;
 pub mod dev;
 pub mod managed;

@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +23,7 @@ use floe_wire::frame::{
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::{mpsc, watch};
 
+use crate::budget::ByteBudget;
 use crate::server::BrokerState;
 
 /// The `Hello` name prefix that identifies a sending broker.
@@ -36,24 +36,19 @@ const QUEUE_FRAMES: usize = 1024;
 const QUEUE_BYTES: usize = 64 << 20;
 /// Frames up to this size (acks, heartbeats, mismatches) are never dropped for bytes.
 const SMALL_FRAME: usize = 4096;
+/// Pause before connecting to a peer again.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 
-/// One peer's queue: its frames, and their bytes.
+/// One peer's queue: its frames, and the bytes they hold.
 #[derive(Debug, Clone)]
 struct Queue {
     frames: mpsc::Sender<Vec<Bytes>>,
-    bytes: Arc<AtomicUsize>,
+    budget: Arc<ByteBudget>,
 }
 
 fn frame_len(frame: &[Bytes]) -> usize {
     frame.iter().map(Bytes::len).sum()
 }
-
-/// Whether a frame of `len` bytes may join a queue already holding `queued` bytes.
-fn admits(queued: usize, len: usize) -> bool {
-    len <= SMALL_FRAME || queued + len <= QUEUE_BYTES
-}
-/// Pause before connecting to a peer again.
-const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 
 /// This broker's side of the peer port.
 #[derive(Debug)]
@@ -116,17 +111,27 @@ impl Peers {
                 .entry(to)
                 .or_insert_with(|| {
                     let (frames, rx) = mpsc::channel(QUEUE_FRAMES);
-                    let bytes = Arc::new(AtomicUsize::new(0));
-                    tokio::spawn(send_loop(self.clone(), to, rx, bytes.clone()));
-                    Queue { frames, bytes }
+                    let budget = Arc::new(ByteBudget::new(QUEUE_BYTES, SMALL_FRAME));
+                    tokio::spawn(send_loop(self.clone(), to, rx, budget.clone()));
+                    Queue { frames, budget }
                 })
                 .clone()
         };
         let len = frame_len(&frame);
-        let queued = queue.bytes.fetch_add(len, Ordering::Relaxed);
-        if !admits(queued, len) || queue.frames.try_send(frame).is_err() {
-            queue.bytes.fetch_sub(len, Ordering::Relaxed);
-            tracing::trace!(peer = to.get(), queued, "peer queue full; message dropped");
+        match queue.budget.try_take(len) {
+            Ok(_) => {
+                if queue.frames.try_send(frame).is_err() {
+                    queue.budget.release(len);
+                    tracing::trace!(peer = to.get(), "peer queue full (frames); message dropped");
+                }
+            }
+            Err(held) => {
+                tracing::trace!(
+                    peer = to.get(),
+                    held,
+                    "peer queue full (bytes); message dropped"
+                );
+            }
         }
     }
 
@@ -183,7 +188,7 @@ async fn send_loop(
     peers: Arc<Peers>,
     peer: BrokerId,
     mut queue: mpsc::Receiver<Vec<Bytes>>,
-    queued_bytes: Arc<AtomicUsize>,
+    budget: Arc<ByteBudget>,
 ) {
     let mut shutdown = peers.shutdown.clone();
     loop {
@@ -200,7 +205,7 @@ async fn send_loop(
                 let Some(mut frame) = frame else { return };
                 let len = frame_len(&frame);
                 let written = stream.write_all_chunks(&mut frame).await;
-                queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                budget.release(len);
                 if let Err(e) = written {
                     tracing::debug!(peer = peer.get(), error = %e, "peer stream broke; reconnecting");
                     break;
@@ -213,7 +218,7 @@ async fn send_loop(
         }
         // Whatever queued meanwhile is stale by the time a connection is back.
         while let Ok(frame) = queue.try_recv() {
-            queued_bytes.fetch_sub(frame_len(&frame), Ordering::Relaxed);
+            budget.release(frame_len(&frame));
         }
         tokio::time::sleep(RECONNECT_PAUSE).await;
     }
@@ -314,14 +319,6 @@ async fn read_message(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_full_queue_drops_appends_but_not_acks() {
-        assert!(admits(0, 1 << 20));
-        assert!(admits(QUEUE_BYTES - (1 << 20), 1 << 20));
-        assert!(!admits(QUEUE_BYTES - (1 << 20) + 1, 1 << 20));
-        assert!(admits(QUEUE_BYTES * 2, 64), "an ack always fits");
-    }
 
     #[test]
     fn the_sender_is_named_in_the_hello() {

@@ -10,7 +10,7 @@
 //! else happens to the log.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use floe_wire::admin::{ElectionOutcome, ElectionReport};
 use floe_wire::{BrokerId, Offset, PartitionId, StreamName};
 use tokio::sync::{Notify, mpsc, watch};
 
+use crate::budget::ByteBudget;
 use crate::partitions::Partition;
 use crate::peer::Peers;
 use crate::server::BrokerState;
@@ -74,6 +75,8 @@ enum Event {
     Peer {
         from: u32,
         message: Message<WireBatch>,
+        /// Its record bytes, held in the peer budget until the driver takes it.
+        bytes: usize,
     },
 }
 
@@ -111,7 +114,7 @@ struct Shared {
     /// The leader and epoch of the latest assignment, for clients asking where to go.
     assigned: Mutex<Option<(BrokerId, u64)>>,
     /// Record bytes in peer messages queued for the driver (see [`PEER_QUEUE_BYTES`]).
-    queued_bytes: AtomicUsize,
+    peer_budget: ByteBudget,
 }
 
 impl Shared {
@@ -132,7 +135,8 @@ impl ReplicaHandle {
             caught_up: Mutex::new(None),
             quorum_contact_age_ms: AtomicU64::new(u64::MAX),
             assigned: Mutex::new(None),
-            queued_bytes: AtomicUsize::new(0),
+            // Messages without batches take no bytes and always fit.
+            peer_budget: ByteBudget::new(PEER_QUEUE_BYTES, 0),
         });
         tokio::spawn(run(partition.clone(), shared.clone(), rx, context));
         ReplicaHandle { events, shared }
@@ -155,15 +159,15 @@ impl ReplicaHandle {
 
     fn deliver(&self, from: u32, message: Message<WireBatch>) {
         let bytes = batch_bytes(&message);
-        if bytes > 0 {
-            let queued = self.shared.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
-            if queued + bytes > PEER_QUEUE_BYTES {
-                self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
-                tracing::debug!(peer = from, queued, "replica busy; append dropped");
-                return;
-            }
+        if let Err(queued) = self.shared.peer_budget.try_take(bytes) {
+            tracing::debug!(peer = from, queued, "replica busy; append dropped");
+            return;
         }
-        let _ = self.events.send(Event::Peer { from, message });
+        let _ = self.events.send(Event::Peer {
+            from,
+            message,
+            bytes,
+        });
     }
 
     /// The leader the controlplane last named, and its epoch (it may not have taken over
@@ -333,8 +337,8 @@ async fn run(
             event = events.recv() => match event {
                 None | Some(Event::Stop) => break,
                 Some(Event::Assign(assignment)) => driver.assign(&assignment),
-                Some(Event::Peer { from, message }) => {
-                    shared.queued_bytes.fetch_sub(batch_bytes(&message), Ordering::Relaxed);
+                Some(Event::Peer { from, message, bytes }) => {
+                    shared.peer_budget.release(bytes);
                     driver.step(|replica, log| replica.on_message(from, message, log));
                 }
             },

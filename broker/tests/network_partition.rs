@@ -12,15 +12,12 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, Timing};
-use floe_client::{
-    Client, Consumer, ConsumerConfig, FetchPosition, Offset, PartitionId, Producer, ProducerConfig,
-    ProducerRecord, StreamName,
-};
+use common::cluster::{Cluster, Timing, check_acknowledged, read_from_start};
+use floe_client::{Client, PartitionId, Producer, ProducerConfig, ProducerRecord, StreamName};
 use floe_wire::admin::CreateStreamRequest;
 
 const STREAM: &str = "cut";
@@ -108,28 +105,6 @@ async fn publish(
     (acked, failed)
 }
 
-async fn read_all(client: &Client, until: u64) -> Vec<(u64, String)> {
-    let mut consumer = Consumer::new(
-        client.clone(),
-        name(),
-        PartitionId::new(0),
-        FetchPosition::Offset(Offset::new(0)),
-        ConsumerConfig::default(),
-    );
-    let mut records: Vec<(u64, String)> = Vec::new();
-    while records.last().is_none_or(|(offset, _)| offset + 1 < until) {
-        match consumer.poll(Duration::from_secs(5)).await {
-            Ok(Some(record)) => records.push((
-                record.offset.get(),
-                String::from_utf8_lossy(&record.value).into_owned(),
-            )),
-            Ok(None) => break,
-            Err(e) => panic!("reading back: {e}"),
-        }
-    }
-    records
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_its_replicas_is_replaced_and_nothing_acknowledged_is_lost() {
     if std::env::var_os("FLOE_TEST_NFT").is_none() {
@@ -214,27 +189,18 @@ async fn a_leader_cut_off_from_its_replicas_is_replaced_and_nothing_acknowledged
         .map(|(offset, _)| offset + 1)
         .max()
         .unwrap_or(0);
-    let log = read_all(&client, end).await;
+    let log = read_from_start(&client, STREAM, |r| {
+        r.last().is_some_and(|(offset, _)| offset + 1 >= end)
+    })
+    .await;
     client.close().await;
 
-    let offsets: Vec<u64> = log.iter().map(|(o, _)| *o).collect();
-    assert!(
-        offsets.windows(2).all(|w| w[0] < w[1]),
-        "out of order or repeated"
-    );
+    check_acknowledged(&acked, &log);
     let mut values = HashSet::new();
     for (offset, value) in &log {
         assert!(
             values.insert(value),
             "{value} stored twice (again at {offset})"
-        );
-    }
-    let by_offset: BTreeMap<u64, &String> = log.iter().map(|(o, v)| (*o, v)).collect();
-    for (offset, value) in &acked {
-        assert_eq!(
-            by_offset.get(offset).copied(),
-            Some(value),
-            "acknowledged record {value} at {offset} is missing or different"
         );
     }
     eprintln!(

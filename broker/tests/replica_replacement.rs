@@ -15,11 +15,8 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::cluster::{Cluster, Timing};
-use floe_client::{
-    Client, Consumer, ConsumerConfig, FetchPosition, Offset, PartitionId, Producer, ProducerConfig,
-    ProducerRecord, StreamName,
-};
+use common::cluster::{Cluster, Timing, check_acknowledged, read_from_start};
+use floe_client::{Client, PartitionId, Producer, ProducerConfig, ProducerRecord, StreamName};
 use floe_wire::admin::{BrokerState, CreateStreamRequest, PartitionDescription};
 
 const STREAM: &str = "replaced";
@@ -51,29 +48,6 @@ async fn publish(client: &Client, label: &str, count: usize) -> Vec<(u64, String
     }
     producer.close().await.expect("close");
     acked
-}
-
-/// Every committed record from offset 0 (tier and hot log alike).
-async fn read_all(client: &Client, expected: usize) -> Vec<(u64, String)> {
-    let mut consumer = Consumer::new(
-        client.clone(),
-        name(),
-        PartitionId::new(0),
-        FetchPosition::Offset(Offset::new(0)),
-        ConsumerConfig::default(),
-    );
-    let mut records = Vec::new();
-    while records.len() < expected {
-        match consumer.poll(Duration::from_secs(5)).await {
-            Ok(Some(record)) => records.push((
-                record.offset.get(),
-                String::from_utf8_lossy(&record.value).into_owned(),
-            )),
-            Ok(None) => break,
-            Err(e) => panic!("reading back: {e}"),
-        }
-    }
-    records
 }
 
 /// The lowest base offset of the partition's segment files in a broker's data directory.
@@ -190,9 +164,9 @@ async fn a_dead_brokers_replicas_move_to_a_live_one_and_nothing_acknowledged_is_
     let client = cluster.client(successor).await;
     acked.extend(publish(&client, "after", 500).await);
 
-    let log = read_all(&client, acked.len()).await;
+    let log = read_from_start(&client, STREAM, |r| r.len() >= acked.len()).await;
     client.close().await;
-    check(&acked, &log);
+    check_acknowledged(&acked, &log);
     let metrics = common::http_get(&cluster.controlplane_addr(), "/metrics").await;
     assert_eq!(
         common::metric(&metrics, "floe_partition_replica_replacements_total"),
@@ -200,24 +174,6 @@ async fn a_dead_brokers_replicas_move_to_a_live_one_and_nothing_acknowledged_is_
         "one change of the replica set"
     );
     cluster.shutdown().await;
-}
-
-/// Checks that every acknowledged record is in `log` at its offset, once, in order.
-fn check(acked: &[(u64, String)], log: &[(u64, String)]) {
-    let offsets: Vec<u64> = log.iter().map(|(o, _)| *o).collect();
-    assert!(
-        offsets.windows(2).all(|w| w[0] < w[1]),
-        "out of order or repeated"
-    );
-    let by_offset: std::collections::BTreeMap<u64, &String> =
-        log.iter().map(|(o, v)| (*o, v)).collect();
-    for (offset, value) in acked {
-        assert_eq!(
-            by_offset.get(offset).copied(),
-            Some(value),
-            "acknowledged record at {offset} lost"
-        );
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,9 +237,9 @@ async fn a_set_created_short_of_its_factor_grows_when_a_broker_returns() {
     let (successor, _) = cluster.leader_after(STREAM, 0, grown.epoch).await;
     let client = cluster.client(successor).await;
     acked.extend(publish(&client, "after", 200).await);
-    let log = read_all(&client, acked.len()).await;
+    let log = read_from_start(&client, STREAM, |r| r.len() >= acked.len()).await;
     client.close().await;
-    check(&acked, &log);
+    check_acknowledged(&acked, &log);
     cluster.shutdown().await;
 }
 
@@ -322,9 +278,9 @@ async fn draining_the_leaders_broker_hands_leadership_over_and_moves_the_replica
     let new_leader = moved.leader.expect("a leader");
     let client = cluster.client(new_leader).await;
     acked.extend(publish(&client, "after", 500).await);
-    let log = read_all(&client, acked.len()).await;
+    let log = read_from_start(&client, STREAM, |r| r.len() >= acked.len()).await;
     client.close().await;
-    check(&acked, &log);
+    check_acknowledged(&acked, &log);
     // The drained broker holds nothing any more and can be stopped.
     let index = cluster.index_of(leader);
     cluster.kill(index);

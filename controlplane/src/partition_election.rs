@@ -122,7 +122,6 @@ pub(crate) fn judge(
     })
 }
 
-/// A partition, as the key of its running election.
 /// The election that replaces a leader cut off from its replicas, if `reporter` — which
 /// says it has not heard from a majority of the set for a lease while still reaching the
 /// controlplane — leads `partition` in `epoch`, and the live members other than it can
@@ -159,6 +158,7 @@ pub(crate) fn depose(
     })
 }
 
+/// A partition, as the key of its running election.
 pub(crate) type PartitionKey = (StreamName, PartitionId);
 
 /// The running elections this controlplane knows of: when each was opened and the reports
@@ -208,8 +208,6 @@ impl Ballots {
         self.ballot(key, epoch, now_ms);
     }
 
-    /// Records a report for the election of `key` at `epoch` (a repeated report replaces the
-    /// earlier one) and returns every report of that election.
     /// Opens the ballot of `epoch` without a say for `excluded` (a deposed leader).
     pub(crate) fn open_excluding(
         &mut self,
@@ -221,7 +219,8 @@ impl Ballots {
         self.ballot(key, epoch, now_ms).excluded = Some(excluded);
     }
 
-    /// Records a report (unless its reporter is excluded from this ballot) and returns every
+    /// Records a report for the election of `key` at `epoch` (a repeated report replaces the
+    /// earlier one; a report from the ballot's excluded broker is ignored) and returns every
     /// report that counts.
     pub(crate) fn record(
         &mut self,

@@ -144,7 +144,8 @@ impl Voters {
         ends[set.len() / 2]
     }
 
-    /// The largest offset durable on a majority of every set.
+    /// The largest offset durable on a majority of every set, given each member's durable
+    /// end (also used over the times members were last heard from).
     fn committed_end(&self, end_of: impl Fn(ReplicaId) -> u64) -> u64 {
         Voters::majority_end(&self.replicas, &end_of)
             .min(Voters::majority_end(&self.previous, &end_of))
@@ -382,25 +383,16 @@ impl Replica {
         else {
             return None;
         };
-        let age_of = |id: ReplicaId| {
+        // The commit rule over contact times instead of durable ends: the latest time by
+        // which a majority of every set had been heard from (this replica: now).
+        let heard = voters.committed_end(|id| {
             if id == self.id {
-                0
+                self.now_ms
             } else {
-                followers
-                    .get(&id)
-                    .map_or(u64::MAX, |p| self.now_ms.saturating_sub(p.last_contact_ms))
+                followers.get(&id).map_or(0, |p| p.last_contact_ms)
             }
-        };
-        // The majority-th most recent contact of a set: ages sorted ascending.
-        let set_age = |set: &[ReplicaId]| {
-            if set.is_empty() {
-                return 0;
-            }
-            let mut ages: Vec<u64> = set.iter().map(|&id| age_of(id)).collect();
-            ages.sort_unstable();
-            ages[set.len() / 2]
-        };
-        Some(set_age(&voters.replicas).max(set_age(&voters.previous)))
+        });
+        Some(self.now_ms.saturating_sub(heard))
     }
 
     /// The end a leader counts as durable on `id`: its own synced end, or a follower's ack.

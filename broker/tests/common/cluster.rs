@@ -484,3 +484,49 @@ impl Cluster {
         }
     }
 }
+
+/// Every record of `stream`'s partition 0 from offset 0 (tier and hot log alike) as
+/// (offset, value), until `enough` holds or a poll finds nothing more.
+pub async fn read_from_start(
+    client: &Client,
+    stream: &str,
+    enough: impl Fn(&[(u64, String)]) -> bool,
+) -> Vec<(u64, String)> {
+    let mut consumer = floe_client::Consumer::new(
+        client.clone(),
+        floe_client::StreamName::new(stream).expect("name"),
+        floe_client::PartitionId::new(0),
+        floe_client::FetchPosition::Offset(floe_client::Offset::new(0)),
+        floe_client::ConsumerConfig::default(),
+    );
+    let mut records = Vec::new();
+    while !enough(&records) {
+        match consumer.poll(Duration::from_secs(5)).await {
+            Ok(Some(record)) => records.push((
+                record.offset.get(),
+                String::from_utf8_lossy(&record.value).into_owned(),
+            )),
+            Ok(None) => break,
+            Err(e) => panic!("reading back: {e}"),
+        }
+    }
+    records
+}
+
+/// Checks a history read back with [`read_from_start`]: offsets strictly increasing (so
+/// none twice), and every acknowledged (offset, value) there at its offset.
+pub fn check_acknowledged(acked: &[(u64, String)], log: &[(u64, String)]) {
+    assert!(
+        log.windows(2).all(|w| w[0].0 < w[1].0),
+        "out of order or repeated"
+    );
+    let by_offset: std::collections::BTreeMap<u64, &String> =
+        log.iter().map(|(o, v)| (*o, v)).collect();
+    for (offset, value) in acked {
+        assert_eq!(
+            by_offset.get(offset).copied(),
+            Some(value),
+            "acknowledged record {value} at {offset} is missing or different"
+        );
+    }
+}

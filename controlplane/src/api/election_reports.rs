@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use floe_wire::BrokerId;
-use floe_wire::admin::{ElectionReport, PartitionReport};
+use floe_wire::admin::{BrokerState, ElectionReport, PartitionReport};
 
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
@@ -81,7 +81,7 @@ async fn elect<S: Store>(
     if partition
         .replicas
         .iter()
-        .any(|(_, state)| *state != floe_wire::admin::BrokerState::Live)
+        .any(|(_, state)| *state != BrokerState::Live)
     {
         // Members on dead or draining brokers are replaced only under a live leader: now
         // there is one (a draining leader's partitions get here first).
