@@ -12,6 +12,7 @@
 //! The crate knows nothing of the broker or sockets; a stream is just the string it is given.
 //! Layouts are documented in `docs/tiering.md`.
 
+mod direct;
 mod error;
 mod layout;
 pub mod manifest;
@@ -19,6 +20,7 @@ mod metrics;
 pub mod segment;
 mod store;
 
+pub use direct::DirectObject;
 pub use error::{CorruptReason, TierError};
 pub use layout::{PartitionPath, SegmentName};
 pub use metrics::{RequestKind, RequestObserver, TierMetrics, TierMetricsSnapshot};

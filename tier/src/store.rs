@@ -16,6 +16,7 @@ use object_store::{
 };
 
 use crate::TierError;
+use crate::direct::DirectObject;
 use crate::metrics::{RequestKind, RequestObserver, TierMetrics, bump};
 
 /// Settings for an `s3://` URL beyond what the URL says. Unset fields fall back to the usual
@@ -36,6 +37,9 @@ pub struct S3Settings {
 #[derive(Debug, Clone)]
 pub struct TierStore {
     inner: Arc<dyn ObjectStore>,
+    /// The same store when it is a local directory: its objects can be streamed to their
+    /// files directly ([`TierStore::put_streamed`]).
+    local: Option<Arc<LocalFileSystem>>,
     prefix: String,
     metrics: Arc<TierMetrics>,
     observer: Option<RequestObserver>,
@@ -80,7 +84,10 @@ impl TierStore {
                     // Local copies are deleted once tiered: a tiered object must be durable
                     // when its PUT returns, like any other write Floe acknowledges.
                     .with_fsync(true);
-                Ok(TierStore::new(Arc::new(fs), ""))
+                let fs = Arc::new(fs);
+                let mut store = TierStore::new(fs.clone(), "");
+                store.local = Some(fs);
+                Ok(store)
             }
             "s3" => {
                 let bucket = parsed
@@ -100,6 +107,7 @@ impl TierStore {
     pub fn new(inner: Arc<dyn ObjectStore>, prefix: &str) -> TierStore {
         TierStore {
             inner,
+            local: None,
             prefix: prefix.trim_matches('/').to_string(),
             metrics: Arc::new(TierMetrics::default()),
             observer: None,
@@ -175,6 +183,60 @@ impl TierStore {
         .map_err(|e| TierError::store("put", key, e))?;
         bump(&self.metrics.put_bytes, len);
         Ok(())
+    }
+
+    /// Whether objects can be streamed to a local file with [`TierStore::put_streamed`].
+    pub fn is_local(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// For a local-directory store: writes `key` (overwriting) with the bytes `fill` appends
+    /// to a [`DirectObject`] of `buffer_bytes`, on a blocking thread, around the page cache.
+    /// The object is durable and visible when this returns, and not at all if `fill` fails.
+    /// Counts as one PUT. Fails with [`TierError::Config`] on any other store.
+    pub async fn put_streamed<T: Send + 'static>(
+        &self,
+        key: &str,
+        buffer_bytes: usize,
+        fill: impl FnOnce(&mut DirectObject) -> Result<T, TierError> + Send + 'static,
+    ) -> Result<T, TierError> {
+        let Some(local) = &self.local else {
+            return Err(TierError::Config(format!(
+                "streamed put of {key}: the store is not a local directory"
+            )));
+        };
+        let file = local
+            .path_to_filesystem(&self.path(key))
+            .map_err(|e| TierError::store("put", key, e))?;
+        bump(&self.metrics.puts, 1);
+        let owned_key = key.to_string();
+        let write = tokio::task::spawn_blocking(move || {
+            let unavailable = |e: std::io::Error| TierError::Unavailable {
+                operation: "put",
+                key: owned_key.clone(),
+                source: Arc::new(object_store::Error::Generic {
+                    store: "LocalFileSystem",
+                    source: Box::new(e),
+                }),
+            };
+            let mut object = DirectObject::create(&file, buffer_bytes).map_err(unavailable)?;
+            let value = fill(&mut object)?;
+            let len = object.finish().map_err(unavailable)?;
+            Ok::<_, TierError>((value, len))
+        });
+        let (value, len) =
+            self.timed(RequestKind::Put, write)
+                .await
+                .map_err(|e| TierError::Unavailable {
+                    operation: "put",
+                    key: key.to_string(),
+                    source: Arc::new(object_store::Error::Generic {
+                        store: "LocalFileSystem",
+                        source: Box::new(e),
+                    }),
+                })??;
+        bump(&self.metrics.put_bytes, len);
+        Ok(value)
     }
 
     /// Writes `key` with a single PUT of `pieces` joined, without copying them.

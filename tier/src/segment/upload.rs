@@ -28,9 +28,11 @@ pub struct UploadedSegment {
 
 /// Uploads the batches of `segment` from offset `from` on (its base offset, or the first
 /// batch after data a previous leader already tiered) as one object. `index_interval_bytes`
-/// sets the footer's index density (an entry at least every that many bytes). Data up to
-/// `single_put_max` bytes goes up in one PUT, held in memory meanwhile; more goes as a
-/// multipart upload, streamed in parts (each part a request of its own).
+/// sets the footer's index density (an entry at least every that many bytes). To a local
+/// directory the object is streamed to its file through one buffer, around the page cache
+/// ([`crate::DirectObject`]). To S3, data up to `single_put_max` bytes goes up in one PUT,
+/// held in memory meanwhile; more goes as a multipart upload, streamed in parts (each part a
+/// request of its own).
 pub async fn upload_segment(
     store: &TierStore,
     partition: &PartitionPath,
@@ -56,7 +58,15 @@ pub async fn upload_segment(
     let key = partition.segment_key(&name);
     let mut builder = FooterBuilder::new(from, index_interval_bytes);
     let data_len = segment.size_bytes - start;
-    let footer = if data_len <= single_put_max.max(PART_BYTES as u64) {
+    let footer = if store.is_local() {
+        // One pass through one buffer, whatever the size: read, checked, written to disk.
+        let segment = segment.clone();
+        store
+            .put_streamed(&key, PART_BYTES, move |object| {
+                stream_to_file(&segment, start, builder, object)
+            })
+            .await?
+    } else if data_len <= single_put_max.max(PART_BYTES as u64) {
         let mut pieces = Vec::new();
         let mut position = start;
         while position < segment.size_bytes {
@@ -157,6 +167,48 @@ async fn stream_chunks(
     builder
         .finish(segment, segment.size_bytes - start)
         .map_err(local)
+}
+
+/// Copies the segment's data from `start` on into a local object, reading straight into the
+/// object's write buffer, and appends the footer. Blocking.
+fn stream_to_file(
+    segment: &SealedSegment,
+    start: u64,
+    mut builder: FooterBuilder,
+    object: &mut crate::DirectObject,
+) -> Result<Footer, TierError> {
+    let local = |reason| TierError::LocalSegment {
+        base_offset: segment.base_offset,
+        reason,
+    };
+    let unavailable = |e: std::io::Error| TierError::Unavailable {
+        operation: "put",
+        key: segment.path.display().to_string(),
+        source: std::sync::Arc::new(object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(e),
+        }),
+    };
+    let mut position = start;
+    while position < segment.size_bytes {
+        let spare = object.spare();
+        let n = (segment.size_bytes - position).min(spare.len() as u64) as usize;
+        let piece = &mut spare[..n];
+        segment
+            .read_at(piece, position)
+            .map_err(|e| TierError::LocalRead {
+                base_offset: segment.base_offset,
+                source: std::sync::Arc::new(e),
+            })?;
+        builder.feed(piece).map_err(local)?;
+        object.commit(n).map_err(unavailable)?;
+        position += n as u64;
+    }
+    let footer = builder
+        .finish(segment, segment.size_bytes - start)
+        .map_err(local)?;
+    object.write(&footer.encode()).map_err(unavailable)?;
+    Ok(footer)
 }
 
 /// Reads up to [`PART_BYTES`] of the segment at `position`.

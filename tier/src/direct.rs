@@ -1,0 +1,329 @@
+//! [`DirectObject`]: an object of a `file://` store written straight to disk, around the page
+//! cache.
+//!
+//! A tiered segment is cold data: the hot log still holds it in the page cache, and readers
+//! of the tier come later, if at all. Writing the object through the page cache would copy
+//! every byte into freshly allocated cache pages and push hot pages out, only to `fsync`
+//! them all at the end, which queues a whole segment's worth of writeback ahead of the
+//! hot log's own small syncs. Instead the object is written with `O_DIRECT` from one
+//! reused, aligned buffer: the disk reads it by DMA, the final sync only has metadata
+//! left to flush, and memory stays bounded by the buffer whatever the object's size.
+//!
+//! The unaligned tail (under one block) goes through the page cache, and a filesystem that
+//! refuses `O_DIRECT` (tmpfs on older kernels, some network filesystems) gets buffered writes
+//! throughout. Either way the object is durable when [`DirectObject::finish`] returns: it is
+//! written beside its key as `{file}#{n}` (the name the store's listing skips and its own
+//! staging uses), synced, renamed into place, and its directory synced.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, ErrorKind};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Alignment of `O_DIRECT` offsets, lengths and memory: 4 KiB covers 512-byte and 4 KiB
+/// logical blocks alike.
+const ALIGN: usize = 4096;
+
+/// An object being written; removed again unless [`DirectObject::finish`] succeeds.
+#[derive(Debug)]
+pub struct DirectObject {
+    dest: PathBuf,
+    staged: PathBuf,
+    /// The staged file opened with `O_DIRECT`, or `None` where the filesystem refuses it.
+    direct: Option<File>,
+    /// The same file, buffered: the unaligned tail, and everything where `direct` is `None`.
+    plain: File,
+    /// Backing memory; `buf[start..start + capacity]` is aligned to [`ALIGN`].
+    buf: Vec<u8>,
+    start: usize,
+    capacity: usize,
+    /// Bytes filled in the aligned window, not yet written.
+    filled: usize,
+    /// File offset of the window's first byte.
+    written: u64,
+    finished: bool,
+}
+
+impl DirectObject {
+    /// Creates the staged file for `dest` (and any missing parent directory, synced) with a
+    /// write buffer of `buffer_bytes` rounded up to whole blocks.
+    pub fn create(dest: &Path, buffer_bytes: usize) -> io::Result<DirectObject> {
+        let parent = dest
+            .parent()
+            .ok_or_else(|| io::Error::new(ErrorKind::InvalidInput, "object path has no parent"))?;
+        create_dirs_synced(parent)?;
+        let (plain, staged) = create_staged(dest)?;
+        let direct = match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&staged)
+        {
+            Ok(file) => Some(file),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+            Err(e) => {
+                let _ignored = std::fs::remove_file(&staged);
+                return Err(e);
+            }
+        };
+        let capacity = buffer_bytes.max(1).div_ceil(ALIGN) * ALIGN;
+        let buf = vec![0u8; capacity + ALIGN];
+        let start = buf.as_ptr().align_offset(ALIGN);
+        Ok(DirectObject {
+            dest: dest.to_path_buf(),
+            staged,
+            direct,
+            plain,
+            buf,
+            start,
+            capacity,
+            filled: 0,
+            written: 0,
+            finished: false,
+        })
+    }
+
+    /// Whether the bytes bypass the page cache (false where the filesystem refused it).
+    pub fn is_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// The free part of the buffer, never empty: fill a prefix, then [`DirectObject::commit`]
+    /// it. Reading straight into it saves a copy.
+    pub fn spare(&mut self) -> &mut [u8] {
+        let window = self.start..self.start + self.capacity;
+        &mut self.buf[window][self.filled..]
+    }
+
+    /// Counts `n` bytes of [`DirectObject::spare`] as part of the object, writing the buffer
+    /// out once it is full.
+    pub fn commit(&mut self, n: usize) -> io::Result<()> {
+        assert!(
+            n <= self.capacity - self.filled,
+            "committed beyond the buffer"
+        );
+        self.filled += n;
+        if self.filled == self.capacity {
+            self.write_out(self.capacity)?;
+        }
+        Ok(())
+    }
+
+    /// Appends `data` to the object.
+    pub fn write(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let spare = self.spare();
+            let n = spare.len().min(data.len());
+            spare[..n].copy_from_slice(&data[..n]);
+            self.commit(n)?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Bytes appended so far.
+    pub fn len(&self) -> u64 {
+        self.written + self.filled as u64
+    }
+
+    /// Whether nothing was appended yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes the rest, syncs the file, renames it to its key and syncs the directory: the
+    /// object is durable and visible, whole, when this returns. Returns its size.
+    pub fn finish(mut self) -> io::Result<u64> {
+        let aligned = self.filled / ALIGN * ALIGN;
+        if aligned > 0 {
+            self.write_out(aligned)?;
+        }
+        if self.filled > 0 {
+            let window = self.start..self.start + self.filled;
+            self.plain.write_all_at(&self.buf[window], self.written)?;
+            self.written += self.filled as u64;
+            self.filled = 0;
+        }
+        self.plain.sync_all()?;
+        std::fs::rename(&self.staged, &self.dest)?;
+        self.finished = true;
+        sync_dir(self.dest.parent().unwrap_or(Path::new(".")))?;
+        Ok(self.written)
+    }
+
+    /// Writes the first `n` (a multiple of [`ALIGN`]) buffered bytes at the file's end and
+    /// moves the rest to the buffer's start.
+    fn write_out(&mut self, n: usize) -> io::Result<()> {
+        debug_assert_eq!(n % ALIGN, 0);
+        let window = self.start..self.start + n;
+        let mut done = false;
+        if let Some(direct) = &self.direct {
+            match direct.write_all_at(&self.buf[window.clone()], self.written) {
+                Ok(()) => done = true,
+                // Some filesystems accept the open and refuse the write; go on buffered.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.direct = None,
+                Err(e) => return Err(e),
+            }
+        }
+        if !done {
+            self.plain.write_all_at(&self.buf[window], self.written)?;
+        }
+        self.written += n as u64;
+        let rest = self.start + n..self.start + self.filled;
+        self.buf.copy_within(rest, self.start);
+        self.filled -= n;
+        Ok(())
+    }
+}
+
+impl Drop for DirectObject {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ignored = std::fs::remove_file(&self.staged);
+        }
+    }
+}
+
+/// Creates `{dest}#{n}` for the first free `n`.
+fn create_staged(dest: &Path) -> io::Result<(File, PathBuf)> {
+    for n in 1u32.. {
+        let mut name = dest.as_os_str().to_owned();
+        name.push(format!("#{n}"));
+        let staged = PathBuf::from(name);
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&staged)
+        {
+            Ok(file) => return Ok((file, staged)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("no free staging name"))
+}
+
+/// Creates `dir` and its missing ancestors, syncing each new entry's parent.
+fn create_dirs_synced(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut current = Some(dir);
+    while let Some(d) = current {
+        if d.as_os_str().is_empty() || d.is_dir() {
+            break;
+        }
+        missing.push(d);
+        current = d.parent();
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    for created in missing.iter().rev() {
+        sync_dir(created.parent().unwrap_or(Path::new(".")))?;
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn objects_of_every_alignment_come_out_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for len in [
+            0,
+            1,
+            ALIGN - 1,
+            ALIGN,
+            ALIGN + 1,
+            3 * ALIGN,
+            16 * ALIGN - 7,
+            16 * ALIGN,
+            40_000,
+        ] {
+            let dest = dir.path().join(format!("a/b/object-{len}"));
+            let data = pattern(len);
+            // A buffer of 4 blocks: several write-outs for the larger objects.
+            let mut object = DirectObject::create(&dest, 4 * ALIGN).expect("create");
+            // Mix both ways of appending, in uneven pieces.
+            let (head, tail) = data.split_at(len / 3);
+            let mut head = head;
+            while !head.is_empty() {
+                let spare = object.spare();
+                let n = spare.len().min(head.len()).min(1000);
+                spare[..n].copy_from_slice(&head[..n]);
+                object.commit(n).expect("io");
+                head = &head[n..];
+            }
+            for piece in tail.chunks(3000) {
+                object.write(piece).expect("io");
+            }
+            assert_eq!(object.len(), len as u64);
+            assert_eq!(object.finish().expect("io"), len as u64);
+            assert_eq!(
+                std::fs::read(&dest).expect("io"),
+                data,
+                "object of {len} bytes"
+            );
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("a/b"))
+            .expect("io")
+            .map(|e| e.expect("io").file_name().into_string().expect("io"))
+            .filter(|name| name.contains('#'))
+            .collect();
+        assert!(leftovers.is_empty(), "staged files left: {leftovers:?}");
+    }
+
+    #[test]
+    fn an_unfinished_object_is_never_visible_and_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dest = dir.path().join("object");
+        let mut object = DirectObject::create(&dest, ALIGN).expect("create");
+        object.write(&pattern(3 * ALIGN + 5)).expect("io");
+        assert!(!dest.exists());
+        drop(object);
+        assert!(!dest.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).expect("io").count(), 0);
+    }
+
+    #[test]
+    fn a_finished_object_replaces_an_older_one_and_racers_get_their_own_staging_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dest = dir.path().join("object");
+        std::fs::write(&dest, b"old").expect("io");
+        let mut first = DirectObject::create(&dest, ALIGN).expect("create");
+        let mut second = DirectObject::create(&dest, ALIGN).expect("create");
+        first.write(b"first").expect("io");
+        second.write(b"second").expect("io");
+        assert_eq!(std::fs::read(&dest).expect("io"), b"old");
+        second.finish().expect("io");
+        first.finish().expect("io");
+        assert_eq!(std::fs::read(&dest).expect("io"), b"first");
+    }
+
+    #[test]
+    fn the_disk_is_written_around_the_page_cache_where_the_filesystem_allows() {
+        // The test directory is on the disk the tests run from; tmpfs may refuse O_DIRECT,
+        // in which case the object must still come out whole (checked above), buffered.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let object = DirectObject::create(&dir.path().join("object"), ALIGN).expect("create");
+        let on_tmpfs = std::process::Command::new("stat")
+            .args(["-f", "-c", "%T"])
+            .arg(dir.path())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains("tmpfs"))
+            .unwrap_or(true);
+        if !on_tmpfs {
+            assert!(object.is_direct());
+        }
+    }
+}
