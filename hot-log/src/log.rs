@@ -43,6 +43,10 @@ use crate::state_file;
 use crate::storage::{Storage, StorageFile};
 use crate::{GroupCommitPolicy, LogConfig, LogError};
 
+/// Batches up to this size are stamped in a copy and written in one piece; larger ones are
+/// written as a stamped copy of their header followed by the rest, uncopied.
+const STAMP_BY_COPY_MAX: usize = 64 * 1024;
+
 pub(crate) const HIGH_WATERMARK_FILE: &str = "high-watermark";
 pub(crate) const HIGH_WATERMARK_MAGIC: [u8; 4] = *b"FLHW";
 
@@ -305,18 +309,23 @@ impl Shared {
     }
 
     /// Writes a stamped batch at the end of the active segment and publishes it.
+    /// Writes one batch, given as consecutive `pieces`, at the active segment's end.
     fn write_batch(
         &self,
         w: &mut Writer,
-        bytes: &[u8],
+        pieces: &[&[u8]],
         header: &BatchHeader,
     ) -> Result<(), LogError> {
         let segment = w.active.clone();
         let position = segment.state().size;
-        segment
-            .file
-            .write_all_at(bytes, position)
-            .map_err(LogError::io("write", &segment.path))?;
+        let mut at = position;
+        for piece in pieces {
+            segment
+                .file
+                .write_all_at(piece, at)
+                .map_err(LogError::io("write", &segment.path))?;
+            at += piece.len() as u64;
+        }
         {
             let mut st = segment.state_mut();
             let rel = header.base_offset.distance_from(segment.base) as u32;
@@ -498,13 +507,24 @@ impl Log {
         }
         header.base_offset = end;
         header.leader_epoch = epoch;
-        let mut scratch = std::mem::take(&mut w.scratch);
-        scratch.clear();
-        scratch.extend_from_slice(bytes);
-        batch::stamp(&mut scratch, end, epoch)?;
-        let written = shared.write_batch(w, &scratch, header);
-        w.scratch = scratch;
-        written?;
+        // Stamping changes only the header's base offset and epoch (outside the checksum). A
+        // large batch goes to the file as its stamped header and then the rest as given,
+        // sparing a copy of every byte; a small one is copied whole to stay one write.
+        if bytes.len() <= STAMP_BY_COPY_MAX {
+            let mut scratch = std::mem::take(&mut w.scratch);
+            scratch.clear();
+            scratch.extend_from_slice(bytes);
+            batch::stamp(&mut scratch, end, epoch)?;
+            let written = shared.write_batch(w, &[&scratch], header);
+            w.scratch = scratch;
+            written?;
+        } else {
+            let mut head = [0u8; batch::HEADER_LEN];
+            let split = head.len().min(bytes.len());
+            head[..split].copy_from_slice(&bytes[..split]);
+            batch::stamp(&mut head[..split], end, epoch)?;
+            shared.write_batch(w, &[&head[..split], &bytes[split..]], header)?;
+        }
         Ok(Appended {
             base_offset: end,
             last_offset: header.last_offset(),

@@ -38,7 +38,12 @@ fn run_workload(seed: u64, storage: &CrashStorage, acked: &AtomicUsize) -> Histo
     let mut history = History::default();
     for op in 0..60 {
         let count = rng.random_range(1..=6);
-        let tag = format!("s{seed}-op{op}");
+        // Some batches are large enough to be written in two pieces (stamped header, rest).
+        let tag = if rng.random_bool(0.1) {
+            format!("s{seed}-op{op}-{}", "x".repeat(80_000 / count as usize))
+        } else {
+            format!("s{seed}-op{op}")
+        };
         let appended = log
             .append(&batch(&tag, count, op), 1 + (op / 20) as u32)
             .expect("append");
