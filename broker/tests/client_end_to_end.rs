@@ -195,6 +195,59 @@ async fn a_consumer_from_latest_long_polls_and_receives_a_record_published_after
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_waits_a_bounded_time_for_a_stream_that_is_being_created() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let broker = BrokerProcess::start(dir.path());
+    let client = connect(&broker).await;
+
+    // A stream that never comes: UnknownStream once the wait is over, not before.
+    let config = ProducerConfig {
+        metadata_wait: Duration::from_millis(600),
+        ..ProducerConfig::default()
+    };
+    let started = std::time::Instant::now();
+    let err = Producer::new(&client, name("never"), config.clone())
+        .await
+        .expect_err("no such stream");
+    assert_eq!(
+        err.code(),
+        Some(floe_client::ErrorCode::UnknownStream),
+        "{err}"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(600) && waited < Duration::from_secs(5),
+        "waited {waited:?}"
+    );
+
+    // A stream created while the producer waits: the producer starts and publishes.
+    let stream = name("late");
+    let creator = {
+        let client = client.clone();
+        let stream = stream.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            create(&client, &stream, 1).await;
+        })
+    };
+    let config = ProducerConfig {
+        metadata_wait: Duration::from_secs(10),
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(&client, stream.clone(), config)
+        .await
+        .expect("a producer once the stream exists");
+    creator.await.expect("created");
+    let offset = producer
+        .send(ProducerRecord::new("first"))
+        .await
+        .expect("buffered")
+        .await
+        .expect("acknowledged");
+    assert_eq!(offset, Offset::new(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_crash_mid_publish_loses_no_record_and_duplicates_none() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut broker = BrokerProcess::start(dir.path());

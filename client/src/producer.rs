@@ -98,14 +98,17 @@ impl Drop for Lifetime {
 }
 
 impl Producer {
-    /// A producer for `stream`, which must exist. Reads the stream's partition count and the
-    /// connection's limits, and starts the background task (call from within tokio).
+    /// A producer for `stream`, which must exist. Reads the stream's partition count (waiting
+    /// up to [`ProducerConfig::metadata_wait`] for a stream the brokers do not know yet) and
+    /// the connection's limits, and starts the background task (call from within tokio).
     pub async fn new(
         client: &Client,
         stream: StreamName,
         config: ProducerConfig,
     ) -> Result<Producer, Error> {
-        let info = client.stream(&stream).await?;
+        let info = client
+            .stream_when_known(&stream, config.metadata_wait)
+            .await?;
         let limits = client.limits().await?;
         let settings = Settings::resolve(&config, &limits)?;
         let shared = Arc::new(Shared::new(

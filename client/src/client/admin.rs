@@ -76,6 +76,33 @@ impl Client {
         first
     }
 
+    /// [`Client::stream`], asked again while it fails with `UnknownStream`, for up to `wait`:
+    /// a stream just created is known to the brokers only once its partitions are assigned.
+    /// Any other error, and `UnknownStream` once `wait` is over, is returned as it is.
+    pub async fn stream_when_known(
+        &self,
+        name: &StreamName,
+        wait: std::time::Duration,
+    ) -> Result<StreamInfo, Error> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let backoff = crate::backoff::Backoff {
+            base: std::time::Duration::from_millis(20),
+            max: std::time::Duration::from_millis(500),
+        };
+        let mut retry = 0;
+        loop {
+            let result = self.stream(name).await;
+            let unknown = matches!(&result, Err(e) if e.code() == Some(ErrorCode::UnknownStream));
+            let now = tokio::time::Instant::now();
+            if !unknown || now >= deadline {
+                return result;
+            }
+            let delay = backoff.delay(retry, None).min(deadline - now);
+            tokio::time::sleep(delay).await;
+            retry += 1;
+        }
+    }
+
     async fn stream_here(&self, name: &StreamName) -> Result<StreamInfo, Error> {
         let entry = self
             .metadata(std::slice::from_ref(name))

@@ -34,6 +34,10 @@ pub struct ProducerConfig {
     /// Backoff before the first resend; doubles per resend up to `retry_backoff_max`.
     pub retry_backoff: Duration,
     pub retry_backoff_max: Duration,
+    /// How long [`Producer::new`](crate::Producer::new) waits for a stream the brokers do not
+    /// know yet (one just created, whose partitions are still being assigned) before it
+    /// fails with `UnknownStream`. Zero fails at once.
+    pub metadata_wait: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -47,6 +51,7 @@ impl Default for ProducerConfig {
             delivery_timeout: Duration::from_secs(120),
             retry_backoff: Duration::from_millis(50),
             retry_backoff_max: Duration::from_secs(2),
+            metadata_wait: Duration::from_secs(10),
         }
     }
 }
