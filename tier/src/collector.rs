@@ -15,6 +15,8 @@ pub struct CollectReport {
     pub manifest_files_deleted: usize,
     /// Unreferenced segment objects kept because they are younger than the grace period.
     pub segments_in_grace: usize,
+    /// Staging files of a local-directory store that a killed writer left, out of grace.
+    pub staging_files_deleted: usize,
 }
 
 /// Deletes unreferenced objects of a partition.
@@ -38,7 +40,8 @@ impl Collector {
 
     /// Lists the partition's segment objects against its manifest and deletes those that are
     /// unreferenced and out of grace: removed ones counted from their removal, others from
-    /// their upload. Then collects manifest versions below the latest checkpoint.
+    /// their upload. On a local directory, deletes staging files out of grace too. Then
+    /// collects manifest versions below the latest checkpoint.
     pub async fn collect_partition(
         &self,
         partition: &PartitionPath,
@@ -68,6 +71,11 @@ impl Collector {
             }
             self.store.delete(&object.key).await?;
             report.segments_deleted += 1;
+        }
+        let before_ms = now_ms.saturating_sub(self.grace_ms);
+        for dir in [partition.segments_dir(), partition.manifest_dir()] {
+            report.staging_files_deleted +=
+                self.store.delete_stale_staging(&dir, before_ms).await?;
         }
         report.manifest_files_deleted = manifest.collect(now_ms, self.grace_ms).await?;
         Ok(report)

@@ -239,6 +239,68 @@ impl TierStore {
         Ok(value)
     }
 
+    /// For a local-directory store: deletes the staging files (`{file}#{n}`, see
+    /// [`DirectObject`]) directly under `dir` last modified before `before_ms`, which a writer
+    /// killed mid-object left behind. Listing skips them, so nothing else ever would. Returns
+    /// how many it deleted; on other stores there are none (an S3 bucket's lifecycle rule
+    /// aborts incomplete multipart uploads).
+    pub async fn delete_stale_staging(
+        &self,
+        dir: &str,
+        before_ms: i64,
+    ) -> Result<usize, TierError> {
+        let Some(local) = &self.local else {
+            return Ok(0);
+        };
+        let path = local
+            .path_to_filesystem(&self.path(dir))
+            .map_err(|e| TierError::store("list", dir, e))?;
+        let owned_dir = dir.to_string();
+        let sweep = tokio::task::spawn_blocking(move || -> std::io::Result<usize> {
+            let entries = match std::fs::read_dir(&path) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+                Err(e) => return Err(e),
+            };
+            let mut deleted = 0;
+            for entry in entries {
+                let entry = entry?;
+                let name = entry.file_name();
+                if !name.to_str().is_some_and(is_staging_name) {
+                    continue;
+                }
+                let modified_ms = entry
+                    .metadata()?
+                    .modified()?
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                if modified_ms >= before_ms {
+                    continue; // maybe a write still in progress
+                }
+                match std::fs::remove_file(entry.path()) {
+                    Ok(()) => deleted += 1,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(deleted)
+        });
+        let unavailable = |e: std::io::Error| TierError::Unavailable {
+            operation: "delete",
+            key: owned_dir.clone(),
+            source: Arc::new(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(e),
+            }),
+        };
+        let deleted = sweep
+            .await
+            .map_err(|e| unavailable(std::io::Error::other(e.to_string())))?
+            .map_err(unavailable)?;
+        bump(&self.metrics.deletes, deleted as u64);
+        Ok(deleted)
+    }
+
     /// Writes `key` with a single PUT of `pieces` joined, without copying them.
     pub async fn put_pieces(&self, key: &str, pieces: Vec<Bytes>) -> Result<(), TierError> {
         let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
@@ -396,6 +458,13 @@ impl MultipartWriter {
     }
 }
 
+/// Whether a local file name is a staging file's: `{name}#{digits}`.
+fn is_staging_name(name: &str) -> bool {
+    name.rsplit_once('#').is_some_and(|(stem, suffix)| {
+        !stem.is_empty() && !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 fn s3_store(bucket: &str, s3: &S3Settings) -> Result<Arc<dyn ObjectStore>, TierError> {
     install_crypto_provider();
     let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
@@ -433,4 +502,19 @@ fn install_crypto_provider() {
     INSTALL.call_once(|| {
         let _already_installed = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_staging_name;
+
+    #[test]
+    fn staging_names_are_a_stem_a_hash_and_digits() {
+        for name in ["x.seg#1", "00000000000000000009.json#27", "a#b#3"] {
+            assert!(is_staging_name(name), "{name}");
+        }
+        for name in ["x.seg", "x.seg#", "#1", "x.seg#1a", "x#-1", "x.seg#one"] {
+            assert!(!is_staging_name(name), "{name}");
+        }
+    }
 }

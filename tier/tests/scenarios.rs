@@ -429,6 +429,57 @@ async fn an_orphan_is_collected_after_the_grace_period() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staging_files_a_killed_writer_left_are_collected_after_the_grace_period() {
+    let s = common::local_store();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open_log(dir.path(), 4096);
+    fill_log(&log, "st", 40, 4, 400);
+    let sealed = log.sealed_segments();
+    let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
+    let report = uploader
+        .run(&sealed, log.log_end(), 1, now_ms())
+        .await
+        .expect("upload");
+    assert!(!report.committed.is_empty(), "something was tiered");
+    let objects = s.store.list("orders/3").await.expect("list");
+
+    // What a broker killed mid-write leaves: `{file}#{n}` beside the objects, invisible to
+    // listing. One in each directory of the partition, and one being written right now.
+    let root = s.url.strip_prefix("file://").expect("a file URL");
+    let segments = std::path::Path::new(root).join("orders/3/segments");
+    let manifest = std::path::Path::new(root).join("orders/3/manifest");
+    let stale = [
+        segments.join("00000000000000000000-1-dead.seg#1"),
+        manifest.join("00000000000000000009.json#2"),
+    ];
+    let fresh = segments.join("00000000000000000000-1-live.seg#1");
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for path in &stale {
+        let file = std::fs::File::create(path).expect("staging file");
+        file.set_modified(an_hour_ago).expect("set mtime");
+    }
+    std::fs::write(&fresh, b"in progress").expect("staging file");
+    assert_eq!(s.store.list("orders/3").await.expect("list"), objects);
+
+    let collector = Collector::new(s.store.clone(), 60_000).expect("collector");
+    let collected = collector
+        .collect_partition(&partition(), now_ms())
+        .await
+        .expect("collect");
+    assert_eq!(collected.staging_files_deleted, 2);
+    assert!(
+        stale.iter().all(|p| !p.exists()),
+        "stale staging files removed"
+    );
+    assert!(fresh.exists(), "a write still in grace is left alone");
+    let mut after = s.store.list("orders/3").await.expect("list");
+    let mut before = objects;
+    after.sort_by(|a, b| a.key.cmp(&b.key));
+    before.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(after, before, "no object touched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_commits_the_removal_first_and_objects_go_after_grace() {
     let s = common::local_store();
     let dir = tempfile::tempdir().expect("tempdir");
