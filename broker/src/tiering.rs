@@ -291,12 +291,15 @@ async fn collect(state: Arc<BrokerState>) {
             .collect_partition(&partition.tier_path, now_ms())
             .await
         {
-            Ok(report) if report.segments_deleted > 0 => tracing::info!(
-                stream = %partition.stream,
-                partition = partition.id,
-                deleted = report.segments_deleted,
-                "collected unreferenced segment objects"
-            ),
+            Ok(report) if report.segments_deleted > 0 || report.staging_files_deleted > 0 => {
+                tracing::info!(
+                    stream = %partition.stream,
+                    partition = partition.id,
+                    deleted = report.segments_deleted,
+                    staging_files = report.staging_files_deleted,
+                    "collected unreferenced segment objects"
+                )
+            }
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(stream = %partition.stream, partition = partition.id, error = %e, "tier collection failed");
