@@ -100,6 +100,19 @@ impl TierError {
         )
     }
 
+    /// A local-directory store's own file I/O failed (a full disk, most likely): retryable,
+    /// like any store that is unavailable.
+    pub(crate) fn local_io(operation: &'static str, key: &str, source: std::io::Error) -> Self {
+        TierError::Unavailable {
+            operation,
+            key: key.to_string(),
+            source: Arc::new(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(source),
+            }),
+        }
+    }
+
     pub(crate) fn store(operation: &'static str, key: &str, source: object_store::Error) -> Self {
         match source {
             object_store::Error::NotFound { .. } => TierError::NotFound {

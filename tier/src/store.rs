@@ -211,30 +211,16 @@ impl TierStore {
         bump(&self.metrics.puts, 1);
         let owned_key = key.to_string();
         let write = tokio::task::spawn_blocking(move || {
-            let unavailable = |e: std::io::Error| TierError::Unavailable {
-                operation: "put",
-                key: owned_key.clone(),
-                source: Arc::new(object_store::Error::Generic {
-                    store: "LocalFileSystem",
-                    source: Box::new(e),
-                }),
-            };
+            let unavailable = |e| TierError::local_io("put", &owned_key, e);
             let mut object = DirectObject::create(&file, buffer_bytes).map_err(unavailable)?;
             let value = fill(&mut object)?;
             let len = object.finish().map_err(unavailable)?;
             Ok::<_, TierError>((value, len))
         });
-        let (value, len) =
-            self.timed(RequestKind::Put, write)
-                .await
-                .map_err(|e| TierError::Unavailable {
-                    operation: "put",
-                    key: key.to_string(),
-                    source: Arc::new(object_store::Error::Generic {
-                        store: "LocalFileSystem",
-                        source: Box::new(e),
-                    }),
-                })??;
+        let (value, len) = self
+            .timed(RequestKind::Put, write)
+            .await
+            .map_err(|e| TierError::local_io("put", key, std::io::Error::other(e)))??;
         bump(&self.metrics.put_bytes, len);
         Ok(value)
     }
@@ -255,7 +241,6 @@ impl TierStore {
         let path = local
             .path_to_filesystem(&self.path(dir))
             .map_err(|e| TierError::store("list", dir, e))?;
-        let owned_dir = dir.to_string();
         let sweep = tokio::task::spawn_blocking(move || -> std::io::Result<usize> {
             let entries = match std::fs::read_dir(&path) {
                 Ok(entries) => entries,
@@ -285,18 +270,11 @@ impl TierStore {
             }
             Ok(deleted)
         });
-        let unavailable = |e: std::io::Error| TierError::Unavailable {
-            operation: "delete",
-            key: owned_dir.clone(),
-            source: Arc::new(object_store::Error::Generic {
-                store: "LocalFileSystem",
-                source: Box::new(e),
-            }),
-        };
         let deleted = sweep
             .await
-            .map_err(|e| unavailable(std::io::Error::other(e.to_string())))?
-            .map_err(unavailable)?;
+            .map_err(std::io::Error::other)
+            .and_then(|swept| swept)
+            .map_err(|e| TierError::local_io("delete", dir, e))?;
         bump(&self.metrics.deletes, deleted as u64);
         Ok(deleted)
     }

@@ -61,9 +61,10 @@ pub async fn upload_segment(
     let footer = if store.is_local() {
         // One pass through one buffer, whatever the size: read, checked, written to disk.
         let segment = segment.clone();
+        let object_key = key.clone();
         store
             .put_streamed(&key, PART_BYTES, move |object| {
-                stream_to_file(&segment, start, builder, object)
+                stream_to_file(&object_key, &segment, start, builder, object)
             })
             .await?
     } else if data_len <= single_put_max.max(PART_BYTES as u64) {
@@ -172,6 +173,7 @@ async fn stream_chunks(
 /// Copies the segment's data from `start` on into a local object, reading straight into the
 /// object's write buffer, and appends the footer. Blocking.
 fn stream_to_file(
+    key: &str,
     segment: &SealedSegment,
     start: u64,
     mut builder: FooterBuilder,
@@ -181,14 +183,7 @@ fn stream_to_file(
         base_offset: segment.base_offset,
         reason,
     };
-    let unavailable = |e: std::io::Error| TierError::Unavailable {
-        operation: "put",
-        key: segment.path.display().to_string(),
-        source: std::sync::Arc::new(object_store::Error::Generic {
-            store: "LocalFileSystem",
-            source: Box::new(e),
-        }),
-    };
+    let unavailable = |e| TierError::local_io("put", key, e);
     let mut position = start;
     while position < segment.size_bytes {
         let spare = object.spare();
