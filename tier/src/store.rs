@@ -254,9 +254,13 @@ impl TierStore {
                 if !name.to_str().is_some_and(is_staging_name) {
                     continue;
                 }
-                let modified_ms = entry
-                    .metadata()?
-                    .modified()?
+                let modified = match entry.metadata().and_then(|m| m.modified()) {
+                    Ok(modified) => modified,
+                    // Finished (renamed into place) or removed since the listing.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                };
+                let modified_ms = modified
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
                 if modified_ms >= before_ms {
