@@ -137,8 +137,17 @@ fn range_text(range: Option<OffsetRange>) -> String {
     }
 }
 
-fn or_default(value: Option<String>) -> String {
-    value.unwrap_or_else(|| "broker default".into())
+/// A size and an age setting of a stream, joined by `separator`; either may be left to the
+/// broker, and both left read as one "broker default".
+fn size_and_age(size: Option<u64>, age_ms: Option<u64>, separator: &str) -> String {
+    match (size, age_ms) {
+        (None, None) => "broker default".into(),
+        (size, age_ms) => format!(
+            "{}{separator}{}",
+            size.map_or("default size".into(), human_bytes),
+            age_ms.map_or("default age".into(), |ms| age_text(Some(ms)))
+        ),
+    }
 }
 
 fn describe(d: &StreamDescription, json: bool) -> Result<()> {
@@ -212,17 +221,15 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
     let c = &d.config;
     print(&format!(
         "stream {}: {} partition{}, replication {}, ack mode {}\n\
-         segments: {} or {}; local retention: {}, {}; retention: {}, {}\n\
+         segments: {}; local retention: {}; retention: {}, {}\n\
          (ranges and sizes as the leaders last reported them)\n{}",
         d.name,
         c.partitions,
         if c.partitions == 1 { "" } else { "s" },
         c.replication_factor,
         ack_mode_name(c.ack_mode),
-        or_default(c.segment.bytes.map(human_bytes)),
-        or_default(c.segment.age_ms.map(|ms| age_text(Some(ms)))),
-        or_default(c.retention.local_bytes.map(human_bytes)),
-        or_default(c.retention.local_ms.map(|ms| age_text(Some(ms)))),
+        size_and_age(c.segment.bytes, c.segment.age_ms, " or "),
+        size_and_age(c.retention.local_bytes, c.retention.local_ms, ", "),
         c.retention
             .tier_bytes
             .map_or("unlimited".into(), human_bytes),
