@@ -82,8 +82,8 @@ impl Collector {
     }
 }
 
-/// Deletes every object of `stream`: segments, manifest versions, checkpoints. Returns how
-/// many it deleted.
+/// Deletes every object of `stream`: segments, manifest versions, checkpoints, and on a
+/// local directory the staging files of unfinished writes. Returns how many it deleted.
 pub async fn delete_stream(store: &TierStore, stream: &str) -> Result<usize, TierError> {
     if !crate::layout::is_path_segment(stream) {
         return Err(TierError::Config(format!(
@@ -94,5 +94,8 @@ pub async fn delete_stream(store: &TierStore, stream: &str) -> Result<usize, Tie
     for object in &objects {
         store.delete(&object.key).await?;
     }
-    Ok(objects.len())
+    // Staging files a killed writer left, invisible to listing; an object still being
+    // written for the deleted stream fails to publish.
+    let staging = store.delete_stale_staging(stream, i64::MAX).await?;
+    Ok(objects.len() + staging)
 }

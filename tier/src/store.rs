@@ -226,10 +226,10 @@ impl TierStore {
     }
 
     /// For a local-directory store: deletes the staging files (`{file}#{n}`, see
-    /// [`DirectObject`]) directly under `dir` last modified before `before_ms`, which a writer
-    /// killed mid-object left behind. Listing skips them, so nothing else ever would. Returns
-    /// how many it deleted; on other stores there are none (an S3 bucket's lifecycle rule
-    /// aborts incomplete multipart uploads).
+    /// [`DirectObject`]) under `dir`, at any depth, last modified before `before_ms`, which a
+    /// writer killed mid-object left behind. Listing skips them, so nothing else ever would.
+    /// Returns how many it deleted; on other stores there are none (an S3 bucket's lifecycle
+    /// rule aborts incomplete multipart uploads).
     pub async fn delete_stale_staging(
         &self,
         dir: &str,
@@ -241,40 +241,7 @@ impl TierStore {
         let path = local
             .path_to_filesystem(&self.path(dir))
             .map_err(|e| TierError::store("list", dir, e))?;
-        let sweep = tokio::task::spawn_blocking(move || -> std::io::Result<usize> {
-            let entries = match std::fs::read_dir(&path) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-                Err(e) => return Err(e),
-            };
-            let mut deleted = 0;
-            for entry in entries {
-                let entry = entry?;
-                let name = entry.file_name();
-                if !name.to_str().is_some_and(is_staging_name) {
-                    continue;
-                }
-                let modified = match entry.metadata().and_then(|m| m.modified()) {
-                    Ok(modified) => modified,
-                    // Finished (renamed into place) or removed since the listing.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(e),
-                };
-                let modified_ms = modified
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                if modified_ms >= before_ms {
-                    continue; // maybe a write still in progress
-                }
-                match std::fs::remove_file(entry.path()) {
-                    Ok(()) => deleted += 1,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(deleted)
-        });
-        let deleted = sweep
+        let deleted = tokio::task::spawn_blocking(move || sweep_staging(&path, before_ms))
             .await
             .map_err(std::io::Error::other)
             .and_then(|swept| swept)
@@ -438,6 +405,49 @@ impl MultipartWriter {
             .await
             .map_err(|e| TierError::store("multipart", &key, e))
     }
+}
+
+/// Deletes the staging files under `dir` (at any depth) last modified before `before_ms`.
+fn sweep_staging(dir: &std::path::Path, before_ms: i64) -> std::io::Result<usize> {
+    use std::io::ErrorKind::NotFound;
+    let mut deleted = 0;
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let metadata = match entry.metadata() {
+                Ok(metadata) => metadata,
+                // Finished (renamed into place) or removed since the listing.
+                Err(e) if e.kind() == NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            if metadata.is_dir() {
+                dirs.push(entry.path());
+                continue;
+            }
+            if !entry.file_name().to_str().is_some_and(is_staging_name) {
+                continue;
+            }
+            let modified_ms = metadata
+                .modified()?
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            if modified_ms >= before_ms {
+                continue; // maybe a write still in progress
+            }
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => deleted += 1,
+                Err(e) if e.kind() == NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(deleted)
 }
 
 /// Whether a local file name is a staging file's: `{name}#{digits}`.

@@ -477,6 +477,14 @@ async fn staging_files_a_killed_writer_left_are_collected_after_the_grace_period
     after.sort_by(|a, b| a.key.cmp(&b.key));
     before.sort_by(|a, b| a.key.cmp(&b.key));
     assert_eq!(after, before, "no object touched");
+
+    // Deleting the stream takes the staging files still in grace as well.
+    let deleted = delete_stream(&s.store, "orders")
+        .await
+        .expect("delete the stream");
+    assert_eq!(deleted, before.len() + 1);
+    assert!(!fresh.exists(), "the stream's staging files are gone");
+    assert!(s.store.list("orders").await.expect("list").is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
