@@ -149,12 +149,7 @@ async fn a_consumer_from_latest_long_polls_and_receives_a_record_published_after
     let producer = Producer::new(&client, stream.clone(), ProducerConfig::default())
         .await
         .expect("a producer");
-    let old = producer
-        .send(ProducerRecord::new("before"))
-        .await
-        .expect("buffered")
-        .await
-        .expect("acknowledged");
+    let old = acknowledged(&producer, "before").await;
     assert_eq!(old, Offset::new(0));
 
     let config = ConsumerConfig {
@@ -176,12 +171,7 @@ async fn a_consumer_from_latest_long_polls_and_receives_a_record_published_after
         let record = consumer.next().await;
         (record, consumer.fetch_count())
     });
-    let new = producer
-        .send(ProducerRecord::new("after"))
-        .await
-        .expect("buffered")
-        .await
-        .expect("acknowledged");
+    let new = acknowledged(&producer, "after").await;
     let (record, fetches) = tokio::time::timeout(Duration::from_secs(15), waiting)
         .await
         .expect("the waiting fetch is answered when the record arrives")
@@ -238,12 +228,7 @@ async fn a_producer_waits_a_bounded_time_for_a_stream_that_is_being_created() {
         .await
         .expect("a producer once the stream exists");
     creator.await.expect("created");
-    let offset = producer
-        .send(ProducerRecord::new("first"))
-        .await
-        .expect("buffered")
-        .await
-        .expect("acknowledged");
+    let offset = acknowledged(&producer, "first").await;
     assert_eq!(offset, Offset::new(0));
 }
 
@@ -306,6 +291,16 @@ async fn a_broker_crash_mid_publish_loses_no_record_and_duplicates_none() {
     }
     let info = client.stream(&stream).await.expect("metadata");
     assert_eq!(info.partitions[0].high_watermark, Offset::new(1500));
+}
+
+/// Publishes one record and waits for its offset.
+async fn acknowledged(producer: &Producer, value: &'static str) -> Offset {
+    producer
+        .send(ProducerRecord::new(value))
+        .await
+        .expect("buffered")
+        .await
+        .expect("acknowledged")
 }
 
 async fn send(producer: &Producer, i: u64) -> Delivery {

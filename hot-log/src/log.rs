@@ -308,8 +308,8 @@ impl Shared {
         Ok(())
     }
 
-    /// Writes a stamped batch at the end of the active segment and publishes it.
-    /// Writes one batch, given as consecutive `pieces`, at the active segment's end.
+    /// Writes a stamped batch, given as consecutive `pieces`, at the end of the active
+    /// segment and publishes it.
     fn write_batch(
         &self,
         w: &mut Writer,
@@ -519,11 +519,11 @@ impl Log {
             w.scratch = scratch;
             written?;
         } else {
-            let mut head = [0u8; batch::HEADER_LEN];
-            let split = head.len().min(bytes.len());
-            head[..split].copy_from_slice(&bytes[..split]);
-            batch::stamp(&mut head[..split], end, epoch)?;
-            shared.write_batch(w, &[&head[..split], &bytes[split..]], header)?;
+            let (head, rest) = bytes.split_at(batch::HEADER_LEN);
+            let mut stamped = [0u8; batch::HEADER_LEN];
+            stamped.copy_from_slice(head);
+            batch::stamp(&mut stamped, end, epoch)?;
+            shared.write_batch(w, &[&stamped, rest], header)?;
         }
         Ok(Appended {
             base_offset: end,

@@ -241,11 +241,12 @@ impl TierStore {
         let path = local
             .path_to_filesystem(&self.path(dir))
             .map_err(|e| TierError::store("list", dir, e))?;
-        let deleted = tokio::task::spawn_blocking(move || sweep_staging(&path, before_ms))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|swept| swept)
-            .map_err(|e| TierError::local_io("delete", dir, e))?;
+        let deleted =
+            tokio::task::spawn_blocking(move || crate::direct::sweep_staging(&path, before_ms))
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|swept| swept)
+                .map_err(|e| TierError::local_io("delete", dir, e))?;
         bump(&self.metrics.deletes, deleted as u64);
         Ok(deleted)
     }
@@ -407,56 +408,6 @@ impl MultipartWriter {
     }
 }
 
-/// Deletes the staging files under `dir` (at any depth) last modified before `before_ms`.
-fn sweep_staging(dir: &std::path::Path, before_ms: i64) -> std::io::Result<usize> {
-    use std::io::ErrorKind::NotFound;
-    let mut deleted = 0;
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let entry = entry?;
-            let metadata = match entry.metadata() {
-                Ok(metadata) => metadata,
-                // Finished (renamed into place) or removed since the listing.
-                Err(e) if e.kind() == NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            if metadata.is_dir() {
-                dirs.push(entry.path());
-                continue;
-            }
-            if !entry.file_name().to_str().is_some_and(is_staging_name) {
-                continue;
-            }
-            let modified_ms = metadata
-                .modified()?
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            if modified_ms >= before_ms {
-                continue; // maybe a write still in progress
-            }
-            match std::fs::remove_file(entry.path()) {
-                Ok(()) => deleted += 1,
-                Err(e) if e.kind() == NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    Ok(deleted)
-}
-
-/// Whether a local file name is a staging file's: `{name}#{digits}`.
-fn is_staging_name(name: &str) -> bool {
-    name.rsplit_once('#').is_some_and(|(stem, suffix)| {
-        !stem.is_empty() && !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit())
-    })
-}
-
 fn s3_store(bucket: &str, s3: &S3Settings) -> Result<Arc<dyn ObjectStore>, TierError> {
     install_crypto_provider();
     let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
@@ -494,19 +445,4 @@ fn install_crypto_provider() {
     INSTALL.call_once(|| {
         let _already_installed = rustls::crypto::ring::default_provider().install_default();
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_staging_name;
-
-    #[test]
-    fn staging_names_are_a_stem_a_hash_and_digits() {
-        for name in ["x.seg#1", "00000000000000000009.json#27", "a#b#3"] {
-            assert!(is_staging_name(name), "{name}");
-        }
-        for name in ["x.seg", "x.seg#", "#1", "x.seg#1a", "x#-1", "x.seg#one"] {
-            assert!(!is_staging_name(name), "{name}");
-        }
-    }
 }

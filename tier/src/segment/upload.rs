@@ -191,10 +191,7 @@ fn stream_to_file(
         let piece = &mut spare[..n];
         segment
             .read_at(piece, position)
-            .map_err(|e| TierError::LocalRead {
-                base_offset: segment.base_offset,
-                source: std::sync::Arc::new(e),
-            })?;
+            .map_err(local_read(segment.base_offset))?;
         builder.feed(piece).map_err(local)?;
         object.commit(n).map_err(unavailable)?;
         position += n as u64;
@@ -225,14 +222,16 @@ async fn read_exact(
         segment.read_at(&mut buf, position).map(|()| buf)
     })
     .await
-    .map_err(|e| TierError::LocalRead {
-        base_offset,
-        source: std::sync::Arc::new(std::io::Error::other(e.to_string())),
-    })?;
-    read.map(Bytes::from).map_err(|e| TierError::LocalRead {
+    .map_err(|e| local_read(base_offset)(std::io::Error::other(e.to_string())))?;
+    read.map(Bytes::from).map_err(local_read(base_offset))
+}
+
+/// The error for a failed read of the local segment at `base_offset`.
+fn local_read(base_offset: Offset) -> impl Fn(std::io::Error) -> TierError {
+    move |e| TierError::LocalRead {
         base_offset,
         source: std::sync::Arc::new(e),
-    })
+    }
 }
 
 /// Builds a footer from a segment's data fed in order, in pieces of any size. Pure.
