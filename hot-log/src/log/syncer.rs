@@ -44,10 +44,11 @@ pub(super) fn run(shared: &Shared) {
                 drop(s);
                 let started = Instant::now();
                 let result = file.sync_data();
-                add_stat(
-                    &shared.stats.sync_nanos,
-                    started.elapsed().as_nanos() as u64,
-                );
+                let took = started.elapsed();
+                add_stat(&shared.stats.sync_nanos, took.as_nanos() as u64);
+                if let Some(observer) = &shared.config.sync_observer {
+                    (observer.0)(took);
+                }
                 add_stat(&shared.stats.syncs, 1);
                 match result {
                     Ok(()) => {
