@@ -1,7 +1,7 @@
 //! Publishing over QUIC, against this machine's own limits measured in the same run.
 //!
 //! `cargo bench -p floe-broker --bench publish` measures, in order:
-//! 1. raw `write` + `fdatasync` bandwidth at the producer's batch size (256 KiB);
+//! 1. raw `write` + `fdatasync` bandwidth in writes of the producer's batch size (default 1 MiB);
 //! 2. raw QUIC bandwidth: one stream over loopback with the broker's TLS and socket settings;
 //! 3. publishing 1 KiB records to a `floe-broker dev` process (release build), ack mode
 //!    `leader` (acknowledged after fsync), replication factor 1, with the same producer the
@@ -55,8 +55,12 @@ async fn run() -> anyhow::Result<()> {
         work.path().display()
     );
 
-    let fsync = raw::fsync_bandwidth(work.path(), 256 * 1024, mib * 1024 * 1024)?;
-    println!("raw write+fdatasync, 256 KiB writes: {fsync:8.1} MiB/s");
+    let batch = load::batch_bytes();
+    let fsync = raw::fsync_bandwidth(work.path(), batch as usize, mib * 1024 * 1024)?;
+    println!(
+        "raw write+fdatasync, {} KiB writes: {fsync:8.1} MiB/s",
+        batch / 1024
+    );
     let certs = floe_broker::tls::DevCertificates::ensure(&work.path().join("tls"))?;
     let quic = raw::quic_bandwidth(&certs.server, &certs.ca, 2 * mib * 1024 * 1024).await?;
     println!("raw QUIC, one stream on loopback:    {quic:8.1} MiB/s");

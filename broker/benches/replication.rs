@@ -70,9 +70,11 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "floe replication benchmark: 3 brokers and a controlplane on this machine, {mib} MiB of 1 KiB records per run"
     );
-    let fsync = raw::fsync_bandwidth(cluster.dir.path(), 256 * 1024, records * 1024)?;
+    let batch = load::batch_bytes();
+    let fsync = raw::fsync_bandwidth(cluster.dir.path(), batch as usize, records * 1024)?;
     println!(
-        "raw write+fdatasync, 256 KiB writes: {fsync:8.1} MiB/s (one writer; the brokers share this disk)"
+        "raw write+fdatasync, {} KiB writes: {fsync:8.1} MiB/s (one writer; the brokers share this disk)",
+        batch / 1024
     );
     let single_name = StreamName::new("single")?;
     let quorum_name = StreamName::new("quorum")?;

@@ -23,16 +23,22 @@ pub fn percentiles(h: &Histogram<u64>) -> String {
     )
 }
 
-/// Publishes `records` of 1 KiB as fast as the producer allows (batches of
-/// `FLOE_BENCH_BATCH_BYTES`, default the producer's 256 KiB); returns the time and the
-/// send→ack latency in microseconds.
+/// The producer's batch size in the benchmarks: `FLOE_BENCH_BATCH_BYTES`, default the
+/// producer's own default. The raw fsync baseline writes in steps of this size.
+pub fn batch_bytes() -> u32 {
+    let default = ProducerConfig::default().max_batch_bytes;
+    u32::try_from(env_u64("FLOE_BENCH_BATCH_BYTES", u64::from(default))).unwrap_or(default)
+}
+
+/// Publishes `records` of 1 KiB as fast as the producer allows (batches of [`batch_bytes`]);
+/// returns the time and the send→ack latency in microseconds.
 pub async fn publish(
     client: &Client,
     stream: &StreamName,
     records: u64,
 ) -> anyhow::Result<(Duration, Histogram<u64>)> {
     let config = ProducerConfig {
-        max_batch_bytes: u32::try_from(env_u64("FLOE_BENCH_BATCH_BYTES", 256 * 1024))?,
+        max_batch_bytes: batch_bytes(),
         ..ProducerConfig::default()
     };
     let producer = Producer::new(client, stream.clone(), config).await?;

@@ -44,7 +44,7 @@ impl Default for ProducerConfig {
     fn default() -> ProducerConfig {
         ProducerConfig {
             linger: Duration::from_millis(5),
-            max_batch_bytes: 256 * 1024,
+            max_batch_bytes: 1024 * 1024,
             max_in_flight: MAX_IN_FLIGHT_BATCHES,
             buffer_bytes: 32 * 1024 * 1024,
             max_retries: 10,
@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn the_defaults_fit_the_default_broker() {
         let settings = Settings::resolve(&ProducerConfig::default(), &LIMITS).expect("valid");
-        assert_eq!(settings.max_batch_bytes, 256 * 1024);
+        assert_eq!(settings.max_batch_bytes, 1024 * 1024);
         assert_eq!(settings.linger, Duration::from_millis(5));
         assert_eq!(settings.max_in_flight, 5);
         assert_eq!(settings.request_bytes, 16 * 1024 * 1024 - 1024);

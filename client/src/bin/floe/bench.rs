@@ -58,7 +58,7 @@ pub struct PublishBench {
     #[arg(long, default_value_t = 1)]
     partitions: u32,
     /// Largest batch.
-    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     batch_bytes: u64,
     /// How long a batch waits for more records.
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
