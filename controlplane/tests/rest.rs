@@ -80,6 +80,10 @@ async fn bad_input_is_a_json_4xx() {
         ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a/b","partitions":1}"#, 422, "invalid_argument"),
         ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"colour":1}"#, 422, "invalid_argument"),
         ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"segment":{"bytes":18446744073709551615}}"#, 422, "invalid_argument"),
+        // Above the 2 GiB a broker's log can hold: refused here, not accepted and left unserved.
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"segment":{"bytes":2147483649}}"#, 422, "invalid_argument"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"segment":{"bytes":4294967296}}"#, 422, "invalid_argument"),
+        ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"segment":{"bytes":0}}"#, 422, "invalid_argument"),
         ("POST", "/v1/streams", json_header.to_vec(), br#"{"name":"a","partitions":1,"ack_mode":"all"}"#, 422, "invalid_argument"),
         ("GET", "/v1/streams/..", vec![], b"", 400, "bad_request"),
         ("GET", "/v1/brokers/minus-one/assignments", vec![], b"", 400, "bad_request"),

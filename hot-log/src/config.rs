@@ -53,7 +53,7 @@ impl Default for LogConfig {
 
 impl LogConfig {
     /// Largest segment the index can address (positions are 32-bit).
-    pub const SEGMENT_BYTES_LIMIT: u64 = 1 << 31;
+    pub const SEGMENT_BYTES_LIMIT: u64 = floe_wire::admin::MAX_SEGMENT_BYTES;
 
     /// Checks the settings; the log refuses to open with invalid ones.
     pub fn validate(&self) -> Result<(), String> {

@@ -30,6 +30,7 @@ pub use read_replica::{
     ScalingPolicy, valid_read_replica_id,
 };
 pub use stream::{
-    AlterRetentionRequest, CreateStreamRequest, OffsetRange, PartitionDescription,
-    RetentionSettings, SegmentSettings, StreamConfig, StreamDescription, StreamInfo, StreamList,
+    AlterRetentionRequest, CreateStreamRequest, MAX_SEGMENT_BYTES, OffsetRange,
+    PartitionDescription, RetentionSettings, SegmentSettings, StreamConfig, StreamDescription,
+    StreamInfo, StreamList,
 };

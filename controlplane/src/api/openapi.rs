@@ -103,7 +103,10 @@ fn error_codes() -> Value {
 
 fn stream_schemas() -> Vec<(&'static str, Value)> {
     let segment = object(
-        &[("bytes", setting_schema()), ("age_ms", setting_schema())],
+        &[
+            ("bytes", bounded(1, floe_wire::admin::MAX_SEGMENT_BYTES)),
+            ("age_ms", setting_schema()),
+        ],
         &[],
         true,
     );

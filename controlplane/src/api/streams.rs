@@ -6,8 +6,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use floe_wire::admin::{
-    CreateStreamRequest, RetentionSettings, SegmentSettings, StreamConfig, StreamDescription,
-    StreamInfo, StreamList,
+    CreateStreamRequest, MAX_SEGMENT_BYTES, RetentionSettings, SegmentSettings, StreamConfig,
+    StreamDescription, StreamInfo, StreamList,
 };
 use floe_wire::{AckMode, BrokerId, StreamName};
 
@@ -105,7 +105,14 @@ fn check_positive(field: &str, value: Option<u64>) -> Result<(), Failure> {
 }
 
 fn check_segment(segment: &SegmentSettings) -> Result<(), Failure> {
-    check_positive("segment.bytes", segment.bytes)?;
+    // A broker's log cannot hold a larger segment, and would refuse to serve the stream.
+    if let Some(bytes) = segment.bytes
+        && (bytes == 0 || bytes > MAX_SEGMENT_BYTES)
+    {
+        return Err(Failure::Invalid(format!(
+            "segment.bytes must be from 1 to {MAX_SEGMENT_BYTES} (2 GiB)"
+        )));
+    }
     check_positive("segment.age_ms", segment.age_ms)
 }
 

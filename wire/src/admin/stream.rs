@@ -23,11 +23,14 @@ pub struct CreateStreamRequest {
     pub retention: RetentionSettings,
 }
 
+/// The largest segment a broker's log can hold: its indexes address positions in 32 bits.
+pub const MAX_SEGMENT_BYTES: u64 = 1 << 31;
+
 /// When a segment is sealed. An absent value takes the broker's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentSettings {
-    /// Sealed once it holds this many bytes.
+    /// Sealed once it holds this many bytes; at most [`MAX_SEGMENT_BYTES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
     /// Sealed once it is this old, so tiering never lags more than this.
