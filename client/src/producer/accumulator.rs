@@ -83,6 +83,10 @@ pub(crate) struct Accumulator<T> {
     batches: VecDeque<OpenBatch<T>>,
     max_batch_bytes: usize,
     linger: Duration,
+    /// Bytes the last batch reached when the next one opened, or when it left with none
+    /// behind it: the room a new batch starts with. Under load batches fill, and growing one by doubling would copy it about once
+    /// more; at a low rate they stay small, and so does what they reserve.
+    expected_len: usize,
 }
 
 impl<T> Accumulator<T> {
@@ -91,6 +95,7 @@ impl<T> Accumulator<T> {
             batches: VecDeque::new(),
             max_batch_bytes,
             linger,
+            expected_len: 0,
         }
     }
 
@@ -121,9 +126,13 @@ impl<T> Accumulator<T> {
         if opened {
             if let Some(current) = self.batches.back_mut() {
                 current.sealed = true;
+                self.expected_len = current.builder.len();
             }
             self.batches.push_back(OpenBatch {
-                builder: BatchBuilder::new(self.max_batch_bytes),
+                builder: BatchBuilder::with_capacity(
+                    self.max_batch_bytes,
+                    self.expected_len.max(HEADER_LEN + record_len),
+                ),
                 opened_at: now,
                 sealed: false,
                 attachment: open(),
@@ -177,7 +186,14 @@ impl<T> Accumulator<T> {
     /// Output: the oldest batch, when it is ready.
     pub fn pop_ready(&mut self, now: Instant) -> Option<OpenBatch<T>> {
         if self.has_ready(now) {
-            self.batches.pop_front()
+            let batch = self.batches.pop_front();
+            if self.batches.is_empty()
+                && let Some(batch) = &batch
+            {
+                // Sent before it filled (lingered, or flushed): the next one starts as small.
+                self.expected_len = batch.builder.len();
+            }
+            batch
         } else {
             None
         }
@@ -264,6 +280,38 @@ mod tests {
         let first = acc.pop_ready(now).expect("accepted");
         assert_eq!((first.attachment, first.record_count()), (1, 2));
         assert!(!acc.has_ready(now), "the new batch lingers");
+    }
+
+    fn reserved<T>(acc: &Accumulator<T>) -> usize {
+        acc.batches
+            .back()
+            .expect("an open batch")
+            .builder
+            .capacity()
+    }
+
+    #[test]
+    fn a_batch_starts_with_the_room_the_last_one_needed() {
+        let now = Instant::now();
+        let max = 1 << 20;
+        let mut acc = Accumulator::new(max, LINGER);
+        acc.push(record(&[0; 100]), now, || ()).expect("accepted");
+        let first = reserved(&acc);
+        assert!(first < max / 4, "a first batch starts small: {first}");
+        // Under load: the batch fills, and the next one reserves what it reached.
+        while acc
+            .push(record(&[1; 1000]), now, || ())
+            .expect("accepted")
+            .index
+            > 0
+        {}
+        let full = acc.batches.front().expect("the sealed batch").len();
+        assert!(full > max - 2000, "the first batch filled: {full}");
+        assert!(reserved(&acc) >= full, "{} < {full}", reserved(&acc));
+        // A batch that leaves before it fills (linger) makes the next one small again.
+        while acc.pop_ready(now + LINGER).is_some() {}
+        acc.push(record(&[2; 100]), now, || ()).expect("accepted");
+        assert!(reserved(&acc) < max / 4, "{}", reserved(&acc));
     }
 
     #[test]

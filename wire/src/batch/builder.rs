@@ -59,8 +59,14 @@ pub struct BatchBuilder {
 impl BatchBuilder {
     /// A builder whose batch may grow to `max_batch_bytes` (capped by the format's limit).
     pub fn new(max_batch_bytes: usize) -> BatchBuilder {
+        BatchBuilder::with_capacity(max_batch_bytes, 64 * 1024)
+    }
+
+    /// Like [`BatchBuilder::new`], with room for `capacity` bytes reserved up front (capped
+    /// by the batch's limit), so that a batch expected to fill does not grow by copying.
+    pub fn with_capacity(max_batch_bytes: usize, capacity: usize) -> BatchBuilder {
         let limit = max_batch_bytes.min(MAX_BATCH_BYTES as usize);
-        let mut buf = BytesMut::with_capacity(limit.min(64 * 1024));
+        let mut buf = BytesMut::with_capacity(capacity.clamp(HEADER_LEN, limit.max(HEADER_LEN)));
         buf.put_bytes(0, HEADER_LEN);
         BatchBuilder {
             buf,
@@ -85,6 +91,11 @@ impl BatchBuilder {
     /// Bytes the batch would have if finished now.
     pub fn len(&self) -> usize {
         self.buf.len()
+    }
+
+    /// Bytes the builder holds room for before it has to grow.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// Whether no record has been pushed.
