@@ -20,15 +20,6 @@ use floe_wire::admin::{ReadReplicaState, ScalingPolicy};
 const STREAM: &str = "scaled";
 const HISTORY: usize = 6_000;
 
-/// Batches above these streams' 64 KiB segments: the history spans many sealed segments
-/// whatever the producer's default batch is.
-fn history_config() -> ProducerConfig {
-    ProducerConfig {
-        max_batch_bytes: 256 * 1024,
-        ..ProducerConfig::default()
-    }
-}
-
 fn value(i: usize) -> String {
     format!("record-{i:07}-{}", "y".repeat(150))
 }
@@ -77,9 +68,16 @@ async fn the_autoscaler_starts_a_replica_for_history_readers_and_stops_it_when_t
     let stream = StreamName::new(STREAM).expect("name");
 
     let writer = cluster.cluster_client().await;
-    let producer = Producer::new(&writer, stream.clone(), history_config())
-        .await
-        .expect("producer");
+    let producer = Producer::new(
+        &writer,
+        stream.clone(),
+        ProducerConfig {
+            max_batch_bytes: common::SEGMENT_SPANNING_BATCH_BYTES,
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .expect("producer");
     let mut deliveries = Vec::with_capacity(HISTORY);
     for i in 0..HISTORY {
         let record = ProducerRecord::new(value(i)).with_partition(PartitionId::new(0));

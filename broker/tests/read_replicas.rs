@@ -23,15 +23,6 @@ const HISTORY: usize = 12_000;
 /// Records published while the consumer reads.
 const LIVE: usize = 2_000;
 
-/// Batches above these streams' 64 KiB segments: the history spans many sealed segments
-/// whatever the producer's default batch is.
-fn history_config() -> ProducerConfig {
-    ProducerConfig {
-        max_batch_bytes: 256 * 1024,
-        ..ProducerConfig::default()
-    }
-}
-
 fn value(i: usize) -> String {
     format!("record-{i:07}-{}", "x".repeat(150))
 }
@@ -66,9 +57,16 @@ async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one
     let stream = StreamName::new(STREAM).expect("name");
 
     let writer = cluster.cluster_client().await;
-    let producer = Producer::new(&writer, stream.clone(), history_config())
-        .await
-        .expect("producer");
+    let producer = Producer::new(
+        &writer,
+        stream.clone(),
+        ProducerConfig {
+            max_batch_bytes: common::SEGMENT_SPANNING_BATCH_BYTES,
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .expect("producer");
     publish(&producer, 0, HISTORY, None).await;
     // Most of the history leaves the broker's disk for the tier.
     let tiered = cluster.wait_tiered(STREAM, (HISTORY as u64) * 8 / 10).await;

@@ -29,9 +29,7 @@ fn name() -> StreamName {
 /// (`quorum`) acks; returns each acknowledged record's offset and value.
 async fn publish(client: &Client, label: &str, count: usize) -> Vec<(u64, String)> {
     let config = ProducerConfig {
-        // Batches of at most 256 KiB, above these streams' segment size: the history spans
-        // many sealed segments whatever the producer's default batch is.
-        max_batch_bytes: 256 * 1024,
+        max_batch_bytes: common::SEGMENT_SPANNING_BATCH_BYTES,
         delivery_timeout: Duration::from_secs(10),
         ..ProducerConfig::default()
     };

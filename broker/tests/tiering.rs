@@ -39,9 +39,7 @@ fn number(value: &[u8]) -> u64 {
 
 fn producer_config() -> ProducerConfig {
     ProducerConfig {
-        // Batches of at most 256 KiB, above these streams' segment size: the history spans
-        // many sealed segments whatever the producer's default batch is.
-        max_batch_bytes: 256 * 1024,
+        max_batch_bytes: common::SEGMENT_SPANNING_BATCH_BYTES,
         max_retries: 1000,
         retry_backoff_max: Duration::from_millis(200),
         delivery_timeout: Duration::from_secs(120),

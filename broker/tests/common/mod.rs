@@ -281,6 +281,11 @@ pub async fn tier_bytes(metrics_addr: &str) -> f64 {
     )
 }
 
+/// Producer batch size for tests that need a history spread over many sealed segments: above
+/// their streams' 64–128 KiB segments, so each batch seals one, whatever the producer's
+/// default batch is.
+pub const SEGMENT_SPANNING_BATCH_BYTES: u32 = 256 * 1024;
+
 pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series).map(str::trim))

@@ -84,8 +84,9 @@ pub(crate) struct Accumulator<T> {
     max_batch_bytes: usize,
     linger: Duration,
     /// Bytes the last batch reached when the next one opened, or when it left with none
-    /// behind it: the room a new batch starts with. Under load batches fill, and growing one by doubling would copy it about once
-    /// more; at a low rate they stay small, and so does what they reserve.
+    /// behind it: the room a new batch starts with. Under load batches fill, and growing one
+    /// by doubling would copy it about once more; at a low rate they stay small, and so does
+    /// what they reserve.
     expected_len: usize,
 }
 
