@@ -149,7 +149,8 @@ pub fn endpoint(
     set_socket_buffers(&socket);
     let runtime = quinn::default_runtime().context("no async runtime")?;
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset_key);
-    let endpoint_config = quinn::EndpointConfig::new(Arc::new(key));
+    let endpoint_config =
+        floe_client::datagrams::endpoint_config(quinn::EndpointConfig::new(Arc::new(key)));
     quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime)
         .context("creating the QUIC endpoint")
 }

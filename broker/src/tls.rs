@@ -127,6 +127,7 @@ pub fn transport_config(
         .send_window(16 * 1024 * 1024)
         .keep_alive_interval(Some(idle_timeout / 3))
         .max_idle_timeout(Some(idle_timeout.try_into().context("idle timeout")?));
+    floe_client::datagrams::discover_path_mtu(&mut transport);
     Ok(transport)
 }
 
@@ -191,6 +192,7 @@ fn peer_transport() -> Result<quinn::TransportConfig> {
         .send_window(32 * 1024 * 1024)
         .keep_alive_interval(Some(idle / 3))
         .max_idle_timeout(Some(idle.try_into().context("idle timeout")?));
+    floe_client::datagrams::discover_path_mtu(&mut transport);
     Ok(transport)
 }
 

@@ -38,6 +38,7 @@ mod backoff;
 mod client;
 mod config;
 mod consumer;
+pub mod datagrams;
 mod error;
 mod producer;
 mod record;

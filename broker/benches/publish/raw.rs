@@ -84,7 +84,12 @@ pub async fn quic_bandwidth(
     let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
     floe_broker::server::set_socket_buffers(&socket);
     let runtime = quinn::default_runtime().ok_or_else(|| anyhow::anyhow!("no runtime"))?;
-    let mut client = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)?;
+    let mut client = quinn::Endpoint::new(
+        floe_client::datagrams::endpoint_config(quinn::EndpointConfig::default()),
+        None,
+        socket,
+        runtime,
+    )?;
     client.set_default_client_config(client_config);
     let connection = client.connect(addr, "localhost")?.await?;
     let (mut send, mut recv) = connection.open_bi().await?;

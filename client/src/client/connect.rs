@@ -70,9 +70,13 @@ impl Transport {
                 "no async runtime: call from within tokio",
             ))))
         })?;
-        let endpoint =
-            quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
-                .map_err(|e| connect_error(ConnectFailure::Socket(Arc::new(e))))?;
+        let endpoint = quinn::Endpoint::new(
+            crate::datagrams::endpoint_config(quinn::EndpointConfig::default()),
+            None,
+            socket,
+            runtime,
+        )
+        .map_err(|e| connect_error(ConnectFailure::Socket(Arc::new(e))))?;
         Ok(Transport {
             endpoint,
             quic,
@@ -218,6 +222,7 @@ fn transport_config(idle_timeout: Duration) -> Result<quinn::TransportConfig, Co
         .send_window(64 * 1024 * 1024)
         .max_idle_timeout(Some(idle))
         .keep_alive_interval(Some(idle_timeout / 4));
+    crate::datagrams::discover_path_mtu(&mut transport);
     Ok(transport)
 }
 
