@@ -6,7 +6,8 @@
 //! 3. publishing 1 KiB records to a `floe-broker dev` process (release build), ack mode
 //!    `leader` (acknowledged after fsync), replication factor 1, with the same producer the
 //!    `floe bench publish` command uses — MiB/s, records/s, send→ack latency, broker RSS;
-//! 4. publish → consume latency on the tail at a fixed moderate rate.
+//! 4. publish → consume latency on the tail at a fixed moderate rate, once the segments the
+//!    full-speed publish sealed are uploaded.
 //!
 //! Sizes: `FLOE_BENCH_MIB` (default 256) of records, `FLOE_BENCH_RATE` records/s for the
 //! latency run (default 2000) over `FLOE_BENCH_LATENCY_SECS` (default 5).
@@ -116,6 +117,11 @@ async fn run() -> anyhow::Result<()> {
 
     let rate = env_u64("FLOE_BENCH_RATE", 2000);
     let seconds = env_u64("FLOE_BENCH_LATENCY_SECS", 5);
+    let drained = load::drain_uploads(&client, &[&stream], Duration::from_secs(300)).await?;
+    println!(
+        "uploads of the sealed segments drained {:.1} s after the publish",
+        drained.as_secs_f64()
+    );
     let tail = tail_latency(&config, rate, seconds).await?;
     println!(
         "publish→consume at {rate} records/s for {seconds} s: {}",

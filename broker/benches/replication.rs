@@ -7,7 +7,8 @@
 //!    factor 1, ack mode `leader` (the single-node path), and to a stream of replication
 //!    factor 3, ack mode `quorum`, alternately, twice each; the ratio of the best quorum run
 //!    to the best single-node run (target ≥ 0.40);
-//! 2. send→ack latency at a fixed moderate rate, for both streams.
+//! 2. send→ack latency at a fixed moderate rate, for both streams, once the segments the
+//!    full-speed runs sealed are uploaded.
 //!
 //! Sizes: `FLOE_BENCH_MIB` (default 128) per run, `FLOE_BENCH_RATE` records/s (default 1000)
 //! over `FLOE_BENCH_LATENCY_SECS` (default 5).
@@ -104,6 +105,13 @@ async fn run() -> anyhow::Result<()> {
     );
     let rate = env_u64("FLOE_BENCH_RATE", 1000);
     let seconds = env_u64("FLOE_BENCH_LATENCY_SECS", 5);
+    let limit = std::time::Duration::from_secs(300);
+    let drained = load::drain_uploads(&single, &[&single_name], limit).await?
+        + load::drain_uploads(&quorum, &[&quorum_name], limit).await?;
+    println!(
+        "uploads of the sealed segments drained {:.1} s after the last run",
+        drained.as_secs_f64()
+    );
     let single_latency = fixed_rate(&single, &single_name, rate, seconds).await?;
     let quorum_latency = fixed_rate(&quorum, &quorum_name, rate, seconds).await?;
     println!(

@@ -315,7 +315,7 @@ fn reports(state: &BrokerState, managed: &Managed, lease: Duration) -> Vec<Parti
             }),
             tier,
             bytes: p.log.size_bytes(),
-            upload_backlog_bytes: p.uploader.backlog().bytes,
+            upload_backlog_bytes: p.upload_backlog().bytes,
             high_watermark: p.committed_end().map(|end| end.get()),
             replica_lag,
             new_set_caught_up,

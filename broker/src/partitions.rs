@@ -94,6 +94,16 @@ impl Partition {
             Some(crate::tiering::LOCAL_EPOCH)
         }
     }
+    /// Sealed, committed data this broker has yet to tier, as of now: counted from the log,
+    /// so a segment sealed since the last upload run counts at once. Nothing on a replica
+    /// that does not lead: the leader tiers.
+    pub fn upload_backlog(&self) -> floe_tier::Backlog {
+        match (self.tiers_here(), self.committed_end()) {
+            (Some(_), Some(committed)) => self.uploader.waiting(self.log.sealed_sizes(), committed),
+            _ => floe_tier::Backlog::default(),
+        }
+    }
+
     /// Sealed segments beyond it leave the local disk, once tiered.
     pub fn local_retention(&self) -> RetentionPolicy {
         self.retention.lock().unwrap_or_else(|e| e.into_inner()).0

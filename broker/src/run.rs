@@ -343,7 +343,7 @@ fn scrape_hook(state: std::sync::Weak<BrokerState>) -> ScrapeHook {
         let mut backlog: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
         let mut local_bytes = 0;
         for p in state.partitions.all() {
-            let b = p.uploader.backlog();
+            let b = p.upload_backlog();
             let entry = backlog.entry(p.stream.clone()).or_default();
             entry.0 += b.segments;
             entry.1 += b.bytes;

@@ -238,7 +238,7 @@ async fn upload(state: &BrokerState, partition: &Partition) {
                 stream = %partition.stream,
                 partition = partition.id,
                 error = %e,
-                backlog_segments = partition.uploader.backlog().segments,
+                backlog_segments = partition.upload_backlog().segments,
                 "tier upload failed; the data stays on local disk and is retried"
             );
         }

@@ -679,6 +679,18 @@ impl Log {
             .map_or_else(|| self.log_start(), |st| st.next_offset)
     }
 
+    /// The end offset and size in bytes of each sealed segment, oldest first: what
+    /// [`Log::sealed_segments`] tells without copying indexes and handles.
+    pub fn sealed_sizes(&self) -> Vec<(Offset, u64)> {
+        let segments = self.shared.segments();
+        segments
+            .iter()
+            .map(|s| s.state())
+            .filter(|st| st.sealed)
+            .map(|st| (st.next_offset, st.size))
+            .collect()
+    }
+
     /// The sealed segments, oldest first.
     pub fn sealed_segments(&self) -> Vec<SealedSegment> {
         let segments = self.shared.segments();

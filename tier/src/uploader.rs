@@ -270,12 +270,28 @@ impl Uploader {
     /// Until the manifest is read, the last known tier end tells what waits, so that the
     /// backlog grows while the store is unreachable.
     fn note_waiting(&self, sealed: &[SealedSegment], high_watermark: Offset) {
+        let sizes = sealed.iter().map(|seg| (seg.next_offset, seg.size_bytes));
+        let waiting = self.waiting(sizes, high_watermark);
+        self.store_backlog(waiting.segments as usize, waiting.bytes);
+    }
+
+    /// What waits for upload now, given each sealed segment's end offset and size
+    /// (`Log::sealed_sizes`): the segments wholly below `high_watermark` that reach beyond
+    /// the tier's end as last read. Unlike [`Uploader::backlog`], it counts the segments
+    /// sealed since the last run, which may wait for the next one.
+    pub fn waiting(
+        &self,
+        sealed: impl IntoIterator<Item = (Offset, u64)>,
+        high_watermark: Offset,
+    ) -> Backlog {
         let tier_end = self.tier_end();
-        let waiting = sealed
-            .iter()
-            .filter(|seg| seg.next_offset <= high_watermark && seg.next_offset > tier_end);
-        let (segments, bytes) = waiting.fold((0, 0), |(n, b), seg| (n + 1, b + seg.size_bytes));
-        self.store_backlog(segments, bytes);
+        sealed
+            .into_iter()
+            .filter(|&(end, _)| end <= high_watermark && end > tier_end)
+            .fold(Backlog::default(), |b, (_, size)| Backlog {
+                segments: b.segments + 1,
+                bytes: b.bytes + size,
+            })
     }
 
     async fn upload_in_order(

@@ -239,6 +239,17 @@ async fn only_committed_data_is_tiered_and_local_retention_waits_for_it() {
         .expect("upload");
     assert_eq!(report.tier_end, high_watermark);
     assert_eq!(uploader.backlog().segments, 0);
+    // What waits is counted from the log at once, without another run: the segments above
+    // the high watermark once it has moved past them.
+    assert!(sealed.len() > 2, "segments above the high watermark");
+    let now_waiting = uploader.waiting(log.sealed_sizes(), high_watermark);
+    assert_eq!(now_waiting, floe_tier::Backlog::default());
+    let later = uploader.waiting(log.sealed_sizes(), log.log_end());
+    assert_eq!(later.segments, sealed.len() as u64 - 2);
+    assert_eq!(
+        later.bytes,
+        sealed[2..].iter().map(|seg| seg.size_bytes).sum::<u64>()
+    );
 
     let keep_nothing = RetentionPolicy {
         bytes_max: Some(0),

@@ -108,3 +108,32 @@ fn collect_latencies() -> (
     });
     (tx, collector)
 }
+
+/// Waits until no partition of `streams` has sealed data waiting for upload, up to
+/// `limit`; returns how long that took. A fixed-rate run measures the steady state at that
+/// rate, not the upload of what a full-speed run before it sealed.
+pub async fn drain_uploads(
+    client: &Client,
+    streams: &[&StreamName],
+    limit: Duration,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    for stream in streams {
+        loop {
+            let info = client.stream(stream).await?;
+            if info
+                .partitions
+                .iter()
+                .all(|p| p.upload_backlog.segments == 0)
+            {
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < limit,
+                "{stream}: uploads still pending after {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(started.elapsed())
+}

@@ -88,7 +88,7 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
     let partitions = (0..entry.partitions)
         .filter_map(|id| state.partitions.get(name.as_str(), id))
         .map(|p| {
-            let backlog = p.uploader.backlog();
+            let backlog = p.upload_backlog();
             let leading = p.tiers_here();
             let committed = p.committed_end();
             let (leader, leader_epoch) = match leading {
