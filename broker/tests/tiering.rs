@@ -409,6 +409,55 @@ impl Drop for Moto {
     }
 }
 
+/// A partition uploads at most once per `--tier-upload-interval`; what is sealed in between
+/// waits, and the backlog shows it at once (it used to be the last run's plan: zero).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_counts_segments_sealed_between_upload_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = BrokerProcess::start_with(
+        dir.path(),
+        "127.0.0.1:0",
+        &["--tier-upload-interval", "10m"],
+        &[],
+    );
+    let client = connect(&broker).await;
+    let metrics = broker.profile.metrics.clone().expect("metrics address");
+    let stream = StreamName::new("between").expect("name");
+    client
+        .create_stream(&stream, 1, AckMode::Leader, settings())
+        .await
+        .expect("create");
+    // Batches of up to 256 KiB into 128 KiB segments: each batch after the first seals one.
+    publish(&client, &stream, 0..2_000).await;
+    let first = wait_for(
+        &client,
+        &stream,
+        Duration::from_secs(30),
+        "the first upload run",
+        |p| p.tier_end.get() > 0 && p.upload_backlog.segments == 0,
+    )
+    .await;
+
+    // The next run of this partition is ten minutes away.
+    publish(&client, &stream, 2_000..6_000).await;
+    let p = partition(&client, &stream).await;
+    assert_eq!(p.tier_end, first.tier_end, "no second run yet: {p:?}");
+    assert!(p.upload_backlog.segments >= 2, "{p:?}");
+    assert!(
+        p.upload_backlog.bytes >= p.upload_backlog.segments * SEGMENT_BYTES * 3 / 4,
+        "{p:?}"
+    );
+    let scraped = http_get(&metrics, "/metrics").await;
+    assert_eq!(
+        metric(
+            &scraped,
+            "floe_tier_upload_backlog_segments{stream=\"between\"}"
+        ),
+        p.upload_backlog.segments as f64,
+        "the metric agrees with describe"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishing_goes_on_while_object_storage_is_away_and_the_backlog_drains() {
     let Some(moto) = Moto::start("floe").await else {
