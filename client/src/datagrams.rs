@@ -34,9 +34,26 @@ pub fn endpoint_config(mut config: quinn::EndpointConfig) -> quinn::EndpointConf
     config
 }
 
-/// Lets a connection probe its path for datagrams up to [`MAX_DATAGRAM_BYTES`].
+/// RFC 9002's initial congestion window for any datagram size from 1,472 bytes up:
+/// `min(10 × size, max(2 × size, 14,720))`.
+pub const INITIAL_WINDOW_BYTES: u64 = 14_720;
+
+/// Lets a connection probe its path for datagrams up to [`MAX_DATAGRAM_BYTES`], and starts
+/// its congestion window at [`INITIAL_WINDOW_BYTES`].
+///
+/// quinn computes its default initial window from the 1,200 bytes every path starts at:
+/// 12,000 bytes. Once discovery reaches 6,500-byte datagrams that window holds one full
+/// datagram beside anything smaller, and a receiver acknowledges a lone packet only after
+/// its 25 ms ACK delay. A fresh connection's first response then took about 25 ms longer
+/// per round trip until the window grew (a new read replica answered its first fetch in
+/// 35 ms instead of 7–12). With RFC 9002's 14,720 bytes two full datagrams fit, and the
+/// receiver acknowledges at once.
 pub fn discover_path_mtu(transport: &mut quinn::TransportConfig) -> &mut quinn::TransportConfig {
     let mut discovery = quinn::MtuDiscoveryConfig::default();
     discovery.upper_bound(MAX_DATAGRAM_BYTES);
-    transport.mtu_discovery_config(Some(discovery))
+    let mut congestion = quinn::congestion::CubicConfig::default();
+    congestion.initial_window(INITIAL_WINDOW_BYTES);
+    transport
+        .congestion_controller_factory(std::sync::Arc::new(congestion))
+        .mtu_discovery_config(Some(discovery))
 }
