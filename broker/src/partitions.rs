@@ -98,9 +98,10 @@ impl Partition {
     /// so a segment sealed since the last upload run counts at once. Nothing on a replica
     /// that does not lead: the leader tiers.
     pub fn upload_backlog(&self) -> floe_tier::Backlog {
-        match (self.tiers_here(), self.committed_end()) {
-            (Some(_), Some(committed)) => self.uploader.waiting(self.log.sealed_sizes(), committed),
-            _ => floe_tier::Backlog::default(),
+        // `committed_end` is known exactly where this broker tiers (`tiers_here`).
+        match self.committed_end() {
+            Some(committed) => self.uploader.waiting(self.log.sealed_sizes(), committed),
+            None => floe_tier::Backlog::default(),
         }
     }
 

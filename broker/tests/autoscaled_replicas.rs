@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use common::cluster::{Cluster, Timing};
 use common::{http_get, metric, tier_bytes};
 use floe_client::{
-    Client, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig,
-    ProducerRecord, StreamName,
+    Client, Consumer, ConsumerConfig, FetchPosition, PartitionId, ProducerRecord, StreamName,
 };
 use floe_wire::admin::{ReadReplicaState, ScalingPolicy};
 
@@ -68,16 +67,7 @@ async fn the_autoscaler_starts_a_replica_for_history_readers_and_stops_it_when_t
     let stream = StreamName::new(STREAM).expect("name");
 
     let writer = cluster.cluster_client().await;
-    let producer = Producer::new(
-        &writer,
-        stream.clone(),
-        ProducerConfig {
-            max_batch_bytes: common::SEGMENT_SPANNING_BATCH_BYTES,
-            ..ProducerConfig::default()
-        },
-    )
-    .await
-    .expect("producer");
+    let producer = common::segment_spanning_producer(&writer, &stream).await;
     let mut deliveries = Vec::with_capacity(HISTORY);
     for i in 0..HISTORY {
         let record = ProducerRecord::new(value(i)).with_partition(PartitionId::new(0));

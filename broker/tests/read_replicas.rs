@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use common::cluster::{Cluster, Timing};
 use common::{http_get, metric, tier_bytes};
 use floe_client::{
-    Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig, ProducerRecord,
-    StreamName,
+    Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerRecord, StreamName,
 };
 use floe_wire::admin::ReadReplicaState;
 
@@ -57,16 +56,7 @@ async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one
     let stream = StreamName::new(STREAM).expect("name");
 
     let writer = cluster.cluster_client().await;
-    let producer = Producer::new(
-        &writer,
-        stream.clone(),
-        ProducerConfig {
-            max_batch_bytes: common::SEGMENT_SPANNING_BATCH_BYTES,
-            ..ProducerConfig::default()
-        },
-    )
-    .await
-    .expect("producer");
+    let producer = common::segment_spanning_producer(&writer, &stream).await;
     publish(&producer, 0, HISTORY, None).await;
     // Most of the history leaves the broker's disk for the tier.
     let tiered = cluster.wait_tiered(STREAM, (HISTORY as u64) * 8 / 10).await;

@@ -140,7 +140,7 @@ pub fn plan_uploads(
 
 /// Tiers one partition. The driving contract: call [`Uploader::run`] whenever segments were
 /// sealed or the high watermark moved (one run at a time; concurrent calls queue); let local
-/// retention delete only what [`Uploader::is_tiered`] confirms; export [`Uploader::backlog`].
+/// retention delete only what [`Uploader::is_tiered`] confirms; export [`Uploader::waiting`].
 /// A segment is in the tier only once the manifest version listing it is committed.
 #[derive(Debug)]
 pub struct Uploader {
@@ -347,7 +347,8 @@ impl Uploader {
         self.backlog_bytes.store(bytes, Ordering::Relaxed);
     }
 
-    /// Sealed data found waiting by the last run.
+    /// Sealed data found waiting by the last run (what it planned, less what it committed).
+    /// What waits now, segments sealed since included, is [`Uploader::waiting`].
     pub fn backlog(&self) -> Backlog {
         Backlog {
             segments: self.backlog_segments.load(Ordering::Relaxed),

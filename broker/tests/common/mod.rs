@@ -286,6 +286,20 @@ pub async fn tier_bytes(metrics_addr: &str) -> f64 {
 /// default batch is.
 pub const SEGMENT_SPANNING_BATCH_BYTES: u32 = 256 * 1024;
 
+/// A producer of [`SEGMENT_SPANNING_BATCH_BYTES`] batches, otherwise the defaults.
+pub async fn segment_spanning_producer(
+    client: &floe_client::Client,
+    stream: &floe_client::StreamName,
+) -> floe_client::Producer {
+    let config = floe_client::ProducerConfig {
+        max_batch_bytes: SEGMENT_SPANNING_BATCH_BYTES,
+        ..floe_client::ProducerConfig::default()
+    };
+    floe_client::Producer::new(client, stream.clone(), config)
+        .await
+        .expect("producer")
+}
+
 pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series).map(str::trim))
