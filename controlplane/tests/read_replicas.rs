@@ -91,7 +91,9 @@ async fn a_replica_registers_heartbeats_drains_and_leaves() {
 async fn a_silent_replica_is_declared_dead_then_forgotten_and_may_come_back() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start_sqlite(dir.path(), |config| {
-        config.lease = Duration::from_millis(300);
+        // `chatty` beats every 50 ms; the lease leaves room for a loaded machine (a 300 ms
+        // lease lapsed once in CI between two beats).
+        config.lease = Duration::from_secs(2);
         config.reconcile_interval = Duration::from_millis(50);
         config.read_replica_forget_after = Duration::from_millis(600);
     })
