@@ -115,6 +115,18 @@ async fn the_autoscaler_starts_a_replica_for_history_readers_and_stops_it_when_t
         leader_tier, 0.0,
         "the leader served history with a replica live"
     );
+    // A heartbeat reports what the replica served since the one before, so a report shows a
+    // read only until the next heartbeat. Reading on while waiting keeps it in the reports
+    // however the polls and beats fall (a single fast read was missed once in CI).
+    let reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reader = {
+        let (client, stream, reading) = (second.clone(), stream.clone(), reading.clone());
+        tokio::spawn(async move {
+            while reading.load(std::sync::atomic::Ordering::Relaxed) {
+                read_history(&client, &stream).await;
+            }
+        })
+    };
     let served = cluster
         .wait_for("the replica reports what it served", async |c: &Cluster| {
             let list = c.rest.read_replicas().await.ok()?.replicas;
@@ -128,6 +140,8 @@ async fn the_autoscaler_starts_a_replica_for_history_readers_and_stops_it_when_t
         "replica reported {} B/s, {} consumers",
         served.bytes_served_per_second, served.consumers
     );
+    reading.store(false, std::sync::atomic::Ordering::Relaxed);
+    reader.await.expect("the background reads");
     second.close().await;
 
     // The load is gone: drained, stopped and removed.
