@@ -311,7 +311,7 @@ async fn read_message(
         Err(e) => return Err(e.into()),
     }
     let header = FrameHeader::decode(&head, limits)?.context("a whole header did not decode")?;
-    let payload = crate::server::read_payload(stream, header.payload_len as usize).await?;
+    let payload = crate::server::payload::read_payload(stream, header.payload_len as usize).await?;
     let frame = Frame { header, payload };
     Ok(Some(frame.message(limits)?))
 }

@@ -11,6 +11,7 @@ mod admin;
 mod error_map;
 pub(crate) mod fetch;
 mod order;
+pub(crate) mod payload;
 mod produce;
 
 use std::net::SocketAddr;
@@ -18,7 +19,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use bytes::{Bytes, BytesMut};
 use floe_wire::BrokerId;
 use floe_wire::frame::{
     ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, FrameLimits, HEADER_LEN,
@@ -319,7 +319,7 @@ async fn serve_stream<S: Service>(
         .acquire_many(u32::try_from(payload_len).unwrap_or(u32::MAX))
         .await
         .context("connection closing")?;
-    let payload = read_payload(&mut recv, payload_len).await?;
+    let payload = payload::read_payload(&mut recv, payload_len).await?;
     let frame = Frame { header, payload };
     let version = conn.version.get().copied().unwrap_or(ProtocolVersion::V1);
     let message = frame.message(&limits);
@@ -415,29 +415,6 @@ async fn respond<S: Service>(
     send.write_all_chunks(&mut chunks).await?;
     send.finish()?;
     Ok(())
-}
-
-/// The next `len` bytes of `recv`: a frame's payload. Copied once out of QUIC's chunks into
-/// a buffer of the right size (never zero-filled first), or handed over as is when one
-/// chunk holds it all.
-pub(crate) async fn read_payload(recv: &mut quinn::RecvStream, len: usize) -> Result<Bytes> {
-    let mut payload = BytesMut::new();
-    while payload.len() < len {
-        let Some(chunk) = recv.read_chunk(len - payload.len(), true).await? else {
-            anyhow::bail!(
-                "the stream ended {} bytes into a {len}-byte payload",
-                payload.len()
-            );
-        };
-        if chunk.bytes.len() == len {
-            return Ok(chunk.bytes);
-        }
-        if payload.capacity() == 0 {
-            payload.reserve(len);
-        }
-        payload.extend_from_slice(&chunk.bytes);
-    }
-    Ok(payload.freeze())
 }
 
 /// Frame limits the broker applies to requests.

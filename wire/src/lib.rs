@@ -5,12 +5,14 @@
 //! protocol ([`frame`]): frames, messages and error codes, with the names they carry
 //! ([`StreamName`], [`PartitionId`], [`Endpoint`], …); and the JSON types of the controlplane's
 //! REST API ([`admin`]). Pure: no I/O, no clock, no allocation
-//! beyond what an encoder is asked to produce or a decoder's input justifies.
+//! beyond what an encoder is asked to produce or a decoder's input justifies. The
+//! [`BufferPool`] lets producers and brokers reuse the allocations of batches and payloads.
 
 mod ack_mode;
 pub mod admin;
 pub mod batch;
 mod broker_id;
+mod buffer_pool;
 mod endpoint;
 pub mod frame;
 mod offset;
@@ -22,6 +24,7 @@ pub mod units;
 pub use ack_mode::AckMode;
 pub use batch::{BatchBuilder, BatchError, BatchHeader, Record, RecordBatch, RecordFault};
 pub use broker_id::BrokerId;
+pub use buffer_pool::BufferPool;
 pub use endpoint::{Endpoint, EndpointError};
 pub use frame::{ErrorCode, Frame, FrameError, FrameLimits, Message, RetryClass};
 pub use offset::Offset;

@@ -6,11 +6,12 @@
 //! [`Accumulator::seal_all`] makes every buffered batch ready at once (flush).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use floe_wire::BatchBuilder;
 use floe_wire::batch::{BuildError, HEADER_LEN};
+use floe_wire::{BatchBuilder, BufferPool};
 
 /// Smallest record: every fixed field, no key, empty value, no headers.
 const MIN_RECORD_LEN: usize = 26;
@@ -88,15 +89,22 @@ pub(crate) struct Accumulator<T> {
     /// by doubling would copy it about once more; at a low rate they stay small, and so does
     /// what they reserve.
     expected_len: usize,
+    /// Where batches get their buffers: the allocations of acknowledged batches are reused.
+    buffers: Arc<BufferPool>,
 }
 
 impl<T> Accumulator<T> {
-    pub fn new(max_batch_bytes: usize, linger: Duration) -> Accumulator<T> {
+    pub fn new(
+        max_batch_bytes: usize,
+        linger: Duration,
+        buffers: Arc<BufferPool>,
+    ) -> Accumulator<T> {
         Accumulator {
             batches: VecDeque::new(),
             max_batch_bytes,
             linger,
             expected_len: 0,
+            buffers,
         }
     }
 
@@ -130,9 +138,13 @@ impl<T> Accumulator<T> {
                 self.expected_len = current.builder.len();
             }
             self.batches.push_back(OpenBatch {
-                builder: BatchBuilder::with_capacity(
+                builder: BatchBuilder::with_buffer(
                     self.max_batch_bytes,
-                    self.expected_len.max(HEADER_LEN + record_len),
+                    self.buffers.take(
+                        self.expected_len
+                            .max(HEADER_LEN + record_len)
+                            .min(self.max_batch_bytes),
+                    ),
                 ),
                 opened_at: now,
                 sealed: false,
@@ -243,10 +255,14 @@ mod tests {
 
     const LINGER: Duration = Duration::from_millis(5);
 
+    fn pool() -> Arc<BufferPool> {
+        Arc::new(BufferPool::new(4, 1 << 20))
+    }
+
     #[test]
     fn a_batch_waits_for_its_linger_time_then_is_ready() {
         let start = Instant::now();
-        let mut acc = Accumulator::new(1024, LINGER);
+        let mut acc = Accumulator::new(1024, LINGER, pool());
         let pushed = acc
             .push(record(b"a"), start, || "batch-1")
             .expect("accepted");
@@ -270,7 +286,7 @@ mod tests {
         let now = Instant::now();
         // Room for the header and two 100-byte records, not three.
         let max = HEADER_LEN + 2 * record(&[0; 100]).len() + 10;
-        let mut acc = Accumulator::new(max, LINGER);
+        let mut acc = Accumulator::new(max, LINGER, pool());
         acc.push(record(&[1; 100]), now, || 1).expect("accepted");
         acc.push(record(&[2; 100]), now, || 2).expect("accepted");
         assert!(!acc.fits(record(&[3; 100]).len()));
@@ -295,7 +311,7 @@ mod tests {
     fn a_batch_starts_with_the_room_the_last_one_needed() {
         let now = Instant::now();
         let max = 1 << 20;
-        let mut acc = Accumulator::new(max, LINGER);
+        let mut acc = Accumulator::new(max, LINGER, pool());
         acc.push(record(&[0; 100]), now, || ()).expect("accepted");
         let first = reserved(&acc);
         assert!(first < max / 4, "a first batch starts small: {first}");
@@ -319,7 +335,7 @@ mod tests {
     fn a_batch_too_full_for_the_smallest_record_is_ready_at_once() {
         let now = Instant::now();
         let max = HEADER_LEN + record(&[0; 100]).len() + MIN_RECORD_LEN - 1;
-        let mut acc = Accumulator::new(max, LINGER);
+        let mut acc = Accumulator::new(max, LINGER, pool());
         let pushed = acc.push(record(&[0; 100]), now, || ()).expect("accepted");
         assert!(pushed.ready);
         assert!(acc.has_ready(now));
@@ -328,7 +344,7 @@ mod tests {
     #[test]
     fn a_record_larger_than_a_batch_is_refused_without_side_effects() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(256, LINGER);
+        let mut acc = Accumulator::new(256, LINGER, pool());
         let refused = acc.push(record(&[0; 300]), now, || ());
         assert!(matches!(refused, Err(BuildError::TooLarge { .. })));
         assert!(acc.is_empty());
@@ -338,7 +354,7 @@ mod tests {
     #[test]
     fn sealing_all_makes_every_batch_ready_and_later_records_open_a_new_one() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(1024, Duration::from_secs(60));
+        let mut acc = Accumulator::new(1024, Duration::from_secs(60), pool());
         acc.push(record(b"a"), now, || 1).expect("accepted");
         assert!(!acc.has_ready(now));
         acc.seal_all();
@@ -351,7 +367,7 @@ mod tests {
     #[test]
     fn a_finished_batch_carries_the_producer_fields() {
         let now = Instant::now();
-        let mut acc = Accumulator::new(1024, Duration::ZERO);
+        let mut acc = Accumulator::new(1024, Duration::ZERO, pool());
         acc.push(record(b"a"), now, || ()).expect("accepted");
         acc.push(record(b"b"), now, || ()).expect("accepted");
         let (bytes, ()) = acc.pop_ready(now).expect("accepted").finish(42, 3, 10);

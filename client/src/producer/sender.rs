@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use floe_wire::batch::HEADER_LEN;
 use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce};
-use floe_wire::{PartitionId, StreamName};
+use floe_wire::{BufferPool, PartitionId, StreamName};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
@@ -90,9 +90,18 @@ impl Shared {
         settings: Settings,
         producer_id: i64,
     ) -> Shared {
+        // As many batch allocations as the buffer holds at once are kept for reuse.
+        let buffers = Arc::new(BufferPool::new(
+            (settings.buffer_bytes as usize / settings.max_batch_bytes.max(1)).max(1),
+            settings.max_batch_bytes,
+        ));
         let partitions = (0..partition_count)
             .map(|_| PartitionState {
-                accumulator: Accumulator::new(settings.max_batch_bytes, settings.linger),
+                accumulator: Accumulator::new(
+                    settings.max_batch_bytes,
+                    settings.linger,
+                    buffers.clone(),
+                ),
                 window: SequenceWindow::new(settings.max_in_flight, settings.retry),
             })
             .collect();

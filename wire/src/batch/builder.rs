@@ -66,7 +66,15 @@ impl BatchBuilder {
     /// by the batch's limit), so that a batch expected to fill does not grow by copying.
     pub fn with_capacity(max_batch_bytes: usize, capacity: usize) -> BatchBuilder {
         let limit = max_batch_bytes.min(MAX_BATCH_BYTES as usize);
-        let mut buf = BytesMut::with_capacity(capacity.clamp(HEADER_LEN, limit.max(HEADER_LEN)));
+        let buf = BytesMut::with_capacity(capacity.clamp(HEADER_LEN, limit.max(HEADER_LEN)));
+        BatchBuilder::with_buffer(max_batch_bytes, buf)
+    }
+
+    /// Like [`BatchBuilder::new`], building the batch in `buf` (cleared first), such as a
+    /// buffer from a [`BufferPool`](crate::BufferPool).
+    pub fn with_buffer(max_batch_bytes: usize, mut buf: BytesMut) -> BatchBuilder {
+        let limit = max_batch_bytes.min(MAX_BATCH_BYTES as usize);
+        buf.clear();
         buf.put_bytes(0, HEADER_LEN);
         BatchBuilder {
             buf,
