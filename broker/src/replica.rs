@@ -9,6 +9,8 @@
 //! following another leader, and the state machine always sees every append before anything
 //! else happens to the log.
 
+mod recent;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,6 +27,7 @@ use crate::budget::ByteBudget;
 use crate::partitions::Partition;
 use crate::peer::Peers;
 use crate::server::BrokerState;
+use recent::{RECENT_BYTES_MAX, RecentAppends, ShippingLog};
 
 /// File in the partition's directory holding the newest epoch this replica promised.
 const PROMISE_FILE: &str = "replica-promise";
@@ -115,11 +118,18 @@ struct Shared {
     assigned: Mutex<Option<(BrokerId, u64)>>,
     /// Record bytes in peer messages queued for the driver (see [`PEER_QUEUE_BYTES`]).
     peer_budget: ByteBudget,
+    /// On a leader with followers: its newest appends, to ship from memory. Locked after
+    /// `leading`, never before.
+    recent: Mutex<RecentAppends>,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Option<u32>> {
         self.leading.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn recent(&self) -> MutexGuard<'_, RecentAppends> {
+        self.recent.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -137,6 +147,7 @@ impl ReplicaHandle {
             assigned: Mutex::new(None),
             // Messages without batches take no bytes and always fit.
             peer_budget: ByteBudget::new(PEER_QUEUE_BYTES, 0),
+            recent: Mutex::new(RecentAppends::new(RECENT_BYTES_MAX)),
         });
         tokio::spawn(run(partition.clone(), shared.clone(), rx, context));
         ReplicaHandle { events, shared }
@@ -221,6 +232,17 @@ impl ReplicaHandle {
         let leading = self.shared.lock();
         let epoch = leading.ok_or(ReplicaError::NotLeader)?;
         let appended = log.append(batch, epoch)?;
+        let has_followers = !self
+            .shared
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if !appended.duplicate && has_followers {
+            self.shared
+                .recent()
+                .push_appended(batch, appended.base_offset, epoch);
+        }
         Ok((appended, epoch))
     }
 
@@ -438,7 +460,10 @@ impl Driver {
 
     /// One step under the append lock: the state machine first learns of producer appends
     /// it has not seen, then handles the event; the outputs are carried out in order.
-    fn step(&mut self, event: impl FnOnce(&mut Replica, &Log) -> Vec<Output<WireBatch>>) {
+    fn step(
+        &mut self,
+        event: impl FnOnce(&mut Replica, &ShippingLog<'_>) -> Vec<Output<WireBatch>>,
+    ) {
         let shared = self.shared.clone();
         let mut leading = shared.lock();
         let log = &self.partition.log;
@@ -449,10 +474,31 @@ impl Driver {
             self.replica.on_log_start(start);
         }
         let mut outputs = Vec::new();
-        if end > self.replica.log().end {
-            outputs.extend(self.replica.on_appended(end, log));
+        {
+            let mut recent = shared.recent();
+            let shipping = ShippingLog {
+                log,
+                recent: &recent,
+            };
+            if end > self.replica.log().end {
+                outputs.extend(self.replica.on_appended(end, &shipping));
+            }
+            outputs.extend(event(&mut self.replica, &shipping));
+            // What every follower acknowledged is not shipped again from memory; a
+            // replica that does not lead keeps nothing.
+            match self.replica.leader_epoch() {
+                Some(_) => {
+                    let acked = self
+                        .replica
+                        .follower_progress()
+                        .iter()
+                        .map(|(_, m)| *m)
+                        .min();
+                    recent.release_below(acked.unwrap_or(u64::MAX));
+                }
+                None => recent.clear(),
+            }
         }
-        outputs.extend(event(&mut self.replica, log));
         for output in outputs {
             if let Err(reason) = self.carry_out(output) {
                 self.failed = Some(reason);
@@ -513,12 +559,14 @@ impl Driver {
                 }
             }
             Output::Truncate(to) => {
+                self.shared.recent().clear();
                 blocking(|| log.truncate(Offset::new(to)))
                     .map_err(|e| format!("truncating at {to}: {e}"))?;
                 self.context.metrics.replica_truncations.inc();
                 tracing::info!(stream = %self.stream, partition = self.partition.id, to, "truncated a tail the leader does not hold");
             }
             Output::Reset { start, base_epoch } => {
+                self.shared.recent().clear();
                 // The leader's local log starts above where the two logs agree: everything
                 // below `start` is committed and in object storage.
                 blocking(|| log.reset(Offset::new(start), base_epoch))
