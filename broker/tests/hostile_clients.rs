@@ -71,7 +71,7 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
         Message::CreateStreamResponse(_)
     ));
     match request(&good, &produce("orders", vec![batch(&["a", "b"])])).await {
-        Message::ProduceAck(ack) => assert!(ack.results[0].is_ok()),
+        Message::ProduceAck(ack) => assert!(ack.results[0].is_ok(), "{ack:?}"),
         other => panic!("{other:?}"),
     }
 
