@@ -15,17 +15,18 @@ use common::{call, eventually, get, post, start_sqlite};
 use floe_controlplane::ReplicaDriverConfig;
 use serde_json::json;
 
-/// `replica.sh MARKERS --replica-id ID`: writes `ID.started`, and `ID.term` on SIGTERM.
+/// `sh replica.sh MARKERS --replica-id ID`: writes `ID.started`, and `ID.term` on SIGTERM.
+/// Run through `/bin/sh`, not executed: executing a file this process just wrote fails with
+/// "Text file busy" while a child forked meanwhile by a concurrent test holds the writing
+/// descriptor.
 fn stand_in(dir: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let path = dir.join("replica.sh");
     std::fs::write(
         &path,
-        "#!/bin/sh\ntrap 'touch \"$1/$3.term\"; exit 0' TERM\ntouch \"$1/$3.started\"\n\
+        "trap 'touch \"$1/$3.term\"; exit 0' TERM\ntouch \"$1/$3.started\"\n\
          while :; do sleep 0.05; done\n",
     )
     .expect("write the stand-in");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path
 }
 
@@ -45,8 +46,11 @@ async fn history_reads_start_replicas_and_an_idle_cluster_stops_them() {
     let dir = tempfile::tempdir().expect("temp dir");
     let markers = dir.path().join("markers");
     std::fs::create_dir_all(&markers).expect("markers");
-    let program = stand_in(dir.path());
-    let args = vec![markers.to_string_lossy().into_owned()];
+    let program = PathBuf::from("/bin/sh");
+    let args = vec![
+        stand_in(dir.path()).to_string_lossy().into_owned(),
+        markers.to_string_lossy().into_owned(),
+    ];
     let running = start_sqlite(dir.path(), |config| {
         config.read_replicas = ReplicaDriverConfig::Local {
             program,

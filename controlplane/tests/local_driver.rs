@@ -11,26 +11,30 @@ use common::eventually;
 use floe_controlplane::driver::ReplicaDriver;
 use floe_controlplane::driver::local::LocalDriver;
 
-/// A replica stand-in: `script MARKERS --replica-id ID` writes `MARKERS/ID.pid`, and
+/// A replica stand-in: `sh script MARKERS --replica-id ID` writes `MARKERS/ID.pid`, and
 /// `MARKERS/ID.term` when it gets SIGTERM (unless `on_term` says otherwise).
 fn script(dir: &Path, on_term: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let path = dir.join("replica.sh");
     let text = format!(
-        "#!/bin/sh\ntrap '{on_term}' TERM\necho $$ > \"$1/$3.pid\"\n\
+        "trap '{on_term}' TERM\necho $$ > \"$1/$3.pid\"\n\
          while :; do sleep 0.05; done\n"
     );
     std::fs::write(&path, text).expect("write the script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path
 }
 
+/// The driver runs `/bin/sh` on the script rather than the script itself: executing a file
+/// this process just wrote fails with "Text file busy" while a child forked meanwhile by a
+/// concurrent test still holds the writing descriptor.
 fn driver(dir: &Path, on_term: &str) -> LocalDriver {
     let markers = dir.join("markers");
     std::fs::create_dir_all(&markers).expect("markers dir");
     LocalDriver::new(
-        script(dir, on_term),
-        vec![markers.to_string_lossy().into_owned()],
+        PathBuf::from("/bin/sh"),
+        vec![
+            script(dir, on_term).to_string_lossy().into_owned(),
+            markers.to_string_lossy().into_owned(),
+        ],
     )
 }
 
