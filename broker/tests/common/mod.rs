@@ -34,6 +34,12 @@ pub async fn start_broker(dir: &Path) -> TestBroker {
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let mut settings = run::Settings::new(dir.join("data"), listen, certs.server.clone());
     settings.metrics_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    // The mark the test command gives spawned brokers (`--disk-high-water` reads this
+    // variable): an in-process broker too must not refuse publishes because the machine's
+    // disk happens to be nearly full.
+    if let Ok(mark) = std::env::var("FLOE_DISK_HIGH_WATER") {
+        settings.disk_high_water = mark.parse().expect("FLOE_DISK_HIGH_WATER");
+    }
     let running = run::start(settings).await.expect("broker starts");
     TestBroker {
         running,
