@@ -8,6 +8,7 @@
 //! truncated or reset, or the replica stops leading.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use floe_hot_log::Log;
 use floe_replication::{Batch, ReadLog, WireBatch};
@@ -15,9 +16,45 @@ use floe_wire::{BufferPool, Offset};
 
 /// Record bytes a leader keeps per partition: one follower window (8 appends of 1 MiB).
 pub(crate) const RECENT_BYTES_MAX: usize = 8 << 20;
+/// Record bytes the broker keeps for all the partitions it leads. A follower that stops
+/// acknowledging pins its partitions' copies; without this bound a broker leading many
+/// partitions would hold 8 MiB for each of them exactly when a peer dies.
+const BROKER_RECENT_BYTES_MAX: usize = 64 << 20;
 
 /// Buffers for the copies, shared by every partition this broker leads.
 static BUFFERS: BufferPool = BufferPool::new(16, 2 << 20);
+
+/// The bytes of copies held across the partitions of this process.
+static BROKER_BUDGET: RecentBudget = RecentBudget::new(BROKER_RECENT_BYTES_MAX);
+
+/// Bytes of copies held by several partitions together, against a bound.
+#[derive(Debug)]
+pub(crate) struct RecentBudget {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl RecentBudget {
+    pub(crate) const fn new(max: usize) -> RecentBudget {
+        RecentBudget {
+            held: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    fn try_take(&self, bytes: usize) -> bool {
+        let before = self.held.fetch_add(bytes, Ordering::Relaxed);
+        if before + bytes > self.max {
+            self.held.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn release(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
 
 /// The newest batches of a leader's log, contiguous, ending at the newest append.
 #[derive(Debug)]
@@ -25,14 +62,21 @@ pub(crate) struct RecentAppends {
     batches: VecDeque<WireBatch>,
     bytes: usize,
     bytes_max: usize,
+    budget: &'static RecentBudget,
 }
 
 impl RecentAppends {
+    /// Copies of at most `bytes_max` bytes, within the broker's budget.
     pub(crate) fn new(bytes_max: usize) -> RecentAppends {
+        RecentAppends::within(bytes_max, &BROKER_BUDGET)
+    }
+
+    fn within(bytes_max: usize, budget: &'static RecentBudget) -> RecentAppends {
         RecentAppends {
             batches: VecDeque::new(),
             bytes: 0,
             bytes_max,
+            budget,
         }
     }
 
@@ -64,6 +108,13 @@ impl RecentAppends {
         {
             self.clear();
         }
+        if !self.budget.try_take(batch.size()) {
+            // The broker holds all it may: this partition ships from its log until
+            // followers release copies elsewhere. What it kept would no longer reach the
+            // log end, so it goes too.
+            self.clear();
+            return;
+        }
         self.bytes += batch.size();
         self.batches.push_back(batch);
         while self.bytes > self.bytes_max {
@@ -81,11 +132,13 @@ impl RecentAppends {
     fn drop_oldest(&mut self) {
         if let Some(batch) = self.batches.pop_front() {
             self.bytes -= batch.size();
+            self.budget.release(batch.size());
         }
     }
 
     pub(crate) fn clear(&mut self) {
         self.batches.clear();
+        self.budget.release(self.bytes);
         self.bytes = 0;
     }
 
@@ -108,6 +161,12 @@ impl RecentAppends {
     #[cfg(test)]
     fn bytes(&self) -> usize {
         self.bytes
+    }
+}
+
+impl Drop for RecentAppends {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 
@@ -212,5 +271,30 @@ mod tests {
         // So does a batch larger than the whole cache, which is not kept.
         recent.push_appended(&batch(50), Offset::new(110), 2);
         assert_eq!(recent.bytes(), 0);
+    }
+
+    #[test]
+    fn partitions_share_the_brokers_budget() {
+        let one = batch(10).len();
+        let budget: &'static RecentBudget = Box::leak(Box::new(RecentBudget::new(3 * one)));
+        let mut first = RecentAppends::within(1 << 20, budget);
+        let mut second = RecentAppends::within(1 << 20, budget);
+        for i in 0..2 {
+            first.push_appended(&batch(10), Offset::new(i * 10), 1);
+        }
+        second.push_appended(&batch(10), Offset::new(0), 1);
+        assert_eq!(budget.held.load(Ordering::Relaxed), 3 * one);
+        // The budget is spent: the next copy is refused, and what the partition kept no
+        // longer reaches its log end, so it goes too.
+        second.push_appended(&batch(10), Offset::new(10), 1);
+        assert_eq!(second.bytes(), 0);
+        assert!(second.read(0, 1 << 20).is_none());
+        assert_eq!(budget.held.load(Ordering::Relaxed), 2 * one);
+        first.release_below(10);
+        second.push_appended(&batch(10), Offset::new(20), 1);
+        assert_eq!(second.read(20, 1 << 20).expect("cached").len(), 1);
+        drop(first);
+        drop(second);
+        assert_eq!(budget.held.load(Ordering::Relaxed), 0);
     }
 }
