@@ -1,5 +1,6 @@
-//! A byte budget for a queue that drops what does not fit: the peer port's queues, on the
-//! sending side and in front of each replica's driver.
+//! A byte budget for memory that is dropped when it does not fit: the peer port's queues,
+//! on the sending side and in front of each replica's driver, and a leader's copies of its
+//! newest appends.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -37,6 +38,11 @@ impl ByteBudget {
     /// Gives back `len` bytes taken earlier (the item left the queue).
     pub(crate) fn release(&self, len: usize) {
         self.held.fetch_sub(len, Ordering::Relaxed);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
     }
 }
 

@@ -49,12 +49,12 @@ impl BufferPool {
             return BytesMut::with_capacity(len);
         }
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        // Newest first: the most recently used allocation is the likeliest still in the
-        // processor's caches.
         let capacity = len.next_multiple_of(CAPACITY_STEP).min(self.capacity_max);
         // Not more than four times the room asked for: a small buffer that lives long (a
         // batch filling slowly) must not hold a large allocation.
         let fits = |kept: usize| kept >= len && kept <= capacity.saturating_mul(4);
+        // Newest first: the most recently used allocation is the likeliest still in the
+        // processor's caches.
         for (token, kept) in tokens.iter_mut().rev() {
             if fits(*kept) && token.try_reclaim(*kept) {
                 return token.split_off(0);
@@ -70,7 +70,8 @@ impl BufferPool {
     }
 
     /// Allocations the pool keeps (in use or not).
-    pub fn kept(&self) -> usize {
+    #[cfg(test)]
+    fn kept(&self) -> usize {
         self.tokens.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }

@@ -8,11 +8,12 @@
 //! truncated or reset, or the replica stops leading.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use floe_hot_log::Log;
 use floe_replication::{Batch, ReadLog, WireBatch};
 use floe_wire::{BufferPool, Offset};
+
+use crate::budget::ByteBudget;
 
 /// Record bytes a leader keeps per partition: one follower window (8 appends of 1 MiB).
 pub(crate) const RECENT_BYTES_MAX: usize = 8 << 20;
@@ -25,36 +26,7 @@ const BROKER_RECENT_BYTES_MAX: usize = 64 << 20;
 static BUFFERS: BufferPool = BufferPool::new(16, 2 << 20);
 
 /// The bytes of copies held across the partitions of this process.
-static BROKER_BUDGET: RecentBudget = RecentBudget::new(BROKER_RECENT_BYTES_MAX);
-
-/// Bytes of copies held by several partitions together, against a bound.
-#[derive(Debug)]
-pub(crate) struct RecentBudget {
-    held: AtomicUsize,
-    max: usize,
-}
-
-impl RecentBudget {
-    pub(crate) const fn new(max: usize) -> RecentBudget {
-        RecentBudget {
-            held: AtomicUsize::new(0),
-            max,
-        }
-    }
-
-    fn try_take(&self, bytes: usize) -> bool {
-        let before = self.held.fetch_add(bytes, Ordering::Relaxed);
-        if before + bytes > self.max {
-            self.held.fetch_sub(bytes, Ordering::Relaxed);
-            return false;
-        }
-        true
-    }
-
-    fn release(&self, bytes: usize) {
-        self.held.fetch_sub(bytes, Ordering::Relaxed);
-    }
-}
+static BROKER_BUDGET: ByteBudget = ByteBudget::new(BROKER_RECENT_BYTES_MAX, 0);
 
 /// The newest batches of a leader's log, contiguous, ending at the newest append.
 #[derive(Debug)]
@@ -62,7 +34,7 @@ pub(crate) struct RecentAppends {
     batches: VecDeque<WireBatch>,
     bytes: usize,
     bytes_max: usize,
-    budget: &'static RecentBudget,
+    budget: &'static ByteBudget,
 }
 
 impl RecentAppends {
@@ -71,7 +43,7 @@ impl RecentAppends {
         RecentAppends::within(bytes_max, &BROKER_BUDGET)
     }
 
-    fn within(bytes_max: usize, budget: &'static RecentBudget) -> RecentAppends {
+    fn within(bytes_max: usize, budget: &'static ByteBudget) -> RecentAppends {
         RecentAppends {
             batches: VecDeque::new(),
             bytes: 0,
@@ -108,7 +80,7 @@ impl RecentAppends {
         {
             self.clear();
         }
-        if !self.budget.try_take(batch.size()) {
+        if self.budget.try_take(batch.size()).is_err() {
             // The broker holds all it may: this partition ships from its log until
             // followers release copies elsewhere. What it kept would no longer reach the
             // log end, so it goes too.
@@ -276,25 +248,25 @@ mod tests {
     #[test]
     fn partitions_share_the_brokers_budget() {
         let one = batch(10).len();
-        let budget: &'static RecentBudget = Box::leak(Box::new(RecentBudget::new(3 * one)));
+        let budget: &'static ByteBudget = Box::leak(Box::new(ByteBudget::new(3 * one, 0)));
         let mut first = RecentAppends::within(1 << 20, budget);
         let mut second = RecentAppends::within(1 << 20, budget);
         for i in 0..2 {
             first.push_appended(&batch(10), Offset::new(i * 10), 1);
         }
         second.push_appended(&batch(10), Offset::new(0), 1);
-        assert_eq!(budget.held.load(Ordering::Relaxed), 3 * one);
+        assert_eq!(budget.held(), 3 * one);
         // The budget is spent: the next copy is refused, and what the partition kept no
         // longer reaches its log end, so it goes too.
         second.push_appended(&batch(10), Offset::new(10), 1);
         assert_eq!(second.bytes(), 0);
         assert!(second.read(0, 1 << 20).is_none());
-        assert_eq!(budget.held.load(Ordering::Relaxed), 2 * one);
+        assert_eq!(budget.held(), 2 * one);
         first.release_below(10);
         second.push_appended(&batch(10), Offset::new(20), 1);
         assert_eq!(second.read(20, 1 << 20).expect("cached").len(), 1);
         drop(first);
         drop(second);
-        assert_eq!(budget.held.load(Ordering::Relaxed), 0);
+        assert_eq!(budget.held(), 0);
     }
 }
