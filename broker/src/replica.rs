@@ -20,7 +20,7 @@ use floe_client::rest::Controlplane;
 use floe_hot_log::{Appended, Log, LogError};
 use floe_replication::{Config, Message, Output, Replica, WireBatch, log_view, to_wire};
 use floe_wire::admin::{ElectionOutcome, ElectionReport};
-use floe_wire::{BrokerId, Offset, PartitionId, StreamName};
+use floe_wire::{BrokerId, ControlKind, Offset, PartitionId, StreamName};
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::budget::ByteBudget;
@@ -575,6 +575,20 @@ impl Driver {
                 tracing::warn!(stream = %self.stream, partition = self.partition.id, start, "reset the log to the leader's start");
             }
             Output::HighWatermark(_) => {}
+            Output::MarkEpochStart { epoch } => {
+                // Under the append lock (this is a step): before any producer's append.
+                let (appended, batch) = log
+                    .append_control(ControlKind::EpochStart, epoch)
+                    .map_err(|e| format!("appending the start of epoch {epoch}: {e}"))?;
+                if !self.replica.follower_progress().is_empty() {
+                    self.shared
+                        .recent()
+                        .push_appended(&batch, appended.base_offset, epoch);
+                }
+                // The next step tells the state machine, which ships it.
+                self.shared.appended.notify_one();
+                tracing::info!(stream = %self.stream, partition = self.partition.id, epoch, offset = %appended.base_offset, "marked the start of the epoch to commit the tail it inherited");
+            }
             Output::Report {
                 epoch,
                 last_epoch,

@@ -135,6 +135,13 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
         Message::ProduceAck(ack) => assert_eq!(ack.results, vec![Err(ErrorCode::InvalidBatch)]),
         other => panic!("expected a ProduceAck with an error, got {other:?}"),
     }
+    // A control batch: only a partition's leader writes those. Refused, nothing appended.
+    let forged = floe_wire::batch::control_batch(floe_wire::ControlKind::EpochStart, 0);
+    match request(&hostile, &produce("orders", vec![forged])).await {
+        Message::ProduceAck(ack) => assert_eq!(ack.results, vec![Err(ErrorCode::InvalidBatch)]),
+        other => panic!("expected a ProduceAck with an error, got {other:?}"),
+    }
+    assert_eq!(log_end(&good, "orders").await, end_before);
     // An oversized batch: refused by the codec limit or the log limit.
     let huge = {
         let mut b = BatchBuilder::new(32 << 20);

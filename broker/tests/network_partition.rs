@@ -7,6 +7,11 @@
 //! follows, dropping what it appended alone. Every acknowledged record is read back once,
 //! in order, and no record is stored twice.
 //!
+//! A second test cuts only what reaches the leader's peer port: its followers store a last
+//! record but the leader never hears so, and dies. Its successor inherits that record
+//! uncommitted, and the producer's retry of it, answered as a duplicate, is acknowledged
+//! once the successor's epoch-start marker commits, though nothing else is published.
+//!
 //! Needs root and `nft` (scripts/test.sh installs nftables and sets `FLOE_TEST_NFT=1`);
 //! without `FLOE_TEST_NFT` the test says so and does nothing.
 
@@ -42,7 +47,17 @@ fn nft(args: &[&str]) {
 }
 
 impl PortBlock {
+    /// Drops UDP to and from `port`.
     fn udp(port: u16) -> PortBlock {
+        PortBlock::rules(port, &["sport", "dport"])
+    }
+
+    /// Drops UDP to `port` only: a broker's peers still hear it, and it hears nothing.
+    fn udp_to(port: u16) -> PortBlock {
+        PortBlock::rules(port, &["dport"])
+    }
+
+    fn rules(port: u16, directions: &[&str]) -> PortBlock {
         let table = format!("floe_test_{}_{port}", std::process::id());
         let port = port.to_string();
         nft(&["add", "table", "inet", &table]);
@@ -54,12 +69,11 @@ impl PortBlock {
             "out",
             "{ type filter hook output priority 0 ; policy accept ; }",
         ]);
-        nft(&[
-            "add", "rule", "inet", &table, "out", "udp", "sport", &port, "drop",
-        ]);
-        nft(&[
-            "add", "rule", "inet", &table, "out", "udp", "dport", &port, "drop",
-        ]);
+        for direction in directions {
+            nft(&[
+                "add", "rule", "inet", &table, "out", "udp", direction, &port, "drop",
+            ]);
+        }
         PortBlock { table }
     }
 }
@@ -208,5 +222,118 @@ async fn a_leader_cut_off_from_its_replicas_is_replaced_and_nothing_acknowledged
         acked.len(),
         log.len()
     );
+    cluster.shutdown().await;
+}
+
+/// Whether some file under `dir` holds `needle`.
+fn stored_under(dir: &std::path::Path, needle: &[u8]) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let path = entry.path();
+        if path.is_dir() {
+            stored_under(&path, needle)
+        } else {
+            std::fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_record_the_successor_inherited_is_acknowledged_without_new_traffic() {
+    if std::env::var_os("FLOE_TEST_NFT").is_none() {
+        eprintln!(
+            "FLOE_TEST_NFT is not set: skipping (needs root and nft; scripts/test.sh sets it)"
+        );
+        return;
+    }
+    let mut cluster = Cluster::start(3, Timing::default()).await;
+    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+        "name": STREAM, "partitions": 1, "replication_factor": 3,
+    }))
+    .expect("request");
+    cluster.rest.create_stream(&request).await.expect("create");
+    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let client = cluster.cluster_client().await;
+    let config = ProducerConfig {
+        delivery_timeout: Duration::from_secs(30),
+        linger: Duration::from_millis(1),
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(&client, name(), config)
+        .await
+        .expect("producer");
+    let record =
+        |value: &str| ProducerRecord::new(value.to_owned()).with_partition(PartitionId::new(0));
+    let first = producer
+        .send(record("first-record"))
+        .await
+        .expect("send")
+        .await
+        .expect("a healthy cluster acknowledges");
+
+    // The followers store the last record; their acks never reach the leader.
+    let isolated = cluster.index_of(leader);
+    let block = PortBlock::udp_to(cluster.peer_port(isolated));
+    let tail = producer
+        .send(record("the-inherited-tail"))
+        .await
+        .expect("send");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != isolated).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !followers
+        .iter()
+        .all(|&i| stored_under(&cluster.brokers[i].dir.join("data"), b"the-inherited-tail"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the followers never stored the record"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.kill(isolated);
+    drop(block);
+    eprintln!("killed leader {leader} (epoch {epoch}) with its last record on both followers");
+
+    // The producer retries at the successor, which holds the record from the old epoch. No
+    // other record is sent: only the successor's own marker can commit it.
+    let started = Instant::now();
+    let tail = tail
+        .await
+        .expect("the retried record is acknowledged by the successor");
+    eprintln!(
+        "acknowledged at offset {tail} {:?} after the kill",
+        started.elapsed()
+    );
+    let (successor, new_epoch) = cluster.leader_after(STREAM, 0, epoch).await;
+    assert_ne!(successor, leader);
+    assert!(tail > first);
+    let high_watermark = cluster
+        .wait_for("the successor's high watermark", async |c: &Cluster| {
+            let p = c.partition(STREAM, 0).await?;
+            (p.epoch == new_epoch && p.high_watermark? > tail.get()).then_some(p.high_watermark?)
+        })
+        .await;
+    assert_eq!(
+        high_watermark,
+        tail.get() + 2,
+        "committed: the record and the successor's marker after it"
+    );
+
+    // Readers see the two records once each, at their acknowledged offsets, and no marker.
+    let log = read_from_start(&client, STREAM, |r| {
+        r.last().is_some_and(|(offset, _)| *offset >= tail.get())
+    })
+    .await;
+    assert_eq!(
+        log,
+        vec![
+            (first.get(), "first-record".to_owned()),
+            (tail.get(), "the-inherited-tail".to_owned())
+        ]
+    );
+    producer.close().await.expect("close");
+    client.close().await;
     cluster.shutdown().await;
 }

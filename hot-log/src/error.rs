@@ -11,6 +11,9 @@ pub enum LogError {
     /// The batch is malformed; the producer must not resend it as is.
     #[error("invalid batch: {0}")]
     InvalidBatch(#[from] BatchError),
+    /// A producer sent a control batch; only a partition's leader writes those.
+    #[error("a control batch from a producer: only a partition's leader writes control batches")]
+    ControlBatch,
     #[error("batch of {size} bytes exceeds the log's limit of {max}")]
     BatchTooLarge { size: usize, max: u32 },
     /// The offset is not in the log; the caller may retry from `log_start` or `log_end`.

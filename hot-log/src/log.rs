@@ -358,8 +358,9 @@ impl Shared {
 
 /// Who stamped the batch being appended.
 enum Stamp {
-    /// The leader assigns offsets and stamps its epoch.
-    Leader { epoch: u32 },
+    /// The leader assigns offsets and stamps its epoch; `control` when the leader writes a
+    /// control batch of its own (producers may not).
+    Leader { epoch: u32, control: bool },
     /// A follower stores the leader's stamp as is.
     Replica,
 }
@@ -399,15 +400,38 @@ impl Log {
         &self.shared.dir
     }
 
-    /// Appends a batch as the leader of `leader_epoch`: validates it, assigns and stamps its
-    /// offsets, writes it. Not yet durable: see [`Log::wait_synced`].
+    /// Appends a producer's batch as the leader of `leader_epoch`: validates it, assigns and
+    /// stamps its offsets, writes it. Not yet durable: see [`Log::wait_synced`]. A control
+    /// batch is refused ([`LogError::ControlBatch`]): only the leader writes those.
     pub fn append(&self, batch: &[u8], leader_epoch: u32) -> Result<Appended, LogError> {
         self.append_stamped(
             batch,
             Stamp::Leader {
                 epoch: leader_epoch,
+                control: false,
             },
         )
+    }
+
+    /// Appends a control batch of `kind` as the leader of `leader_epoch`, timestamped now;
+    /// returns where it went and its bytes (before stamping, as [`Log::append`] takes them).
+    pub fn append_control(
+        &self,
+        kind: batch::ControlKind,
+        leader_epoch: u32,
+    ) -> Result<(Appended, bytes::Bytes), LogError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let batch = batch::control_batch(kind, now);
+        let appended = self.append_stamped(
+            &batch,
+            Stamp::Leader {
+                epoch: leader_epoch,
+                control: true,
+            },
+        )?;
+        Ok((appended, batch))
     }
 
     /// Appends a batch stamped by the leader (replication). It must start at the log end.
@@ -432,12 +456,18 @@ impl Log {
             }
             .into());
         }
+        if let Stamp::Leader { control, .. } = stamp
+            && header.is_control() != control
+        {
+            // Never from a producer; and the leader's own is always one.
+            return Err(LogError::ControlBatch);
+        }
         let shared = &self.shared;
         let mut w = shared.writer();
         shared.check_writable(&w)?;
         let end = w.active.state().next_offset;
         let epoch = match stamp {
-            Stamp::Leader { epoch } => epoch,
+            Stamp::Leader { epoch, .. } => epoch,
             Stamp::Replica => header.leader_epoch,
         };
         if let Some(latest) = w.epochs.latest().filter(|l| epoch < l.epoch) {

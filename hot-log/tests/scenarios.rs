@@ -40,6 +40,35 @@ fn appended_batches_read_back_with_stamped_offsets() {
 }
 
 #[test]
+fn control_batches_come_from_the_leader_only() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(Arc::new(FsStorage), tmp.path(), small_config()).expect("open");
+    log.append(&batch("a", 2, 100), 1).expect("append a");
+    // A producer's control batch is refused and changes nothing.
+    let forged = floe_wire::batch::control_batch(floe_wire::ControlKind::EpochStart, 100);
+    assert!(matches!(
+        log.append(&forged, 1),
+        Err(LogError::ControlBatch)
+    ));
+    assert_eq!(log.log_end(), Offset::new(2));
+    // The leader's own takes the next offset, in its epoch; data goes on after it.
+    let (marker, bytes) = log
+        .append_control(floe_wire::ControlKind::EpochStart, 2)
+        .expect("the leader's marker");
+    assert_eq!(marker.base_offset, Offset::new(2));
+    let unstamped = floe_wire::RecordBatch::decode(bytes).expect("a valid batch");
+    assert!(unstamped.header().is_control());
+    let b = log.append(&batch("b", 1, 200), 2).expect("append b");
+    assert_eq!(b.base_offset, Offset::new(3));
+    let read = log
+        .read(Offset::new(2), 1 << 20, log.log_end())
+        .expect("read");
+    let (first, _) = floe_wire::RecordBatch::decode_prefix(&read.bytes).expect("stored");
+    assert!(first.header().is_control());
+    assert_eq!(first.header().leader_epoch, 2);
+}
+
+#[test]
 fn a_new_log_can_start_where_older_records_end() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let start = Offset::new(1_000);

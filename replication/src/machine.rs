@@ -10,7 +10,9 @@
 //! 2. **Durable acks.** A follower acks only offsets that are synced *and* verified to agree
 //!    with the current leader's log; the leader counts its own synced end the same way.
 //! 3. **Commit in the current epoch.** The high watermark moves to the offset held by a
-//!    majority only once that offset lies past the start of the leader's own epoch.
+//!    majority only once that offset lies past the start of the leader's own epoch. A new
+//!    leader whose log runs past its high watermark asks for an entry of its own epoch at
+//!    once ([`Output::MarkEpochStart`]), so the tail it inherited commits without a producer.
 //! 4. **Truncate only the uncommitted.** A follower truncates only where its log disagrees with
 //!    the leader's; the leader holds every committed entry (the controlplane picks the most
 //!    up-to-date of a majority of reports), so disagreement lies above the commit point.
@@ -294,6 +296,9 @@ impl Replica {
             voters,
             followers,
         };
+        if self.log.end > self.high_watermark {
+            out.push(Output::MarkEpochStart { epoch });
+        }
         self.advance_high_watermark(&mut out);
         for id in self.follower_ids() {
             self.ship(id, true, log, &mut out);

@@ -85,6 +85,9 @@ impl<B> Message<B> {
 ///   releases a producer's ack once its batch ends at or below it. It never decreases while
 ///   the process lives. The driver checkpoints [`crate::Replica::checkpoint_high_watermark`]
 ///   (never this value: it may run ahead of the durable log) whenever it likes.
+/// - [`Output::MarkEpochStart`]: the new leader appends an entry of its epoch at its log end
+///   before any producer's, and reports it with [`crate::Replica::on_appended`] like any
+///   append.
 /// - [`Output::Deposed`]: the replica no longer leads; acks still waiting must fail (their
 ///   batches may be truncated), and the producer retries on the new leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +109,14 @@ pub enum Output<B> {
         base_epoch: u32,
     },
     HighWatermark(u64),
+    /// This replica now leads `epoch` and its log holds entries of earlier epochs that it
+    /// does not know to be committed. Rule 3 commits them only under an entry of `epoch`:
+    /// append one (the broker's epoch-start control batch, which consumers skip), so they
+    /// commit without waiting for a producer, and a producer retrying them, answered as a
+    /// duplicate, gets its acknowledgement.
+    MarkEpochStart {
+        epoch: u32,
+    },
     /// For the controlplane's election of `epoch`: this replica's durable log ends at `end`
     /// with an entry of `last_epoch`, and it has promised to ignore older epochs.
     Report {

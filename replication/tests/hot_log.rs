@@ -1,6 +1,7 @@
 //! The state machine driven against real `floe-hot-log` logs on disk (fsync included): a
 //! leader replicates to two followers, loses an election with an uncommitted tail, and the
-//! new epoch's leader makes the old one truncate that tail through the log's own truncation.
+//! new epoch's leader makes the old one truncate that tail through the log's own truncation;
+//! and a new leader commits the tail it inherited through its epoch-start marker.
 //! Messages go through an in-memory queue; the simulator covers loss and reordering.
 
 use std::collections::VecDeque;
@@ -11,7 +12,7 @@ use floe_hot_log::{FsStorage, Log, LogConfig};
 use floe_replication::{
     Config, Message, Output, Replica, ReplicaId, WireBatch, log_view, split_batches,
 };
-use floe_wire::{BatchBuilder, Offset};
+use floe_wire::{BatchBuilder, ControlKind, Offset, RecordBatch};
 
 struct Node {
     log: Log,
@@ -61,6 +62,7 @@ fn carry_out(
     net: &mut Network,
 ) {
     let node = &mut nodes[id as usize];
+    let mut more = Vec::new();
     for output in outputs {
         match output {
             Output::PersistEpoch(epoch) => node.promised = epoch,
@@ -86,8 +88,21 @@ fn carry_out(
                 last_epoch,
                 end,
             } => node.reports.push((epoch, last_epoch, end)),
+            Output::MarkEpochStart { epoch } => {
+                let (appended, _) = node
+                    .log
+                    .append_control(ControlKind::EpochStart, epoch)
+                    .expect("the epoch-start marker");
+                more.extend(
+                    node.replica
+                        .on_appended(appended.next_offset().get(), &node.log),
+                );
+            }
             Output::Deposed { .. } | Output::Refused { .. } => {}
         }
+    }
+    if !more.is_empty() {
+        carry_out(nodes, id, more, net);
     }
 }
 
@@ -222,4 +237,67 @@ fn followers_copy_the_leader_and_truncate_an_uncommitted_tail_in_the_next_epoch(
         assert_eq!(epochs, vec![(1, 0), (2, 60)]);
         assert_eq!(node.promised, 2, "every replica promised epoch 2");
     }
+}
+
+#[test]
+fn a_new_leader_commits_the_tail_it_inherited_without_a_producer() {
+    let mut nodes: Vec<Node> = (0..3).map(node).collect();
+    let mut net = Network::new();
+    let mut now = 0;
+    elect(&mut nodes, &mut net, 1, 0, &[0, 1, 2]);
+    for n in 0..5 {
+        produce(&mut nodes, &mut net, 0, n);
+    }
+    settle(&mut nodes, &mut net, &[], &mut now);
+    assert_eq!(nodes[1].high_watermark, 15);
+
+    // Two more batches reach the followers, durably, but their acks never reach the leader:
+    // nobody learns that they are held by a majority.
+    for n in 5..7 {
+        produce(&mut nodes, &mut net, 0, n);
+    }
+    for _ in 0..1_000 {
+        for id in 0..3 {
+            let node = &mut nodes[id as usize];
+            let end = node.log.log_end();
+            node.log.wait_synced_blocking(end).expect("sync");
+            let out = node.replica.on_synced(end.get());
+            carry_out(&mut nodes, id, out, &mut net);
+        }
+        let Some((from, to, message)) = net.pop_front() else {
+            break;
+        };
+        if to != 0 {
+            let node = &mut nodes[to as usize];
+            let out = node.replica.on_message(from, message, &node.log);
+            carry_out(&mut nodes, to, out, &mut net);
+        }
+    }
+    for follower in &nodes[1..] {
+        assert_eq!(follower.log.log_end().get(), 21);
+        assert_eq!(follower.high_watermark, 15, "not known committed");
+    }
+
+    // The leader dies. Its successor holds the tail, and no producer writes: the marker of
+    // its epoch commits the tail by itself.
+    elect(&mut nodes, &mut net, 2, 1, &[1, 2]);
+    settle(&mut nodes, &mut net, &[0], &mut now);
+    for replica in &nodes[1..] {
+        assert_eq!(replica.high_watermark, 22, "the tail and the marker commit");
+        assert_eq!(
+            contents(&replica.log),
+            contents(&nodes[1].log),
+            "same bytes"
+        );
+    }
+    let last = contents(&nodes[1].log).pop().expect("batches");
+    let marker = RecordBatch::decode(last.bytes().clone()).expect("a valid batch");
+    assert_eq!(marker.header().base_offset.get(), 21);
+    assert_eq!(marker.header().leader_epoch, 2);
+    assert_eq!(marker.control_kind(), Some(ControlKind::EpochStart));
+
+    // A leader whose log is all committed adds nothing.
+    elect(&mut nodes, &mut net, 3, 2, &[1, 2]);
+    settle(&mut nodes, &mut net, &[0], &mut now);
+    assert_eq!(nodes[2].log.log_end().get(), 22);
 }

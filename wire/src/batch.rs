@@ -14,7 +14,7 @@
 mod builder;
 mod record;
 
-pub use builder::{BatchBuilder, BuildError};
+pub use builder::{BatchBuilder, BuildError, control_batch};
 pub use record::{Headers, Record, RecordFault, Records};
 
 use bytes::Bytes;
@@ -51,9 +51,46 @@ const PRODUCER_ID_AT: usize = 48;
 const BASE_SEQUENCE_AT: usize = 56;
 const RESERVED_INT_AT: usize = 60;
 
+/// Attribute bit of a **control batch**: written by a partition's leader, never by a
+/// producer, and skipped by consumers. Its offsets are taken like any batch's; its one record
+/// names what it marks in its key (see [`ControlKind`]).
+pub const ATTR_CONTROL: u16 = 1 << 4;
+
 /// Attribute bits this version understands: bits 0–2 name the compression codec and only
-/// `0` (none) exists so far; every other bit must be zero.
-const KNOWN_ATTRIBUTES: u16 = 0;
+/// `0` (none) exists so far; bit 4 is [`ATTR_CONTROL`]; every other bit must be zero.
+const KNOWN_ATTRIBUTES: u16 = ATTR_CONTROL;
+
+/// What a control batch marks: the key of its record is the version of the control record
+/// (`u16`, 0) and then this kind (`u16`), both little-endian; its value is empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ControlKind {
+    /// A new leader's first entry of its epoch. Replication commits earlier epochs' entries
+    /// only under an entry of the current epoch (`docs/replication.md`); this one lets a new
+    /// leader commit the tail it inherited without waiting for a producer.
+    EpochStart = 1,
+}
+
+/// Length of a control record's key.
+const CONTROL_KEY_LEN: usize = 4;
+
+impl ControlKind {
+    /// The key of this kind's control record.
+    pub fn key(self) -> [u8; CONTROL_KEY_LEN] {
+        let mut key = [0u8; CONTROL_KEY_LEN];
+        key[2..].copy_from_slice(&(self as u16).to_le_bytes());
+        key
+    }
+
+    /// The kind a control record's key names, if this build knows it. Readers skip control
+    /// batches of unknown kinds like any other.
+    pub fn from_key(key: &[u8]) -> Option<ControlKind> {
+        match key {
+            [0, 0, 1, 0] => Some(ControlKind::EpochStart),
+            _ => None,
+        }
+    }
+}
 
 /// Why bytes are not a valid record batch. Every variant says where and what.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -209,6 +246,11 @@ impl BatchHeader {
         )
     }
 
+    /// Whether this is a control batch ([`ATTR_CONTROL`]), which consumers skip.
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
     /// Whether the batch carries idempotent-producer fields.
     pub fn has_producer(&self) -> bool {
         self.producer_id != NO_PRODUCER_ID
@@ -313,9 +355,22 @@ impl RecordBatch {
         self.bytes
     }
 
-    /// The records, in order, read in place.
+    /// The records, in order, read in place. A control batch's records are markers, not
+    /// data (see [`BatchHeader::is_control`]).
     pub fn records(&self) -> Records<'_> {
         Records::new(&self.bytes[HEADER_LEN..], self.header.record_count)
+    }
+
+    /// What a control batch marks: the kind its first record names, if this build knows it;
+    /// `None` for any other batch.
+    pub fn control_kind(&self) -> Option<ControlKind> {
+        if !self.header.is_control() {
+            return None;
+        }
+        self.records()
+            .next()
+            .and_then(|record| record.key)
+            .and_then(ControlKind::from_key)
     }
 }
 

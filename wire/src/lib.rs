@@ -22,7 +22,9 @@ mod stream_name;
 pub mod units;
 
 pub use ack_mode::AckMode;
-pub use batch::{BatchBuilder, BatchError, BatchHeader, Record, RecordBatch, RecordFault};
+pub use batch::{
+    BatchBuilder, BatchError, BatchHeader, ControlKind, Record, RecordBatch, RecordFault,
+};
 pub use broker_id::BrokerId;
 pub use buffer_pool::BufferPool;
 pub use endpoint::{Endpoint, EndpointError};

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 use floe_wire::batch::{self, FORMAT_VERSION, HEADER_LEN};
-use floe_wire::{BatchBuilder, Offset, RecordBatch};
+use floe_wire::{BatchBuilder, ControlKind, Offset, RecordBatch};
 
 const FIXTURE: &str = include_str!("golden/batch_v1.hex");
 
@@ -177,4 +177,40 @@ fn golden_bytes_split_from_a_stream_of_batches() {
     let (second, rest) = RecordBatch::decode_prefix(&rest).expect("second batch");
     assert_eq!(second.as_bytes()[..], one[..]);
     assert!(rest.is_empty());
+}
+
+const CONTROL_FIXTURE: &str = include_str!("golden/control_v1.hex");
+
+/// The epoch-start marker a leader of epoch 7 writes at offset 4096.
+fn golden_control_batch() -> Vec<u8> {
+    let mut bytes = batch::control_batch(ControlKind::EpochStart, FIRST_TIMESTAMP).to_vec();
+    batch::stamp(&mut bytes, Offset::new(BASE_OFFSET), LEADER_EPOCH).expect("header present");
+    bytes
+}
+
+#[test]
+fn encoder_reproduces_the_golden_control_batch() {
+    let expected = parse_hex(CONTROL_FIXTURE);
+    assert_eq!(hex_rows(&golden_control_batch()), hex_rows(&expected));
+}
+
+#[test]
+fn golden_control_batch_decodes_as_a_marker() {
+    let batch = RecordBatch::decode(Bytes::from(parse_hex(CONTROL_FIXTURE))).expect("valid");
+    let header = batch.header();
+    assert!(header.is_control());
+    assert_eq!(header.attributes, batch::ATTR_CONTROL);
+    assert_eq!(header.base_offset, Offset::new(BASE_OFFSET));
+    assert_eq!(header.leader_epoch, LEADER_EPOCH);
+    assert_eq!(header.record_count, 1);
+    assert!(!header.has_producer());
+    assert_eq!(header.first_timestamp, FIRST_TIMESTAMP);
+    assert_eq!(batch.control_kind(), Some(ControlKind::EpochStart));
+    let record = batch.records().next().expect("one record");
+    assert_eq!(record.key, Some(&[0u8, 0, 1, 0][..]));
+    assert!(record.value.is_empty());
+    // An ordinary batch is no control batch.
+    let data = RecordBatch::decode(Bytes::from(parse_hex(FIXTURE))).expect("valid");
+    assert!(!data.header().is_control());
+    assert_eq!(data.control_kind(), None);
 }

@@ -9,6 +9,7 @@ use floe_wire::frame::{ErrorCode, ErrorDetails, ErrorResponse, Message};
 pub(crate) fn code(error: &LogError) -> ErrorCode {
     match error {
         LogError::InvalidBatch(_)
+        | LogError::ControlBatch
         | LogError::NotBatchBoundary { .. }
         | LogError::NonContiguous { .. } => ErrorCode::InvalidBatch,
         LogError::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,

@@ -2,7 +2,8 @@
 //!
 //! Every batch is validated (framing, checksum, every record) before any of its records is
 //! used. Batches must move forward; records before the consumer's position — the broker
-//! returns whole batches, so the first may start earlier — are skipped.
+//! returns whole batches, so the first may start earlier — are skipped, and so are control
+//! batches (a leader's markers, not data).
 
 use std::collections::VecDeque;
 
@@ -69,6 +70,10 @@ fn decode_into(
             });
         }
         next = Some(header.next_offset());
+        if header.is_control() {
+            // A leader's marker, not data: its offsets are passed over.
+            continue;
+        }
         let bytes = batch.as_bytes();
         for record in batch.records() {
             let offset = Offset::new(header.base_offset.get() + u64::from(record.offset_delta));
@@ -196,6 +201,35 @@ mod tests {
                 (4, "e".into())
             ]
         );
+    }
+
+    /// A leader's epoch-start marker stored at `base`, with timestamp 5000.
+    fn marker(base: u64) -> Bytes {
+        let batch = floe_wire::batch::control_batch(floe_wire::ControlKind::EpochStart, 5000);
+        let mut bytes = BytesMut::from(&batch[..]);
+        floe_wire::batch::stamp(&mut bytes, Offset::new(base), 2).expect("a header");
+        bytes.freeze()
+    }
+
+    #[test]
+    fn control_batches_are_passed_over() {
+        let records = concat(&[
+            stored(10, &["a"]),
+            marker(11),
+            stored(12, &["b"]),
+            marker(13),
+        ]);
+        let (got, next) = decode(&records, Skip::Nothing);
+        assert_eq!(got, [(10, "a".into()), (12, "b".into())]);
+        assert_eq!(
+            next,
+            Some(Offset::new(14)),
+            "the position moves past a marker"
+        );
+        // A marker first does not use up a timestamp position.
+        let records = concat(&[marker(2), stored(3, &["d", "e"])]);
+        let (got, _) = decode(&records, Skip::BeforeTime(1001));
+        assert_eq!(got, [(4, "e".into())]);
     }
 
     #[test]

@@ -4,7 +4,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::record::MIN_RECORD_LEN;
 use super::{
-    HEADER_LEN, HeaderFields, MAX_BATCH_BYTES, NO_PRODUCER_ID, NO_SEQUENCE, producer_fields_valid,
+    ATTR_CONTROL, ControlKind, HEADER_LEN, HeaderFields, MAX_BATCH_BYTES, NO_PRODUCER_ID,
+    NO_SEQUENCE, producer_fields_valid,
 };
 
 /// Why a record cannot be added to a batch.
@@ -54,6 +55,18 @@ pub struct BatchBuilder {
     producer_id: i64,
     producer_epoch: u16,
     base_sequence: i32,
+    attributes: u16,
+}
+
+/// A control batch of `kind` at `timestamp` (ms): one record whose key names the kind, no
+/// producer. Only a partition's leader writes one ([`super::ATTR_CONTROL`]).
+pub fn control_batch(kind: ControlKind, timestamp: i64) -> Bytes {
+    let mut builder = BatchBuilder::with_capacity(HEADER_LEN + MIN_RECORD_LEN + 4, 0);
+    builder.attributes = ATTR_CONTROL;
+    builder
+        .push(timestamp, Some(&kind.key()), &[], &[])
+        .and_then(|()| builder.finish())
+        .expect("a control record fits any batch limit")
 }
 
 impl BatchBuilder {
@@ -85,6 +98,7 @@ impl BatchBuilder {
             producer_id: NO_PRODUCER_ID,
             producer_epoch: 0,
             base_sequence: NO_SEQUENCE,
+            attributes: 0,
         }
     }
 
@@ -209,7 +223,7 @@ impl BatchBuilder {
         let mut buf = self.buf;
         let fields = HeaderFields {
             batch_length: buf.len() as u32,
-            attributes: 0,
+            attributes: self.attributes,
             record_count: self.record_count,
             producer_epoch: self.producer_epoch,
             first_timestamp: self.first_timestamp,
