@@ -90,6 +90,21 @@ struct StorageArgs {
     /// size such as `200GiB` of partition logs.
     #[arg(long, env = "FLOE_DISK_HIGH_WATER", default_value = "90%")]
     disk_high_water: DiskHighWater,
+    /// Bytes of each partition's newest synced log data kept in the page cache, e.g. 64MiB;
+    /// older data is read from the disk. `all` leaves the page cache to the operating system.
+    #[arg(long, env = "FLOE_LOG_PAGE_CACHE", default_value = "64MiB", value_parser = parse_page_cache)]
+    log_page_cache: PageCache,
+}
+
+/// `--log-page-cache`: a size, or `all` (`None`).
+#[derive(Debug, Clone, Copy)]
+struct PageCache(Option<u64>);
+
+fn parse_page_cache(text: &str) -> Result<PageCache, String> {
+    match text.trim() {
+        "all" => Ok(PageCache(None)),
+        size => floe_wire::units::parse_size(size).map(|bytes| PageCache(Some(bytes))),
+    }
 }
 
 /// Where tiered segments are read from, and the cache in front: brokers and read replicas.
@@ -146,6 +161,7 @@ impl StorageArgs {
         settings.tier.collect_interval = self.tier_collect_interval;
         settings.tier.collect_grace = self.tier_collect_grace;
         settings.disk_high_water = self.disk_high_water;
+        settings.log.page_cache_bytes = self.log_page_cache.0;
         // Crash tests stop the process at chosen points; never set in production.
         if std::env::var("FLOE_TEST_FAILPOINT").as_deref() == Ok("tier-before-commit") {
             settings.tier.uploader.before_commit =
@@ -404,4 +420,40 @@ async fn wait_for_signal() -> Result<()> {
     }
     tracing::info!("shutting down");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn page_cache(args: &[&str]) -> Option<u64> {
+        let cli = Cli::try_parse_from(
+            ["floe-broker", "dev", "--data-dir", "/nowhere"]
+                .iter()
+                .chain(args),
+        )
+        .expect("parses");
+        let Command::Dev(dev) = cli.command else {
+            panic!("not dev");
+        };
+        let mut settings = Settings::new(
+            "/nowhere".into(),
+            "127.0.0.1:0".parse().expect("address"),
+            floe_broker::tls::CertificatePaths {
+                cert: "c".into(),
+                key: "k".into(),
+            },
+        );
+        dev.storage.apply(&mut settings);
+        settings.log.page_cache_bytes
+    }
+
+    #[test]
+    fn the_log_page_cache_is_a_size_or_all() {
+        assert_eq!(page_cache(&[]), Some(64 << 20));
+        assert_eq!(page_cache(&["--log-page-cache", "1GiB"]), Some(1 << 30));
+        assert_eq!(page_cache(&["--log-page-cache", "all"]), None);
+    }
 }

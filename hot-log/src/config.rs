@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use crate::GroupCommitPolicy;
 
+/// The page-cache window of a log by default: consumers up to this far behind the end, and
+/// followers catching up as far, read from memory.
+pub const DEFAULT_PAGE_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Settings of one partition's log.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -24,6 +28,15 @@ pub struct LogConfig {
     pub producers_max: usize,
     /// Told the duration of every `fdatasync` the syncer runs (for latency histograms).
     pub sync_observer: Option<SyncObserver>,
+    /// Bytes of the newest synced data the page cache keeps; older synced data is released
+    /// from it ([`crate::StorageFile::release_cache`]) and read from the disk when asked.
+    /// `None` keeps everything (the operating system decides).
+    ///
+    /// Filling new page-cache pages is the log's largest cost where the memory a process
+    /// frees goes back to the hypervisor (a VM with free-page reporting): every byte written
+    /// lands on a page that must first be faulted in from the host. Pages released here are
+    /// reused for the next writes while they are still the guest's (`docs/benchmarks.md`).
+    pub page_cache_bytes: Option<u64>,
 }
 
 /// A callback for the duration of each `fdatasync`; it runs on the syncer thread and must be
@@ -47,6 +60,7 @@ impl Default for LogConfig {
             group_commit: GroupCommitPolicy::default(),
             producers_max: 100_000,
             sync_observer: None,
+            page_cache_bytes: Some(DEFAULT_PAGE_CACHE_BYTES),
         }
     }
 }

@@ -97,6 +97,8 @@ pub struct LogStats {
     pub syncs: AtomicU64,
     pub synced_bytes: AtomicU64,
     pub sync_nanos: AtomicU64,
+    /// Synced bytes released from the page cache (see [`crate::LogConfig::page_cache_bytes`]).
+    pub released_bytes: AtomicU64,
 }
 
 /// A sealed segment, for readers such as tiering: immutable once sealed.
@@ -163,9 +165,28 @@ pub(crate) struct SyncState {
     pub written: Offset,
     pub pending: Pending,
     pub synced: Offset,
+    /// The active segment's file, and the end of what is written to it.
     pub file: Arc<dyn StorageFile>,
+    pub written_bytes: u64,
+    /// Below this position of `file` the page cache was released (see
+    /// [`crate::LogConfig::page_cache_bytes`]).
+    pub cached_from: u64,
+    /// The last sealed segment's file, the position it is cached from and its size: released
+    /// once the active file holds a window's worth of synced data.
+    pub previous: Option<(Arc<dyn StorageFile>, u64, u64)>,
     pub shutdown: bool,
     pub truncations: u64,
+}
+
+impl SyncState {
+    /// The active segment is now `file`, holding `written_bytes`: what was cached of another
+    /// file is no longer tracked.
+    pub fn switch_file(&mut self, file: Arc<dyn StorageFile>, written_bytes: u64) {
+        self.file = file;
+        self.written_bytes = written_bytes;
+        self.cached_from = 0;
+        self.previous = None;
+    }
 }
 
 impl Shared {
@@ -302,7 +323,15 @@ impl Shared {
         // Everything written so far was in the old segment, which is now synced.
         s.synced = s.synced.max(next);
         s.pending = Pending::default();
-        s.file = file;
+        if let Some((older, from, size)) = s.previous.take() {
+            older.release_cache(from, size.saturating_sub(from));
+            add_stat(&self.stats.released_bytes, size.saturating_sub(from));
+        }
+        let previous = (old.file.clone(), s.cached_from, old.state().size);
+        s.switch_file(file, 0);
+        if self.config.page_cache_bytes.is_some() {
+            s.previous = Some(previous);
+        }
         self.publish(&s);
         tracing::debug!(dir = %self.dir.display(), base = %next, "sealed a segment");
         Ok(())
@@ -348,6 +377,7 @@ impl Shared {
         {
             let mut s = self.sync_state();
             s.written = header.next_offset();
+            s.written_bytes = at;
             s.pending.bytes += u64::from(header.batch_length);
             s.pending.oldest.get_or_insert_with(Instant::now);
         }

@@ -47,6 +47,10 @@ pub trait StorageFile: Send + Sync + Debug {
     /// Makes written data and the length durable (`fdatasync`). Never retried after a failure:
     /// the caller must treat the file's unsynced contents as lost.
     fn sync_data(&self) -> io::Result<()>;
+    /// Hints that `len` bytes at `position`, written and synced, will not be read soon: the
+    /// operating system may drop them from its page cache. Reads still return them (from
+    /// the disk). A storage without a cache ignores it.
+    fn release_cache(&self, _position: u64, _len: u64) {}
 }
 
 /// Reads exactly `buf.len()` bytes at `position`, or fails with `UnexpectedEof`.

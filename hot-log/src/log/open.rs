@@ -147,6 +147,9 @@ pub(super) fn open(
             pending: Pending::default(),
             synced: log_end,
             file: active.file.clone(),
+            written_bytes: active.state().size,
+            cached_from: 0,
+            previous: None,
             shutdown: false,
             truncations: 0,
         }),
@@ -160,6 +163,7 @@ pub(super) fn open(
             syncs: AtomicU64::new(0),
             synced_bytes: AtomicU64::new(0),
             sync_nanos: AtomicU64::new(0),
+            released_bytes: AtomicU64::new(0),
         },
     });
     tracing::info!(dir = %dir.display(), segments = bases.len(), %log_end, "opened log");

@@ -86,7 +86,7 @@ fn reset_locked(
         s.written = start;
         s.synced = start;
         s.pending = Pending::default();
-        s.file = file;
+        s.switch_file(file, 0);
         s.truncations += 1;
         shared.publish(&s);
     }

@@ -1,12 +1,48 @@
 //! The syncer thread: runs `fdatasync` when the group-commit policy says so and publishes
-//! how far the log is durable. Never retries a failed sync.
+//! how far the log is durable. Never retries a failed sync. After a sync it releases from
+//! the page cache what lies more than a window behind the synced end.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::LogError;
 use crate::group_commit::{Pending, SyncDecision};
+use crate::storage::StorageFile;
 
-use super::{Shared, add_stat};
+use super::{Shared, SyncState, add_stat};
+
+/// Page-cache releases are page-aligned and at least this large (one `fadvise` per step).
+const RELEASE_STEP: u64 = 1 << 20;
+const PAGE: u64 = 4096;
+
+/// A range of a file to release from the page cache.
+type Release = (Arc<dyn StorageFile>, u64, u64);
+
+/// What to release after a sync that made `file` durable up to `synced_bytes`, keeping the
+/// newest `window` bytes cached; updates what `s` tracks as released.
+fn plan_release(
+    s: &mut SyncState,
+    file: &Arc<dyn StorageFile>,
+    synced_bytes: u64,
+    window: Option<u64>,
+) -> Vec<Release> {
+    let mut out = Vec::new();
+    // A roll, truncation or reset during the sync changed the file or its positions.
+    let Some(window) = window.filter(|_| Arc::ptr_eq(&s.file, file)) else {
+        return out;
+    };
+    if synced_bytes >= window
+        && let Some((previous, from, size)) = s.previous.take()
+    {
+        out.push((previous, from, size.saturating_sub(from)));
+    }
+    let keep_from = synced_bytes.saturating_sub(window) / PAGE * PAGE;
+    if keep_from >= s.cached_from + RELEASE_STEP {
+        out.push((file.clone(), s.cached_from, keep_from - s.cached_from));
+        s.cached_from = keep_from;
+    }
+    out
+}
 
 pub(super) fn run(shared: &Shared) {
     let policy = shared.config.group_commit;
@@ -37,6 +73,7 @@ pub(super) fn run(shared: &Shared) {
             }
             SyncDecision::SyncNow => {
                 let target = s.written;
+                let target_bytes = s.written_bytes;
                 let truncations = s.truncations;
                 let file = s.file.clone();
                 let bytes = s.pending.bytes;
@@ -59,6 +96,24 @@ pub(super) fn run(shared: &Shared) {
                             s.synced = target;
                         }
                         shared.publish(&s);
+                        let releases = if s.truncations == truncations {
+                            plan_release(
+                                &mut s,
+                                &file,
+                                target_bytes,
+                                shared.config.page_cache_bytes,
+                            )
+                        } else {
+                            Vec::new()
+                        };
+                        if !releases.is_empty() {
+                            drop(s);
+                            for (file, position, len) in releases {
+                                file.release_cache(position, len);
+                                add_stat(&shared.stats.released_bytes, len);
+                            }
+                            s = shared.sync_state();
+                        }
                     }
                     Err(source) => {
                         let error = LogError::Io {

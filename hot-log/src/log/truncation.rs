@@ -137,7 +137,7 @@ fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), Lo
         s.written = to;
         s.synced = s.synced.min(to);
         s.pending = Pending::default();
-        s.file = keep.file.clone();
+        s.switch_file(keep.file.clone(), keep.state().size);
         s.truncations += 1;
         shared.publish(&s);
     }

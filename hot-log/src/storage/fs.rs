@@ -74,4 +74,11 @@ impl StorageFile for FsFile {
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
     }
+
+    fn release_cache(&self, position: u64, len: u64) {
+        if let Some(len) = std::num::NonZeroU64::new(len) {
+            // Advice only: a file system that cannot drop pages keeps them.
+            let _ = rustix::fs::fadvise(&self.0, position, Some(len), rustix::fs::Advice::DontNeed);
+        }
+    }
 }
