@@ -578,7 +578,7 @@ impl Driver {
             Output::MarkEpochStart { epoch } => {
                 // Under the append lock (this is a step): before any producer's append.
                 let (appended, batch) = log
-                    .append_control(ControlKind::EpochStart, epoch)
+                    .append_control(ControlKind::EpochStart, epoch, crate::tiering::now_ms())
                     .map_err(|e| format!("appending the start of epoch {epoch}: {e}"))?;
                 if !self.replica.follower_progress().is_empty() {
                     self.shared

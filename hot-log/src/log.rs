@@ -171,12 +171,15 @@ pub(crate) struct SyncState {
     /// Below this position of `file` the page cache was released (see
     /// [`crate::LogConfig::page_cache_bytes`]).
     pub cached_from: u64,
-    /// The last sealed segment's file, the position it is cached from and its size: released
-    /// once the active file holds a window's worth of synced data.
-    pub previous: Option<(Arc<dyn StorageFile>, u64, u64)>,
+    /// What is still cached of the last sealed segment: released once the active file holds
+    /// a window's worth of synced data.
+    pub previous: Option<CacheRelease>,
     pub shutdown: bool,
     pub truncations: u64,
 }
+
+/// A range of a synced file to drop from the page cache: the file, a position, a length.
+pub(crate) type CacheRelease = (Arc<dyn StorageFile>, u64, u64);
 
 impl SyncState {
     /// The active segment is now `file`, holding `written_bytes`: what was cached of another
@@ -323,11 +326,15 @@ impl Shared {
         // Everything written so far was in the old segment, which is now synced.
         s.synced = s.synced.max(next);
         s.pending = Pending::default();
-        if let Some((older, from, size)) = s.previous.take() {
-            older.release_cache(from, size.saturating_sub(from));
-            add_stat(&self.stats.released_bytes, size.saturating_sub(from));
+        if let Some(older) = s.previous.take() {
+            self.release_cache(older);
         }
-        let previous = (old.file.clone(), s.cached_from, old.state().size);
+        let size = old.state().size;
+        let previous = (
+            old.file.clone(),
+            s.cached_from,
+            size.saturating_sub(s.cached_from),
+        );
         s.switch_file(file, 0);
         if self.config.page_cache_bytes.is_some() {
             s.previous = Some(previous);
@@ -335,6 +342,12 @@ impl Shared {
         self.publish(&s);
         tracing::debug!(dir = %self.dir.display(), base = %next, "sealed a segment");
         Ok(())
+    }
+
+    /// Drops a synced range from the page cache, and counts it.
+    pub(crate) fn release_cache(&self, (file, position, len): CacheRelease) {
+        file.release_cache(position, len);
+        add_stat(&self.stats.released_bytes, len);
     }
 
     /// Writes a stamped batch, given as consecutive `pieces`, at the end of the active
@@ -443,17 +456,16 @@ impl Log {
         )
     }
 
-    /// Appends a control batch of `kind` as the leader of `leader_epoch`, timestamped now;
-    /// returns where it went and its bytes (before stamping, as [`Log::append`] takes them).
+    /// Appends a control batch of `kind` as the leader of `leader_epoch`, at `timestamp`
+    /// (ms); returns where it went and its bytes (before stamping, as [`Log::append`] takes
+    /// them).
     pub fn append_control(
         &self,
         kind: batch::ControlKind,
         leader_epoch: u32,
+        timestamp: i64,
     ) -> Result<(Appended, bytes::Bytes), LogError> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let batch = batch::control_batch(kind, now);
+        let batch = batch::control_batch(kind, timestamp);
         let appended = self.append_stamped(
             &batch,
             Stamp::Leader {

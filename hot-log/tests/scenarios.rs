@@ -53,7 +53,7 @@ fn control_batches_come_from_the_leader_only() {
     assert_eq!(log.log_end(), Offset::new(2));
     // The leader's own takes the next offset, in its epoch; data goes on after it.
     let (marker, bytes) = log
-        .append_control(floe_wire::ControlKind::EpochStart, 2)
+        .append_control(floe_wire::ControlKind::EpochStart, 2, 300)
         .expect("the leader's marker");
     assert_eq!(marker.base_offset, Offset::new(2));
     let unstamped = floe_wire::RecordBatch::decode(bytes).expect("a valid batch");

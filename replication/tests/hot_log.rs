@@ -91,7 +91,7 @@ fn carry_out(
             Output::MarkEpochStart { epoch } => {
                 let (appended, _) = node
                     .log
-                    .append_control(ControlKind::EpochStart, epoch)
+                    .append_control(ControlKind::EpochStart, epoch, 1_700_000_000_000)
                     .expect("the epoch-start marker");
                 more.extend(
                     node.replica

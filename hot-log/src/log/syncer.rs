@@ -9,32 +9,32 @@ use crate::LogError;
 use crate::group_commit::{Pending, SyncDecision};
 use crate::storage::StorageFile;
 
-use super::{Shared, SyncState, add_stat};
+use super::{CacheRelease, Shared, SyncState, add_stat};
 
 /// Page-cache releases are page-aligned and at least this large (one `fadvise` per step).
 const RELEASE_STEP: u64 = 1 << 20;
 const PAGE: u64 = 4096;
 
-/// A range of a file to release from the page cache.
-type Release = (Arc<dyn StorageFile>, u64, u64);
-
-/// What to release after a sync that made `file` durable up to `synced_bytes`, keeping the
-/// newest `window` bytes cached; updates what `s` tracks as released.
+/// What to release after a sync that started with `truncations` done and made `file`
+/// durable up to `synced_bytes`, keeping the newest `window` bytes cached; updates what `s`
+/// tracks as released.
 fn plan_release(
     s: &mut SyncState,
     file: &Arc<dyn StorageFile>,
     synced_bytes: u64,
+    truncations: u64,
     window: Option<u64>,
-) -> Vec<Release> {
+) -> Vec<CacheRelease> {
     let mut out = Vec::new();
     // A roll, truncation or reset during the sync changed the file or its positions.
-    let Some(window) = window.filter(|_| Arc::ptr_eq(&s.file, file)) else {
+    let unchanged = s.truncations == truncations && Arc::ptr_eq(&s.file, file);
+    let Some(window) = window.filter(|_| unchanged) else {
         return out;
     };
     if synced_bytes >= window
-        && let Some((previous, from, size)) = s.previous.take()
+        && let Some(previous) = s.previous.take()
     {
-        out.push((previous, from, size.saturating_sub(from)));
+        out.push(previous);
     }
     let keep_from = synced_bytes.saturating_sub(window) / PAGE * PAGE;
     if keep_from >= s.cached_from + RELEASE_STEP {
@@ -96,22 +96,16 @@ pub(super) fn run(shared: &Shared) {
                             s.synced = target;
                         }
                         shared.publish(&s);
-                        let releases = if s.truncations == truncations {
-                            plan_release(
-                                &mut s,
-                                &file,
-                                target_bytes,
-                                shared.config.page_cache_bytes,
-                            )
-                        } else {
-                            Vec::new()
-                        };
+                        let releases = plan_release(
+                            &mut s,
+                            &file,
+                            target_bytes,
+                            truncations,
+                            shared.config.page_cache_bytes,
+                        );
                         if !releases.is_empty() {
                             drop(s);
-                            for (file, position, len) in releases {
-                                file.release_cache(position, len);
-                                add_stat(&shared.stats.released_bytes, len);
-                            }
+                            releases.into_iter().for_each(|r| shared.release_cache(r));
                             s = shared.sync_state();
                         }
                     }
