@@ -15,7 +15,6 @@ use floe_client::{
     Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerConfig, ProducerRecord,
     StreamName,
 };
-use floe_wire::admin::CreateStreamRequest;
 
 const STREAM: &str = "followed";
 const RECORDS: usize = 3_000;
@@ -30,12 +29,7 @@ async fn producer_and_consumer_follow_the_leader_across_a_kill() {
         .try_init();
     let mut cluster = Cluster::start(3, Timing::default()).await;
     let stream = StreamName::new(STREAM).expect("name");
-    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
-        "name": STREAM, "partitions": 1, "replication_factor": 3,
-    }))
-    .expect("request");
-    cluster.rest.create_stream(&request).await.expect("create");
-    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let (leader, epoch) = cluster.create_replicated(STREAM).await;
 
     // Each handle is given the three brokers; none is told who leads.
     let client = cluster.cluster_client().await;

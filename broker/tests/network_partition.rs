@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, Timing, check_acknowledged, read_from_start};
 use floe_client::{Client, PartitionId, Producer, ProducerConfig, ProducerRecord, StreamName};
-use floe_wire::admin::CreateStreamRequest;
 
 const STREAM: &str = "cut";
 
@@ -130,12 +129,7 @@ async fn a_leader_cut_off_from_its_replicas_is_replaced_and_nothing_acknowledged
     let timing = Timing::default();
     let lease = timing.lease;
     let mut cluster = Cluster::start(3, timing).await;
-    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
-        "name": STREAM, "partitions": 1, "replication_factor": 3,
-    }))
-    .expect("request");
-    cluster.rest.create_stream(&request).await.expect("create");
-    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let (leader, epoch) = cluster.create_replicated(STREAM).await;
     let client = cluster.client(leader).await;
     let (mut acked, failed) = publish(&client, "before", 1_000, Duration::from_secs(10)).await;
     assert_eq!(failed, 0, "a healthy cluster acknowledges everything");
@@ -249,12 +243,7 @@ async fn a_retried_record_the_successor_inherited_is_acknowledged_without_new_tr
         return;
     }
     let mut cluster = Cluster::start(3, Timing::default()).await;
-    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
-        "name": STREAM, "partitions": 1, "replication_factor": 3,
-    }))
-    .expect("request");
-    cluster.rest.create_stream(&request).await.expect("create");
-    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let (leader, epoch) = cluster.create_replicated(STREAM).await;
     let client = cluster.cluster_client().await;
     let config = ProducerConfig {
         delivery_timeout: Duration::from_secs(30),

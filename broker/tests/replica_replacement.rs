@@ -194,12 +194,7 @@ async fn a_set_created_short_of_its_factor_grows_when_a_broker_returns() {
             },
         )
         .await;
-    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
-        "name": STREAM, "partitions": 1, "replication_factor": 3,
-    }))
-    .expect("request");
-    cluster.rest.create_stream(&request).await.expect("create");
-    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let (leader, epoch) = cluster.create_replicated(STREAM).await;
     let short = described(&cluster).await;
     assert_eq!(
         short.replicas.len(),
@@ -247,12 +242,7 @@ async fn a_set_created_short_of_its_factor_grows_when_a_broker_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn draining_the_leaders_broker_hands_leadership_over_and_moves_the_replica_away() {
     let mut cluster = Cluster::start(4, Timing::default()).await;
-    let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
-        "name": STREAM, "partitions": 1, "replication_factor": 3,
-    }))
-    .expect("request");
-    cluster.rest.create_stream(&request).await.expect("create");
-    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let (leader, epoch) = cluster.create_replicated(STREAM).await;
     let client = cluster.client(leader).await;
     let mut acked = publish(&client, "before", 500).await;
     client.close().await;

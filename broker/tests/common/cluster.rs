@@ -327,6 +327,17 @@ impl Cluster {
             .find(|p| p.partition.get() == partition)
     }
 
+    /// Creates `name`, one partition replicated on three brokers with the default settings,
+    /// and waits for its first leader; returns it and its epoch.
+    pub async fn create_replicated(&self, name: &str) -> (BrokerId, u64) {
+        let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
+            "name": name, "partitions": 1, "replication_factor": 3,
+        }))
+        .expect("request");
+        self.rest.create_stream(&request).await.expect("create");
+        self.leader_after(name, 0, 0).await
+    }
+
     /// Waits for a leader of `partition` in an epoch above `after`.
     pub async fn leader_after(&self, stream: &str, partition: u32, after: u64) -> (BrokerId, u64) {
         self.wait_for("a leader", async |c: &Cluster| {
