@@ -9,6 +9,10 @@
 //! 4. publish → consume latency on the tail at a fixed moderate rate, once the segments the
 //!    full-speed publish sealed are uploaded.
 //!
+//! Beside each throughput it reports the whole machine's busy CPU time per GiB moved (from
+//! `/proc/stat`: every process, kernel threads and interrupts), which varies far less from
+//! run to run on a shared VM than the throughputs do.
+//!
 //! Sizes: `FLOE_BENCH_MIB` (default 256) of records, `FLOE_BENCH_RATE` records/s for the
 //! latency run (default 2000) over `FLOE_BENCH_LATENCY_SECS` (default 5).
 
@@ -33,6 +37,7 @@ use floe_client::{
 };
 use hdrhistogram::Histogram;
 use load::{env_u64, percentiles, publish};
+use raw::{MachineCpu, cpu_per_gib};
 
 fn main() -> anyhow::Result<()> {
     common::install_crypto();
@@ -57,14 +62,20 @@ async fn run() -> anyhow::Result<()> {
     );
 
     let batch = load::batch_bytes();
+    let cpu = MachineCpu::sample()?;
     let fsync = raw::fsync_bandwidth(work.path(), batch as usize, mib * 1024 * 1024)?;
+    let fsync_cpu = cpu_per_gib(cpu.seconds_since(), mib * 1024 * 1024);
     println!(
-        "raw write+fdatasync, {} KiB writes: {fsync:8.1} MiB/s",
+        "raw write+fdatasync, {} KiB writes: {fsync:8.1} MiB/s, machine CPU {fsync_cpu:.2} s/GiB",
         batch / 1024
     );
     let certs = floe_broker::tls::DevCertificates::ensure(&work.path().join("tls"))?;
+    let cpu = MachineCpu::sample()?;
     let quic = raw::quic_bandwidth(&certs.server, &certs.ca, 2 * mib * 1024 * 1024).await?;
-    println!("raw QUIC, one stream on loopback:    {quic:8.1} MiB/s");
+    let quic_cpu = cpu_per_gib(cpu.seconds_since(), 2 * mib * 1024 * 1024);
+    println!(
+        "raw QUIC, one stream on loopback:    {quic:8.1} MiB/s, machine CPU {quic_cpu:.2} s/GiB"
+    );
     let _ = CertificatePaths {
         cert: certs.server.cert.clone(),
         key: certs.server.key.clone(),
@@ -95,7 +106,9 @@ async fn run() -> anyhow::Result<()> {
     };
     let rss_idle = rss_of(broker.child.id()).unwrap_or(0);
     let records = mib * 1024;
+    let cpu = MachineCpu::sample()?;
     let (elapsed, latency) = publish(&client, &stream, records).await?;
+    let publish_cpu = cpu_per_gib(cpu.seconds_since(), records * 1024);
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.join();
     let publish_mib = raw::mib_per_s(records * 1024, elapsed);
@@ -108,6 +121,19 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "ratio to min(raw fsync, raw QUIC):   {:8.2}   (target ≥ 0.70)",
         publish_mib / limit
+    );
+    // The producer, the broker and its disk share this machine's cores. A publish does the
+    // work of both raw transfers for each byte, so were both CPU-bound, the machine could
+    // not publish faster than its cores divided by their summed cost per GiB.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let shared_limit = cores / (fsync_cpu + quic_cpu) * 1024.0;
+    println!(
+        "machine CPU per GiB published:       {publish_cpu:8.2} s   (raw fsync + raw QUIC: {:.2} s)",
+        fsync_cpu + quic_cpu
+    );
+    println!(
+        "{cores} cores ÷ (raw fsync + raw QUIC CPU per GiB): {shared_limit:.1} MiB/s; publish ÷ that: {:.2}",
+        publish_mib / shared_limit
     );
     println!(
         "broker RSS: idle {} MiB, peak during publish {} MiB",
@@ -131,6 +157,8 @@ async fn run() -> anyhow::Result<()> {
         "BENCH_JSON {}",
         serde_json::json!({
             "raw_fsync_mib_s": fsync, "raw_quic_mib_s": quic, "publish_mib_s": publish_mib,
+            "raw_fsync_cpu_s_per_gib": fsync_cpu, "raw_quic_cpu_s_per_gib": quic_cpu,
+            "publish_cpu_s_per_gib": publish_cpu, "shared_cpu_limit_mib_s": shared_limit,
             "publish_records_s": records as f64 / elapsed.as_secs_f64(),
             "ratio_to_limit": publish_mib / limit,
             "send_ack_p50_us": latency.value_at_quantile(0.5), "send_ack_p99_us": latency.value_at_quantile(0.99),

@@ -33,6 +33,46 @@ pub fn fsync_bandwidth(dir: &Path, chunk: usize, total: u64) -> std::io::Result<
     Ok(mib_per_s(written, elapsed))
 }
 
+/// The whole machine's busy CPU time (user, system, interrupts; every process and kernel
+/// thread, not steal), from `/proc/stat`. A phase's cost is the difference of two samples.
+#[derive(Clone, Copy, Debug)]
+pub struct MachineCpu {
+    busy_ticks: u64,
+}
+
+impl MachineCpu {
+    pub fn sample() -> std::io::Result<MachineCpu> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        let line = stat
+            .lines()
+            .next()
+            .filter(|l| l.starts_with("cpu "))
+            .ok_or_else(|| std::io::Error::other("/proc/stat has no cpu line"))?;
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        // user nice system idle iowait irq softirq steal …
+        let busy_ticks = [0, 1, 2, 5, 6]
+            .iter()
+            .map(|&i| fields.get(i).copied().unwrap_or(0))
+            .sum();
+        Ok(MachineCpu { busy_ticks })
+    }
+
+    /// CPU seconds the machine spent busy since `self` (the kernel counts in 1/100 s).
+    pub fn seconds_since(self) -> f64 {
+        let now = MachineCpu::sample().map_or(self.busy_ticks, |n| n.busy_ticks);
+        now.saturating_sub(self.busy_ticks) as f64 / 100.0
+    }
+}
+
+/// CPU seconds per GiB moved.
+pub fn cpu_per_gib(cpu_seconds: f64, bytes: u64) -> f64 {
+    cpu_seconds / (bytes as f64 / (1u64 << 30) as f64).max(1e-9)
+}
+
 pub fn mib_per_s(bytes: u64, elapsed: Duration) -> f64 {
     bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64().max(1e-9)
 }
