@@ -119,6 +119,14 @@ impl SealedSegment {
     pub fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
         crate::storage::read_exact_at(self.file.as_ref(), buf, position)
     }
+
+    /// Reads bytes of the segment file at `position` around the page cache where the file
+    /// system allows it ([`crate::storage::read_exact_uncached_at`]): for a reader that
+    /// reads the segment once, such as its upload to object storage. Align `buf` and
+    /// `position` to [`crate::storage::DIRECT_ALIGN`] for it to apply.
+    pub fn read_uncached_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
+        crate::storage::read_exact_uncached_at(self.file.as_ref(), buf, position)
+    }
 }
 
 /// One partition's durable log. See the module documentation for the driving contract.

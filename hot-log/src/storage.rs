@@ -51,9 +51,55 @@ pub trait StorageFile: Send + Sync + Debug {
     /// operating system may drop them from its page cache. Reads still return them (from
     /// the disk). A storage without a cache ignores it.
     fn release_cache(&self, _position: u64, _len: u64) {}
+    /// Reads up to `buf.len()` bytes at `position` around the page cache (`O_DIRECT`): the
+    /// disk's data goes straight into `buf`, and no page-cache page is allocated or
+    /// filled. `position`, `buf`'s address and its length must be multiples of
+    /// [`DIRECT_ALIGN`]. Returns `None` where this storage cannot (no such reads here, or
+    /// the file system refuses them); the caller then reads with [`StorageFile::read_at`].
+    /// The data is what a [`StorageFile::read_at`] would return, written but unsynced bytes
+    /// included: the kernel writes dirty pages of the range back before reading it.
+    fn read_uncached_at(&self, _buf: &mut [u8], _position: u64) -> Option<io::Result<usize>> {
+        None
+    }
 }
 
-/// Reads exactly `buf.len()` bytes at `position`, or fails with `UnexpectedEof`.
+/// The alignment of [`StorageFile::read_uncached_at`]'s position, buffer and length: the
+/// page size, a multiple of every common logical block size.
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// Reads exactly `buf.len()` bytes at `position`, around the page cache where the storage,
+/// the position and the buffer allow it: the aligned whole blocks directly, the rest (an
+/// unaligned tail, or everything when `position` and `buf` are not aligned alike) through
+/// the page cache. For data read once, such as a sealed segment on its way to object
+/// storage.
+pub fn read_exact_uncached_at(
+    file: &dyn StorageFile,
+    buf: &mut [u8],
+    position: u64,
+) -> io::Result<()> {
+    let mut done = 0;
+    if position.is_multiple_of(DIRECT_ALIGN as u64)
+        && buf.as_ptr().align_offset(DIRECT_ALIGN) == 0
+    {
+        let whole_blocks = buf.len() / DIRECT_ALIGN * DIRECT_ALIGN;
+        while done < whole_blocks {
+            match file.read_uncached_at(&mut buf[done..whole_blocks], position + done as u64) {
+                None | Some(Ok(0)) => break,
+                Some(Ok(n)) => done += n,
+                Some(Err(e)) => return Err(e),
+            }
+            // A short read at the file's end leaves an unaligned position: the rest, if
+            // there is any, goes through the page cache and reports the end there.
+            if !done.is_multiple_of(DIRECT_ALIGN) {
+                break;
+            }
+        }
+    }
+    read_exact_at(file, &mut buf[done..], position + done as u64)
+}
+
+/// Reads exactly `buf.len()` bytes at `position` through the page cache, or fails with
+/// `UnexpectedEof`.
 pub fn read_exact_at(file: &dyn StorageFile, buf: &mut [u8], position: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {

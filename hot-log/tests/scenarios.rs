@@ -693,3 +693,78 @@ fn synced_data_behind_the_window_leaves_the_page_cache_and_still_reads_back() {
     );
     assert_eq!(released(None), 0, "no window: the page cache is left alone");
 }
+
+/// Bytes this thread has caused to be fetched from storage (`/proc/thread-self/io`).
+fn thread_read_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").expect("/proc/thread-self/io");
+    io.lines()
+        .find_map(|l| l.strip_prefix("read_bytes: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("read_bytes")
+}
+
+#[test]
+fn uncached_reads_return_the_same_bytes_and_leave_no_pages_behind() {
+    use floe_hot_log::storage::{DIRECT_ALIGN, read_exact_at, read_exact_uncached_at};
+    // On the build disk: a tmpfs /tmp would refuse O_DIRECT and hide the direct path.
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let len = (1usize << 20) + 1000; // whole blocks and an unaligned tail
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    let file = FsStorage
+        .open(&tmp.path().join("segment"), true)
+        .expect("open");
+    file.write_all_at(&data, 0).expect("write");
+    // Read before any sync: the kernel writes dirty pages back before a direct read.
+    let mut backing = vec![0u8; len + 2 * DIRECT_ALIGN];
+    let at = backing.as_ptr().align_offset(DIRECT_ALIGN);
+    let aligned = &mut backing[at..at + len];
+    read_exact_uncached_at(file.as_ref(), aligned, 0).expect("read");
+    assert!(aligned == &data[..], "unsynced data reads back directly");
+    file.sync_data().expect("sync");
+
+    // Dropped from the page cache, read around it, then read through it: the second read
+    // still has to go to the disk, which it would not if the first had filled the cache.
+    file.release_cache(0, len as u64);
+    aligned.fill(0);
+    read_exact_uncached_at(file.as_ref(), aligned, 0).expect("read");
+    assert!(aligned == &data[..]);
+    let before = thread_read_bytes();
+    let mut through_cache = vec![0u8; len];
+    read_exact_at(file.as_ref(), &mut through_cache, 0).expect("read");
+    let fetched = thread_read_bytes() - before;
+    assert!(
+        fetched >= (len / 2) as u64,
+        "the buffered read found the data cached ({fetched} bytes fetched): the uncached read filled the page cache"
+    );
+
+    // Positions and buffers that are not aligned alike, and lengths shorter than a block,
+    // fall back to the page cache and read the same bytes.
+    for (position, buf_at, n) in [
+        (4096usize, 1usize, 8192usize),
+        (100, 0, 9000),
+        (8192, 0, 100),
+        (0, 0, len),
+    ] {
+        let buf = &mut backing[at + buf_at..at + buf_at + n];
+        read_exact_uncached_at(file.as_ref(), buf, position as u64).expect("read");
+        assert!(
+            buf == &data[position..position + n],
+            "at {position}, {n} bytes"
+        );
+    }
+    // Past the end: an error, as for the buffered read.
+    let buf = &mut backing[at..at + 2 * DIRECT_ALIGN];
+    let past = (len / DIRECT_ALIGN * DIRECT_ALIGN) as u64;
+    let err = read_exact_uncached_at(file.as_ref(), buf, past).expect_err("short");
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+
+    // A storage without direct reads serves them through `read_at`.
+    let crash = CrashStorage::new();
+    crash.create_dir_all(tmp.path()).expect("dir");
+    let file = crash.open(&tmp.path().join("c"), true).expect("open");
+    file.write_all_at(&data, 0).expect("write");
+    let aligned = &mut backing[at..at + len];
+    aligned.fill(0);
+    read_exact_uncached_at(file.as_ref(), aligned, 0).expect("read");
+    assert!(aligned == &data[..]);
+}

@@ -21,8 +21,9 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Alignment of `O_DIRECT` offsets, lengths and memory: 4 KiB covers 512-byte and 4 KiB
-/// logical blocks alike.
-const ALIGN: usize = 4096;
+/// logical blocks alike. The same as the hot log's, so that a segment read around the page
+/// cache can land straight in an object's buffer.
+const ALIGN: usize = floe_hot_log::storage::DIRECT_ALIGN;
 
 /// An object being written; removed again unless [`DirectObject::finish`] succeeds.
 #[derive(Debug)]

@@ -2,6 +2,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -73,6 +74,20 @@ impl StorageFile for FsFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
+    }
+
+    fn read_uncached_at(&self, buf: &mut [u8], position: u64) -> Option<io::Result<usize>> {
+        use rustix::fs::{Mode, OFlags};
+        // A second open file description of the same file, the one that reads directly.
+        // Opened through /proc rather than by path: a segment file may have been renamed.
+        let path = format!("/proc/self/fd/{}", self.0.as_raw_fd());
+        let flags = OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC;
+        let direct = File::from(rustix::fs::open(path.as_str(), flags, Mode::empty()).ok()?);
+        match direct.read_at(buf, position) {
+            // The file system or device refuses this alignment: read through the cache.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => None,
+            result => Some(result),
+        }
     }
 
     fn release_cache(&self, position: u64, len: u64) {

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use floe_hot_log::SealedSegment;
+use floe_hot_log::storage::DIRECT_ALIGN;
 use floe_wire::Offset;
 use floe_wire::batch::{BatchHeader, HEADER_LEN};
 
@@ -189,8 +190,11 @@ fn stream_to_file(
         let spare = object.spare();
         let n = (segment.size_bytes - position).min(spare.len() as u64) as usize;
         let piece = &mut spare[..n];
+        // The buffer is aligned and every piece but the last a multiple of its alignment,
+        // so the segment is read around the page cache: no page is allocated and filled
+        // for data read once (and, after the log's page-cache release, mostly on disk).
         segment
-            .read_at(piece, position)
+            .read_uncached_at(piece, position)
             .map_err(local_read(segment.base_offset))?;
         builder.feed(piece).map_err(local)?;
         object.commit(n).map_err(unavailable)?;
@@ -218,12 +222,16 @@ async fn read_exact(
     let base_offset = segment.base_offset;
     let segment = segment.clone();
     let read = tokio::task::spawn_blocking(move || {
-        let mut buf = vec![0u8; len];
-        segment.read_at(&mut buf, position).map(|()| buf)
+        // Room to start at an aligned address, so the read can go around the page cache.
+        let mut buf = vec![0u8; len + DIRECT_ALIGN];
+        let at = buf.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+        segment
+            .read_uncached_at(&mut buf[at..at + len], position)
+            .map(|()| Bytes::from(buf).slice(at..at + len))
     })
     .await
     .map_err(|e| local_read(base_offset)(std::io::Error::other(e.to_string())))?;
-    read.map(Bytes::from).map_err(local_read(base_offset))
+    read.map_err(local_read(base_offset))
 }
 
 /// The error for a failed read of the local segment at `base_offset`.
