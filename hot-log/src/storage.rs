@@ -78,8 +78,7 @@ pub fn read_exact_uncached_at(
     position: u64,
 ) -> io::Result<()> {
     let mut done = 0;
-    if position.is_multiple_of(DIRECT_ALIGN as u64)
-        && buf.as_ptr().align_offset(DIRECT_ALIGN) == 0
+    if position.is_multiple_of(DIRECT_ALIGN as u64) && buf.as_ptr().align_offset(DIRECT_ALIGN) == 0
     {
         let whole_blocks = buf.len() / DIRECT_ALIGN * DIRECT_ALIGN;
         while done < whole_blocks {

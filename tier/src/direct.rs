@@ -16,6 +16,8 @@
 //! staging uses), synced, renamed into place, and its directory synced.
 
 use std::fs::{File, OpenOptions};
+
+use bytes::Bytes;
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -279,9 +281,90 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Bytes `range` of the file at `path` (shorter if the file ends first), read with
+/// `O_DIRECT` into a new aligned buffer, or `None` where that cannot be done: `range.start`
+/// not aligned, the file missing or refusing `O_DIRECT`, or `range.start` past its end. The
+/// caller then reads through the page cache, which also reports the right error.
+///
+/// A cold read of a tiered chunk is copied into the chunk cache and never read from the
+/// file again soon; a buffered read would first fill a new page-cache page for every 4 KiB.
+pub(crate) fn read_range(path: &Path, range: std::ops::Range<u64>) -> io::Result<Option<Bytes>> {
+    if !range.start.is_multiple_of(ALIGN as u64) || range.end <= range.start {
+        return Ok(None);
+    }
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    else {
+        return Ok(None);
+    };
+    let size = file.metadata()?.len();
+    if range.start >= size {
+        return Ok(None);
+    }
+    let len = usize::try_from(range.end.min(size) - range.start).map_err(io::Error::other)?;
+    let room = len.div_ceil(ALIGN) * ALIGN;
+    let mut buf = vec![0u8; room + ALIGN];
+    let at = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut buf[at + done..at + room], range.start + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if !done.is_multiple_of(ALIGN) {
+            break; // the file's end
+        }
+    }
+    if done < len {
+        return Err(io::Error::new(
+            ErrorKind::UnexpectedEof,
+            format!(
+                "{} ended at {} while read",
+                path.display(),
+                range.start + done as u64
+            ),
+        ));
+    }
+    Ok(Some(Bytes::from(buf).slice(at..at + len)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_read_directly_match_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("object");
+        let data = pattern(5 * ALIGN + 123);
+        std::fs::write(&path, &data).expect("write");
+        let len = data.len() as u64;
+        let a = ALIGN as u64;
+        for range in [0..len, 0..a, a..3 * a, 2 * a..len + 9999, 5 * a..len] {
+            let got = read_range(&path, range.clone())
+                .expect("read")
+                .expect("aligned ranges read directly");
+            let end = range.end.min(len) as usize;
+            assert!(got == data[range.start as usize..end], "{range:?}");
+        }
+        // What the page cache path must serve (and whose errors it must report).
+        for range in [1..a, len + 1..len + 2, 6 * a..7 * a, 0..0] {
+            assert!(
+                read_range(&path, range.clone()).expect("read").is_none(),
+                "{range:?}"
+            );
+        }
+        assert!(
+            read_range(&dir.path().join("missing"), 0..a)
+                .expect("read")
+                .is_none()
+        );
+    }
 
     fn pattern(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 31 % 251) as u8).collect()
