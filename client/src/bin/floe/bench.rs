@@ -461,8 +461,9 @@ async fn ensure_stream(
         Err(e) if e.code() == Some(ErrorCode::StreamExists) => {}
         Err(e) => return Err(e).with_context(|| format!("creating stream {stream}")),
     }
+    // Served a moment after it is created (its partitions are assigned then).
     client
-        .stream(stream)
+        .stream_when_known(stream, crate::stream::SERVED_WAIT)
         .await
         .with_context(|| format!("reading stream {stream}"))
 }

@@ -128,6 +128,9 @@ pub fn ack_mode_name(mode: AckMode) -> &'static str {
     }
 }
 
+/// How long `stream create` waits for the new stream to be served.
+pub const SERVED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub fn stream_name(name: &str) -> Result<StreamName> {
     StreamName::new(name).with_context(|| format!("`{name}` is not a stream name"))
 }
@@ -147,6 +150,12 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
                 .create_stream(&stream, args.partitions, ack_mode, args.settings())
                 .await
                 .with_context(|| format!("creating stream {stream}"))?;
+            // The broker serves a new stream once its partitions are assigned to it, which
+            // the controlplane does a moment after the create returns: wait, so that a
+            // command that follows this one finds the stream.
+            if let Err(e) = client.stream_when_known(&stream, SERVED_WAIT).await {
+                eprintln!("floe: stream {stream} was created, but is not served yet: {e}");
+            }
             print_created(&stream, args.partitions, ack_mode, json!({}), json)?;
         }
         StreamCommand::List => list(&client, json).await?,
