@@ -14,7 +14,9 @@
 //! run to run on a shared VM than the throughputs do.
 //!
 //! Sizes: `FLOE_BENCH_MIB` (default 256) of records, `FLOE_BENCH_RATE` records/s for the
-//! latency run (default 2000) over `FLOE_BENCH_LATENCY_SECS` (default 5).
+//! latency run (default 2000) over `FLOE_BENCH_LATENCY_SECS` (default 5). The producer's
+//! batch size and window: `FLOE_BENCH_BATCH_BYTES` and `FLOE_BENCH_IN_FLIGHT` (default the
+//! producer's defaults).
 
 #![allow(clippy::print_stdout)] // the report is the benchmark's output
 
@@ -218,6 +220,7 @@ async fn tail_latency(
     });
     let config = ProducerConfig {
         linger: Duration::ZERO,
+        max_in_flight: load::in_flight(),
         ..ProducerConfig::default()
     };
     let producer = Producer::new(&client, stream, config).await?;

@@ -30,6 +30,13 @@ pub fn batch_bytes() -> u32 {
     u32::try_from(env_u64("FLOE_BENCH_BATCH_BYTES", u64::from(default))).unwrap_or(default)
 }
 
+/// Batches in flight per partition in the benchmarks: `FLOE_BENCH_IN_FLIGHT`, default the
+/// producer's own default.
+pub fn in_flight() -> usize {
+    let default = ProducerConfig::default().max_in_flight;
+    usize::try_from(env_u64("FLOE_BENCH_IN_FLIGHT", default as u64)).unwrap_or(default)
+}
+
 /// Publishes `records` of 1 KiB as fast as the producer allows (batches of [`batch_bytes`]);
 /// returns the time and the send→ack latency in microseconds.
 pub async fn publish(
@@ -39,6 +46,7 @@ pub async fn publish(
 ) -> anyhow::Result<(Duration, Histogram<u64>)> {
     let config = ProducerConfig {
         max_batch_bytes: batch_bytes(),
+        max_in_flight: in_flight(),
         ..ProducerConfig::default()
     };
     let producer = Producer::new(client, stream.clone(), config).await?;
@@ -68,6 +76,7 @@ pub async fn fixed_rate(
 ) -> anyhow::Result<Histogram<u64>> {
     let config = ProducerConfig {
         linger: Duration::ZERO,
+        max_in_flight: in_flight(),
         ..ProducerConfig::default()
     };
     let producer = Producer::new(client, stream.clone(), config).await?;

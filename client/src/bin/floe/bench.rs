@@ -52,7 +52,7 @@ pub struct PublishBench {
     #[arg(long, default_value_t = 1)]
     producers: u32,
     /// Batches in flight per partition and producer (1 to 5).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = floe_client::MAX_IN_FLIGHT_BATCHES)]
     in_flight: usize,
     /// Partitions of the stream when it has to be created.
     #[arg(long, default_value_t = 1)]
