@@ -16,11 +16,11 @@
 //! staging uses), synced, renamed into place, and its directory synced.
 
 use std::fs::{File, OpenOptions};
-
-use bytes::Bytes;
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
 
 /// Alignment of `O_DIRECT` offsets, lengths and memory: 4 KiB covers 512-byte and 4 KiB
 /// logical blocks alike. The same as the hot log's, so that a segment read around the page
