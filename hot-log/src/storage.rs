@@ -67,6 +67,15 @@ pub trait StorageFile: Send + Sync + Debug {
 /// page size, a multiple of every common logical block size.
 pub const DIRECT_ALIGN: usize = 4096;
 
+/// A zeroed buffer with room for `len` bytes from an address aligned to [`DIRECT_ALIGN`],
+/// and the index they start at: `buf[at..at + len]`, fit for
+/// [`read_exact_uncached_at`]. (Moving the `Vec` does not move its memory.)
+pub fn aligned_buffer(len: usize) -> (Vec<u8>, usize) {
+    let buf = vec![0u8; len + DIRECT_ALIGN];
+    let at = buf.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+    (buf, at)
+}
+
 /// Reads exactly `buf.len()` bytes at `position`, around the page cache where the storage,
 /// the position and the buffer allow it: the aligned whole blocks directly, the rest (an
 /// unaligned tail, or everything when `position` and `buf` are not aligned alike) through

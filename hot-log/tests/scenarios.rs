@@ -705,7 +705,9 @@ fn thread_read_bytes() -> u64 {
 
 #[test]
 fn uncached_reads_return_the_same_bytes_and_leave_no_pages_behind() {
-    use floe_hot_log::storage::{DIRECT_ALIGN, read_exact_at, read_exact_uncached_at};
+    use floe_hot_log::storage::{
+        DIRECT_ALIGN, aligned_buffer, read_exact_at, read_exact_uncached_at,
+    };
     // On the build disk: a tmpfs /tmp would refuse O_DIRECT and hide the direct path.
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let len = (1usize << 20) + 1000; // whole blocks and an unaligned tail
@@ -715,8 +717,7 @@ fn uncached_reads_return_the_same_bytes_and_leave_no_pages_behind() {
         .expect("open");
     file.write_all_at(&data, 0).expect("write");
     // Read before any sync: the kernel writes dirty pages back before a direct read.
-    let mut backing = vec![0u8; len + 2 * DIRECT_ALIGN];
-    let at = backing.as_ptr().align_offset(DIRECT_ALIGN);
+    let (mut backing, at) = aligned_buffer(len + DIRECT_ALIGN);
     let aligned = &mut backing[at..at + len];
     read_exact_uncached_at(file.as_ref(), aligned, 0).expect("read");
     assert!(aligned == &data[..], "unsynced data reads back directly");

@@ -21,6 +21,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use floe_hot_log::storage::aligned_buffer;
 
 /// Alignment of `O_DIRECT` offsets, lengths and memory: 4 KiB covers 512-byte and 4 KiB
 /// logical blocks alike. The same as the hot log's, so that a segment read around the page
@@ -69,8 +70,7 @@ impl DirectObject {
             }
         };
         let capacity = buffer_bytes.max(1).div_ceil(ALIGN) * ALIGN;
-        let buf = vec![0u8; capacity + ALIGN];
-        let start = buf.as_ptr().align_offset(ALIGN);
+        let (buf, start) = aligned_buffer(capacity);
         Ok(DirectObject {
             dest: dest.to_path_buf(),
             staged,
@@ -305,8 +305,7 @@ pub(crate) fn read_range(path: &Path, range: std::ops::Range<u64>) -> io::Result
     }
     let len = usize::try_from(range.end.min(size) - range.start).map_err(io::Error::other)?;
     let room = len.div_ceil(ALIGN) * ALIGN;
-    let mut buf = vec![0u8; room + ALIGN];
-    let at = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+    let (mut buf, at) = aligned_buffer(room);
     let mut done = 0;
     while done < len {
         match file.read_at(&mut buf[at + done..at + room], range.start + done as u64) {

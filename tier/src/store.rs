@@ -241,12 +241,10 @@ impl TierStore {
         let path = local
             .path_to_filesystem(&self.path(dir))
             .map_err(|e| TierError::store("list", dir, e))?;
-        let deleted =
-            tokio::task::spawn_blocking(move || crate::direct::sweep_staging(&path, before_ms))
-                .await
-                .map_err(std::io::Error::other)
-                .and_then(|swept| swept)
-                .map_err(|e| TierError::local_io("delete", dir, e))?;
+        let deleted = local_blocking("delete", dir, move || {
+            crate::direct::sweep_staging(&path, before_ms)
+        })
+        .await?;
         bump(&self.metrics.deletes, deleted as u64);
         Ok(deleted)
     }
@@ -308,12 +306,8 @@ impl TierStore {
                 // A local directory's chunk reads go around the page cache where they can.
                 let range = range.clone();
                 let read =
-                    tokio::task::spawn_blocking(move || crate::direct::read_range(&file, range))
-                        .await
-                        .map_err(std::io::Error::other)
-                        .and_then(|read| read)
-                        .map_err(|e| TierError::local_io("get", key, e))?;
-                if let Some(bytes) = read {
+                    local_blocking("get", key, move || crate::direct::read_range(&file, range));
+                if let Some(bytes) = read.await? {
                     return Ok(bytes);
                 }
             }
@@ -463,4 +457,18 @@ fn install_crypto_provider() {
     INSTALL.call_once(|| {
         let _already_installed = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// Runs `work` on local files on a blocking thread; its failure, or the thread's, is
+/// [`TierError::local_io`] of `operation` on `key`.
+async fn local_blocking<T: Send + 'static>(
+    operation: &'static str,
+    key: &str,
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, TierError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|done| done)
+        .map_err(|e| TierError::local_io(operation, key, e))
 }

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use floe_hot_log::SealedSegment;
-use floe_hot_log::storage::DIRECT_ALIGN;
+use floe_hot_log::storage::aligned_buffer;
 use floe_wire::Offset;
 use floe_wire::batch::{BatchHeader, HEADER_LEN};
 
@@ -229,9 +229,8 @@ async fn read_exact(
     let base_offset = segment.base_offset;
     let segment = segment.clone();
     let read = tokio::task::spawn_blocking(move || {
-        // Room to start at an aligned address, so the read can go around the page cache.
-        let mut buf = vec![0u8; len + DIRECT_ALIGN];
-        let at = buf.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+        // Aligned, so the read can go around the page cache.
+        let (mut buf, at) = aligned_buffer(len);
         segment
             .read_uncached_at(&mut buf[at..at + len], position)
             .map(|()| Bytes::from(buf).slice(at..at + len))
