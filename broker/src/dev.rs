@@ -85,9 +85,10 @@ impl DevReplicas {
             url,
             "--tier-cache-memory".to_owned(),
             tier.reader.memory_cache_bytes.to_string(),
-            "--tier-cache-disk".to_owned(),
-            settings.tier_cache_disk_bytes.to_string(),
         ];
+        if let Some(bytes) = settings.tier_cache_disk_bytes {
+            args.extend(["--tier-cache-disk".to_owned(), bytes.to_string()]);
+        }
         if let Some(endpoint) = &tier.s3.endpoint {
             args.extend(["--s3-endpoint".to_owned(), endpoint.clone()]);
         }

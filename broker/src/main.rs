@@ -126,14 +126,19 @@ struct ObjectStoreArgs {
     /// Memory for cached tier chunks, e.g. 256MiB.
     #[arg(long, env = "FLOE_TIER_CACHE_MEMORY", default_value = "256MiB", value_parser = floe_wire::units::parse_size)]
     tier_cache_memory: u64,
-    /// Local disk for cached tier chunks (0 for none), e.g. 1GiB.
-    #[arg(long, env = "FLOE_TIER_CACHE_DISK", default_value = "1GiB", value_parser = floe_wire::units::parse_size)]
-    tier_cache_disk: u64,
+    /// Local disk for cached tier chunks (0 for none), e.g. 1GiB [default: 1GiB for S3, none
+    /// for a local directory, whose objects are already on a local disk]
+    #[arg(long, env = "FLOE_TIER_CACHE_DISK", value_parser = floe_wire::units::parse_size)]
+    tier_cache_disk: Option<u64>,
 }
 
 impl ObjectStoreArgs {
     /// Fills in the store's URL and settings and the cache sizes.
-    fn apply(self, tier: &mut floe_broker::tiering::TierSettings, cache_disk_bytes: &mut usize) {
+    fn apply(
+        self,
+        tier: &mut floe_broker::tiering::TierSettings,
+        cache_disk_bytes: &mut Option<usize>,
+    ) {
         if let Some(url) = self.object_store {
             tier.url = url;
         }
@@ -142,7 +147,9 @@ impl ObjectStoreArgs {
         tier.s3.allow_http = self.s3_allow_http;
         tier.reader.memory_cache_bytes =
             usize::try_from(self.tier_cache_memory).unwrap_or(usize::MAX);
-        *cache_disk_bytes = usize::try_from(self.tier_cache_disk).unwrap_or(usize::MAX);
+        *cache_disk_bytes = self
+            .tier_cache_disk
+            .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX));
     }
 }
 

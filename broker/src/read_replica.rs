@@ -20,14 +20,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use floe_client::{Client, ClientConfig};
-use floe_tier::{DiskCacheConfig, PartitionPath, RequestObserver, TierReader, TierStore};
+use floe_tier::{PartitionPath, RequestObserver, TierReader, TierStore};
 use floe_wire::frame::{ConnectionLimits, ErrorCode, Message};
 use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 use crate::server::{self, Service};
-use crate::tiering::TierSettings;
+use crate::tiering::{self, TierSettings};
 use crate::tls::{self, CertificatePaths};
 use follow::Tail;
 
@@ -53,7 +53,8 @@ pub struct ReplicaSettings {
     pub broker_server_name: String,
     /// Object storage (read access is enough) and the cache.
     pub tier: TierSettings,
-    pub tier_cache_disk_bytes: usize,
+    /// `None`: [`crate::tiering::cache_disk_bytes`] decides by the object store.
+    pub tier_cache_disk_bytes: Option<usize>,
     /// Bytes of tail one partition's window holds.
     pub window_bytes: usize,
     /// A partition nobody fetched for this long stops being followed.
@@ -88,7 +89,7 @@ impl ReplicaSettings {
             broker_ca,
             broker_server_name: "localhost".to_owned(),
             tier,
-            tier_cache_disk_bytes: 1 << 30,
+            tier_cache_disk_bytes: None,
             window_bytes: 64 << 20,
             idle_partition: Duration::from_secs(60),
             limits: crate::run::default_limits(),
@@ -248,13 +249,11 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
         .with_context(|| format!("creating {}", settings.data_dir.display()))?;
     let metrics = Metrics::new();
     let mut reader_config = settings.tier.reader.clone();
-    if settings.tier_cache_disk_bytes > 0 {
-        reader_config.disk_cache = Some(DiskCacheConfig {
-            dir: settings.data_dir.join("cache"),
-            capacity_bytes: settings.tier_cache_disk_bytes,
-            block_bytes: (16 << 20).max(2 * reader_config.chunk_bytes as usize),
-        });
-    }
+    reader_config.disk_cache = tiering::disk_cache(
+        settings.data_dir.join("cache"),
+        tiering::cache_disk_bytes(settings.tier_cache_disk_bytes, &settings.tier.url),
+        reader_config.chunk_bytes,
+    );
     let store = TierStore::open(&settings.tier.url, &settings.tier.s3)
         .with_context(|| format!("opening object storage {}", settings.tier.url))?
         .with_observer(RequestObserver(Arc::new(|_, _| {})));

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use floe_hot_log::LogConfig;
-use floe_tier::{DiskCacheConfig, RequestKind, RequestObserver};
+use floe_tier::{RequestKind, RequestObserver};
 use floe_wire::frame::ConnectionLimits;
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
@@ -101,8 +101,9 @@ pub struct Settings {
     /// Object storage: `None` is a directory under the data directory.
     pub object_store: Option<String>,
     pub tier: TierSettings,
-    /// Bytes of the tier cache's disk half under the data directory (0: memory only).
-    pub tier_cache_disk_bytes: usize,
+    /// Bytes of the tier cache's disk half under the data directory (0: memory only);
+    /// `None`: [`crate::tiering::cache_disk_bytes`] decides by the object store.
+    pub tier_cache_disk_bytes: Option<usize>,
     pub stream_defaults: StreamDefaults,
     pub disk_high_water: DiskHighWater,
     /// The controlplane that assigns this broker its partitions; `None`: the local catalog
@@ -145,7 +146,7 @@ impl Settings {
             fetch_bytes_per_connection: 32 * 1024 * 1024,
             object_store: None,
             tier: TierSettings::default(),
-            tier_cache_disk_bytes: 1 << 30,
+            tier_cache_disk_bytes: None,
             stream_defaults: StreamDefaults::default(),
             disk_high_water: DiskHighWater::UsedFraction(0.9),
             controlplane: None,
@@ -316,13 +317,11 @@ async fn open_tiering(settings: &Settings, metrics: &Arc<Metrics>) -> Result<Tie
         Some(url) => url.clone(),
         None => TierSettings::local_url(&settings.data_dir)?,
     };
-    if settings.tier_cache_disk_bytes > 0 {
-        tier.reader.disk_cache = Some(DiskCacheConfig {
-            dir: settings.data_dir.join("cache"),
-            capacity_bytes: settings.tier_cache_disk_bytes,
-            block_bytes: (16 << 20).max(2 * tier.reader.chunk_bytes as usize),
-        });
-    }
+    tier.reader.disk_cache = tiering::disk_cache(
+        settings.data_dir.join("cache"),
+        tiering::cache_disk_bytes(settings.tier_cache_disk_bytes, &tier.url),
+        tier.reader.chunk_bytes,
+    );
     let latency = metrics.tier_request_latency.clone();
     let observer = RequestObserver(Arc::new(move |kind: RequestKind, took: Duration| {
         latency

@@ -8,14 +8,14 @@
 //! deletes a sealed segment only once the manifest holds it.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use floe_tier::{
-    Collector, ReaderConfig, RequestObserver, S3Settings, TierReader, TierStore, UploaderConfig,
-    apply_tier_retention,
+    Collector, DiskCacheConfig, ReaderConfig, RequestObserver, S3Settings, TierReader, TierStore,
+    UploaderConfig, apply_tier_retention,
 };
 use tokio::sync::Semaphore;
 
@@ -84,6 +84,30 @@ impl TierSettings {
             .map(|u| u.to_string())
             .map_err(|()| anyhow::anyhow!("{} is not an absolute path", dir.display()))
     }
+}
+
+/// The tier cache's disk half when no size is configured and the objects are remote.
+pub const DEFAULT_CACHE_DISK_BYTES: usize = 1 << 30;
+
+/// Bytes of the tier cache's disk half: `configured`, else [`DEFAULT_CACHE_DISK_BYTES`] for
+/// object storage reached over the network and none for a local directory (`file://`). A
+/// local directory's objects are already files on a local disk: caching their chunks on disk
+/// would write every byte a cold read fetches a second time, usually to the same device, and
+/// read it back no faster than the object itself. An explicit size (a directory on a network
+/// file system, say) is used as given.
+pub fn cache_disk_bytes(configured: Option<usize>, url: &str) -> usize {
+    let local = url::Url::parse(url).is_ok_and(|u| u.scheme() == "file");
+    configured.unwrap_or(if local { 0 } else { DEFAULT_CACHE_DISK_BYTES })
+}
+
+/// The tier cache's disk half under `dir`, or `None` for `bytes` of 0. Its blocks hold at
+/// least two chunks.
+pub fn disk_cache(dir: PathBuf, bytes: usize, chunk_bytes: u64) -> Option<DiskCacheConfig> {
+    (bytes > 0).then(|| DiskCacheConfig {
+        dir,
+        capacity_bytes: bytes,
+        block_bytes: (16 << 20).max(2 * usize::try_from(chunk_bytes).unwrap_or(usize::MAX / 2)),
+    })
 }
 
 /// The broker's tier: the store, the shared reader and the collector.
@@ -341,5 +365,27 @@ async fn delete_streams(state: Arc<BrokerState>, streams: Vec<String>) {
                 tracing::warn!(stream, error = %e, "deleting a deleted stream's objects; retrying");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_cache_defaults_to_none_for_a_local_directory_only() {
+        assert_eq!(cache_disk_bytes(None, "file:///var/lib/floe/objects/"), 0);
+        assert_eq!(cache_disk_bytes(None, "FILE:///objects/"), 0);
+        assert_eq!(
+            cache_disk_bytes(None, "s3://bucket/prefix"),
+            DEFAULT_CACHE_DISK_BYTES
+        );
+        // An explicit size wins either way.
+        assert_eq!(cache_disk_bytes(Some(4096), "file:///objects/"), 4096);
+        assert_eq!(cache_disk_bytes(Some(0), "s3://bucket"), 0);
+        assert!(disk_cache(PathBuf::from("/c"), 0, 4 << 20).is_none());
+        let cache = disk_cache(PathBuf::from("/c"), 1 << 30, 32 << 20).expect("a disk cache");
+        assert_eq!(cache.block_bytes, 64 << 20);
+        assert_eq!(cache.capacity_bytes, 1 << 30);
     }
 }
