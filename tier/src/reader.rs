@@ -7,7 +7,7 @@ mod chunks;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use floe_wire::Offset;
 use floe_wire::batch::{self, BatchHeader, HEADER_LEN};
 
@@ -251,7 +251,11 @@ impl TierReader {
             .ok_or_else(|| corrupt(CorruptReason::Field("index")))?;
         let mut position = u64::from(entry.position);
         let mut expected = Offset::new(footer.base_offset.get() + u64::from(entry.relative_offset));
-        let mut out = BytesMut::new();
+        // First the batches' extent, from their headers; then their bytes in one read, which
+        // is a slice of a cached chunk when they lie in one, and one copy when they span
+        // chunks. Every batch is validated before it is served.
+        let mut start = None;
+        let mut lengths = Vec::new();
         while position < footer.data_len {
             let header_end = (position + HEADER_LEN as u64).min(footer.data_len);
             let raw = self.chunks.read(object, position, header_end).await?;
@@ -279,26 +283,41 @@ impl TierReader {
                 expected = header.next_offset();
                 continue;
             }
-            if !out.is_empty() && out.len() + header.batch_length as usize > max_bytes {
+            let first = *start.get_or_insert(position);
+            if position > first && end - first > max_bytes as u64 {
                 break;
             }
-            let bytes = self.chunks.read(object, position, end).await?;
-            batch::validate(&bytes).map_err(|e| {
-                corrupt(CorruptReason::Batch {
-                    position,
-                    detail: e.to_string(),
-                })
-            })?;
-            out.extend_from_slice(&bytes);
+            lengths.push(header.batch_length);
             position = end;
             expected = header.next_offset();
         }
         if position >= footer.data_len && expected != footer.next_offset {
             return Err(corrupt(CorruptReason::Field("next_offset")));
         }
+        let bytes = match start {
+            Some(first) => self.chunks.read(object, first, position).await?,
+            None => Bytes::new(),
+        };
+        let mut at = 0usize;
+        for length in lengths {
+            let batch_start = start.unwrap_or(0) + at as u64;
+            let header = batch::validate(bytes.get(at..).unwrap_or_default()).map_err(|e| {
+                corrupt(CorruptReason::Batch {
+                    position: batch_start,
+                    detail: e.to_string(),
+                })
+            })?;
+            if header.batch_length != length {
+                return Err(corrupt(CorruptReason::Batch {
+                    position: batch_start,
+                    detail: "the batch changed between two reads".to_owned(),
+                }));
+            }
+            at += length as usize;
+        }
         self.prefetch_after(object, position);
         Ok(TierRead {
-            bytes: out.freeze(),
+            bytes,
             next_offset: expected,
         })
     }
