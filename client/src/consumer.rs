@@ -258,6 +258,14 @@ impl Consumer {
             }
         };
         self.fetches += 1;
+        // The next fetch leaves before this answer is checked and decoded, so the broker
+        // reads and sends it meanwhile. It starts where the broker says this answer ends; it
+        // is used only if that is where decoding leaves the position (it is dropped as stale
+        // otherwise, and after a decoding error, which leaves the position unchanged).
+        let behind = response.records.len() as u64 >= u64::from(self.config.max_bytes) / 2;
+        if self.config.read_ahead && behind {
+            self.read_ahead(response.next_offset);
+        }
         let skip = match (self.next_fetch, self.start) {
             (Some(offset), _) => Skip::Below(offset),
             (None, FetchPosition::Timestamp(ms)) => Skip::BeforeTime(ms),
@@ -270,27 +278,29 @@ impl Consumer {
             (None, Some(current)) => current,
             (None, None) => response.next_offset,
         });
-        let behind = response.records.len() as u64 >= u64::from(self.config.max_bytes) / 2;
-        if self.config.read_ahead
-            && behind
-            && let Some(from) = self.next_fetch
-        {
-            let (client, stream, partition, config) = (
-                self.client.clone(),
-                self.stream.clone(),
-                self.partition,
-                self.config.clone(),
-            );
-            // With the usual wait: a read replica answers a fetch that may not wait by
-            // relaying it to the leader when its own follower has not caught up yet.
-            let task = tokio::spawn(async move {
-                let position = FetchPosition::Offset(from);
-                let wait = config.max_wait;
-                fetch_once(&client, &stream, partition, &config, position, wait).await
-            });
-            self.ahead = Some(Ahead { from, task });
-        }
         Ok(())
+    }
+
+    /// Sends the fetch from `from` now, to be taken by the next [`Consumer::fetch`] that
+    /// starts there.
+    fn read_ahead(&mut self, from: Offset) {
+        if let Some(stale) = self.ahead.take() {
+            stale.task.abort();
+        }
+        let (client, stream, partition, config) = (
+            self.client.clone(),
+            self.stream.clone(),
+            self.partition,
+            self.config.clone(),
+        );
+        // With the usual wait: a read replica answers a fetch that may not wait by relaying
+        // it to the leader when its own follower has not caught up yet.
+        let task = tokio::spawn(async move {
+            let position = FetchPosition::Offset(from);
+            let wait = config.max_wait;
+            fetch_once(&client, &stream, partition, &config, position, wait).await
+        });
+        self.ahead = Some(Ahead { from, task });
     }
 }
 
