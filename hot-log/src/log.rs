@@ -719,8 +719,15 @@ impl Log {
         let first = segments
             .partition_point(|s| s.base <= from)
             .saturating_sub(1);
-        for segment in &segments[first..] {
-            if let Some(read) = segment.read(from.max(segment.base), max_bytes, until)? {
+        // A roll releases the whole of the segment sealed before the one it seals: what is
+        // older than the newest sealed segment is out of the page cache.
+        let released_below = match self.shared.config.page_cache_bytes {
+            Some(_) => segments.len().saturating_sub(2),
+            None => 0,
+        };
+        for (index, segment) in segments.iter().enumerate().skip(first) {
+            let uncached = index < released_below;
+            if let Some(read) = segment.read(from.max(segment.base), max_bytes, until, uncached)? {
                 return Ok(ReadBatches {
                     bytes: read.bytes,
                     next_offset: read.next_offset,

@@ -16,7 +16,9 @@ use floe_wire::batch::{self, BatchHeader, HEADER_LEN};
 
 use crate::LogError;
 use crate::state_file;
-use crate::storage::{Storage, StorageFile, read_exact_at};
+use crate::storage::{
+    DIRECT_ALIGN, Storage, StorageFile, aligned_buffer, read_exact_at, read_exact_uncached_at,
+};
 
 /// File name extensions (stable: part of the on-disk layout).
 pub(crate) const LOG_EXT: &str = "log";
@@ -156,11 +158,17 @@ impl Segment {
 
     /// Reads whole, validated batches starting with the one holding `from`, up to `max_bytes`
     /// (at least one batch), none reaching `until` or beyond.
+    ///
+    /// `uncached`: the range is known to be out of the page cache (released, see
+    /// [`crate::LogConfig::page_cache_bytes`]), so it is read around it where the storage
+    /// allows: a buffered read would fill a new cache page for every 4 KiB only to copy it
+    /// out once.
     pub fn read(
         &self,
         from: Offset,
         max_bytes: usize,
         until: Offset,
+        uncached: bool,
     ) -> Result<Option<SegmentRead>, LogError> {
         let Some((position, first)) = self.position_of(from)? else {
             return Ok(None);
@@ -171,10 +179,24 @@ impl Segment {
         let size = self.state().size;
         let want = (max_bytes as u64)
             .max(u64::from(first.batch_length))
-            .min(size - position);
-        let mut buf = BytesMut::zeroed(want as usize);
-        read_exact_at(self.file.as_ref(), &mut buf, position)
+            .min(size - position) as usize;
+        let buf = if uncached {
+            // From the block holding `position`, into a buffer aligned like it.
+            let lead = (position % DIRECT_ALIGN as u64) as usize;
+            let (mut backing, at) = aligned_buffer(lead + want);
+            read_exact_uncached_at(
+                self.file.as_ref(),
+                &mut backing[at..at + lead + want],
+                position - lead as u64,
+            )
             .map_err(LogError::io("read", &self.path))?;
+            Bytes::from(backing).slice(at + lead..at + lead + want)
+        } else {
+            let mut buf = BytesMut::zeroed(want);
+            read_exact_at(self.file.as_ref(), &mut buf, position)
+                .map_err(LogError::io("read", &self.path))?;
+            buf.freeze()
+        };
         let mut end = 0usize;
         let mut next_offset = first.base_offset;
         while end < buf.len() {
@@ -203,9 +225,8 @@ impl Segment {
         if end == 0 {
             return Ok(None);
         }
-        buf.truncate(end);
         Ok(Some(SegmentRead {
-            bytes: buf.freeze(),
+            bytes: buf.slice(..end),
             next_offset,
         }))
     }

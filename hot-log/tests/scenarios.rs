@@ -769,3 +769,54 @@ fn uncached_reads_return_the_same_bytes_and_leave_no_pages_behind() {
     read_exact_uncached_at(file.as_ref(), aligned, 0).expect("read");
     assert!(aligned == &data[..]);
 }
+
+#[test]
+fn reads_of_released_segments_go_around_the_page_cache() {
+    // On the build disk: a tmpfs /tmp would refuse O_DIRECT and hide the direct path.
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let config = LogConfig {
+        segment_bytes_max: 1 << 20,
+        page_cache_bytes: Some(256 << 10),
+        ..LogConfig::default()
+    };
+    let log = Log::open(Arc::new(FsStorage), tmp.path(), config).expect("open");
+    // Batches of 30,000-odd bytes: positions that are not block-aligned.
+    let mut expected = Vec::new();
+    for i in 0..160 {
+        let batch = sized_batch(3, 10_000 + i as usize, i);
+        expected.extend(
+            records(&bytes::Bytes::from(batch.clone()))
+                .into_iter()
+                .map(|(_, v)| v),
+        );
+        log.append(&batch, 1).expect("append");
+        log.wait_synced_blocking(log.log_end()).expect("synced");
+    }
+    assert!(log.sealed_segments().len() >= 3, "the log rolled");
+    // Everything reads back, from every starting offset's batch, in reads of any size.
+    for max_bytes in [1, 64 << 10, 1 << 20] {
+        let mut values = Vec::new();
+        let mut at = Offset::ZERO;
+        while at < log.log_end() {
+            let read = log.read(at, max_bytes, log.log_end()).expect("read");
+            values.extend(records(&read.bytes).into_iter().map(|(_, v)| v));
+            at = read.next_offset;
+        }
+        assert!(values == expected, "reads of {max_bytes} bytes");
+    }
+    // The oldest segment is released: reading it twice fetches it from the disk twice. A
+    // buffered read would have cached it the first time.
+    let oldest = log
+        .read(Offset::ZERO, 1 << 20, log.log_end())
+        .expect("read");
+    let before = thread_read_bytes();
+    let again = log
+        .read(Offset::ZERO, 1 << 20, log.log_end())
+        .expect("read");
+    let fetched = thread_read_bytes() - before;
+    assert_eq!(again.bytes, oldest.bytes);
+    assert!(
+        fetched >= oldest.bytes.len() as u64 / 2,
+        "the second read found the segment cached ({fetched} bytes fetched)"
+    );
+}
