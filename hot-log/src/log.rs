@@ -719,12 +719,7 @@ impl Log {
         let first = segments
             .partition_point(|s| s.base <= from)
             .saturating_sub(1);
-        // A roll releases the whole of the segment sealed before the one it seals: what is
-        // older than the newest sealed segment is out of the page cache.
-        let released_below = match self.shared.config.page_cache_bytes {
-            Some(_) => segments.len().saturating_sub(2),
-            None => 0,
-        };
+        let released_below = self.released_below(&segments);
         for (index, segment) in segments.iter().enumerate().skip(first) {
             let uncached = index < released_below;
             if let Some(read) = segment.read(from.max(segment.base), max_bytes, until, uncached)? {
@@ -741,6 +736,28 @@ impl Log {
             bytes: Bytes::new(),
             next_offset: from,
         })
+    }
+
+    /// Whether a [`Log::read`] from `from` reads from the disk around the page cache: the
+    /// segment holding it was released from the cache. Such a read waits for the device,
+    /// so an async caller runs it on a blocking thread.
+    pub fn read_is_uncached(&self, from: Offset) -> bool {
+        let segments = self.shared.segments();
+        let index = segments
+            .partition_point(|s| s.base <= from)
+            .saturating_sub(1);
+        index < self.released_below(&segments)
+    }
+
+    /// How many of `segments`, oldest first, are out of the page cache. A roll releases the
+    /// whole of the segment sealed before the one it seals: what is older than the newest
+    /// sealed segment is out of the cache (or, in a log opened since, was at least not read
+    /// through it by this process).
+    fn released_below(&self, segments: &[Arc<Segment>]) -> usize {
+        match self.shared.config.page_cache_bytes {
+            Some(_) => segments.len().saturating_sub(2),
+            None => 0,
+        }
     }
 
     /// The base offset of the first batch holding a record with timestamp ≥ `timestamp`, or
