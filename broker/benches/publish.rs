@@ -9,6 +9,9 @@
 //!    `floe bench publish` command uses — MiB/s, records/s, send→ack latency, broker RSS;
 //! 4. publish → consume latency on the tail at a fixed moderate rate, once the segments the
 //!    full-speed publish sealed are uploaded.
+//! 5. send → ack latency at the same rate on a stream of its own, alone and then beside a
+//!    second connection reading the full-speed run's records from the start, over and over
+//!    (a consumer catching up must not hold up publishers).
 //!
 //! Beside each throughput it reports the whole machine's busy CPU time per GiB moved (from
 //! `/proc/stat`: every process, kernel threads and interrupts), which varies far less from
@@ -23,7 +26,6 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[allow(dead_code)] // the fixed-rate load is the replication benchmark's
 #[path = "publish/load.rs"]
 mod load;
 #[path = "publish/raw.rs"]
@@ -38,6 +40,7 @@ use floe_client::{
     AckMode, Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer,
     ProducerConfig, ProducerRecord, StreamName, StreamSettings,
 };
+use floe_wire::frame::{Fetch, Message};
 use hdrhistogram::Histogram;
 use load::{env_u64, percentiles, publish};
 use raw::{MachineCpu, cpu_per_gib};
@@ -156,6 +159,24 @@ async fn run() -> anyhow::Result<()> {
         "publish→consume at {rate} records/s for {seconds} s: {}",
         percentiles(&tail)
     );
+    // Publishing beside a consumer catching up: send→ack at the same rate on a stream of its
+    // own, alone and then while a second connection reads the full-speed run's records from
+    // the start, over and over, as fast as the broker serves them.
+    let paced = StreamName::new("paced")?;
+    client
+        .create_stream(&paced, 1, AckMode::Leader, StreamSettings::default())
+        .await?;
+    let alone = load::fixed_rate(&client, &paced, rate, seconds).await?;
+    let (beside, history_mib_s) =
+        beside_history(&config, &client, &paced, &stream, records, rate, seconds).await?;
+    println!(
+        "send→ack at {rate} records/s for {seconds} s, alone:              {}",
+        percentiles(&alone)
+    );
+    println!(
+        "  … beside a reader of history ({history_mib_s:6.1} MiB/s): {}",
+        percentiles(&beside)
+    );
     println!(
         "BENCH_JSON {}",
         serde_json::json!({
@@ -169,6 +190,9 @@ async fn run() -> anyhow::Result<()> {
             "tail_rate": rate, "tail_p50_us": tail.value_at_quantile(0.5),
             "tail_p99_us": tail.value_at_quantile(0.99), "tail_p999_us": tail.value_at_quantile(0.999),
             "rss_idle_mib": rss_idle >> 20, "rss_peak_mib": peak_rss.load(Ordering::Relaxed) >> 20,
+            "send_ack_alone_p99_us": alone.value_at_quantile(0.99),
+            "send_ack_beside_history_p99_us": beside.value_at_quantile(0.99),
+            "history_read_mib_s": history_mib_s,
         })
     );
     drop(broker);
@@ -183,6 +207,53 @@ fn rss_of(pid: u32) -> Option<u64> {
         .parse::<u64>()
         .ok()
         .map(|kib| kib * 1024)
+}
+
+/// Publishes to `paced` at a fixed rate while another connection reads offsets `[0, end)` of
+/// `history` again and again with back-to-back 8 MiB fetches; returns the send→ack latency
+/// in microseconds and the reader's MiB/s.
+async fn beside_history(
+    config: &ClientConfig,
+    client: &Client,
+    paced: &StreamName,
+    history: &StreamName,
+    end: u64,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<(Histogram<u64>, f64)> {
+    let reader = Client::connect(config.clone()).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reading = {
+        let (stop, history) = (stop.clone(), history.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let (mut offset, mut bytes) = (0, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let request = Message::Fetch(Fetch {
+                    stream: history.clone(),
+                    partition: PartitionId::new(0),
+                    position: FetchPosition::Offset(floe_wire::Offset::new(offset)),
+                    max_bytes: 8 << 20,
+                    max_wait_ms: 0,
+                });
+                match reader.request(request).await? {
+                    Message::FetchResponse(r) => {
+                        bytes += r.records.len() as u64;
+                        offset = r.next_offset.get();
+                        if offset >= end {
+                            offset = 0;
+                        }
+                    }
+                    other => anyhow::bail!("fetch at {offset}: {other:?}"),
+                }
+            }
+            anyhow::Ok(raw::mib_per_s(bytes, started.elapsed()))
+        })
+    };
+    let latency = load::fixed_rate(client, paced, rate, seconds).await;
+    stop.store(true, Ordering::Relaxed);
+    let read = reading.await??;
+    Ok((latency?, read))
 }
 
 /// Publishes at a fixed rate while a consumer follows the tail; the value carries the send
