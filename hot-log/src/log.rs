@@ -719,7 +719,7 @@ impl Log {
         let first = segments
             .partition_point(|s| s.base <= from)
             .saturating_sub(1);
-        let released_below = self.released_below(&segments);
+        let released_below = self.released_below(segments.len());
         for (index, segment) in segments.iter().enumerate().skip(first) {
             let uncached = index < released_below;
             if let Some(read) = segment.read(from.max(segment.base), max_bytes, until, uncached)? {
@@ -742,20 +742,25 @@ impl Log {
     /// segment holding it was released from the cache. Such a read waits for the device,
     /// so an async caller runs it on a blocking thread.
     pub fn read_is_uncached(&self, from: Offset) -> bool {
-        let segments = self.shared.segments();
+        // Asked before every fetch of the log: under the lock, without copying the list.
+        let segments = self
+            .shared
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
         let index = segments
             .partition_point(|s| s.base <= from)
             .saturating_sub(1);
-        index < self.released_below(&segments)
+        index < self.released_below(segments.len())
     }
 
-    /// How many of `segments`, oldest first, are out of the page cache. A roll releases the
-    /// whole of the segment sealed before the one it seals: what is older than the newest
-    /// sealed segment is out of the cache (or, in a log opened since, was at least not read
-    /// through it by this process).
-    fn released_below(&self, segments: &[Arc<Segment>]) -> usize {
+    /// How many of a log's `segments`, oldest first, are out of the page cache. A roll
+    /// releases the whole of the segment sealed before the one it seals: what is older than
+    /// the newest sealed segment is out of the cache (or, in a log opened since, was at least
+    /// not read through it by this process).
+    fn released_below(&self, segments: usize) -> usize {
         match self.shared.config.page_cache_bytes {
-            Some(_) => segments.len().saturating_sub(2),
+            Some(_) => segments.saturating_sub(2),
             None => 0,
         }
     }

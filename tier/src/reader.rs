@@ -255,7 +255,6 @@ impl TierReader {
         // is a slice of a cached chunk when they lie in one, and one copy when they span
         // chunks. Every batch is validated before it is served.
         let mut start = None;
-        let mut lengths = Vec::new();
         while position < footer.data_len {
             let header_end = (position + HEADER_LEN as u64).min(footer.data_len);
             let raw = self.chunks.read(object, position, header_end).await?;
@@ -287,7 +286,6 @@ impl TierReader {
             if position > first && end - first > max_bytes as u64 {
                 break;
             }
-            lengths.push(header.batch_length);
             position = end;
             expected = header.next_offset();
         }
@@ -298,22 +296,16 @@ impl TierReader {
             Some(first) => self.chunks.read(object, first, position).await?,
             None => Bytes::new(),
         };
+        // The same immutable bytes the headers came from: validating walks the same batches.
         let mut at = 0usize;
-        for length in lengths {
-            let batch_start = start.unwrap_or(0) + at as u64;
-            let header = batch::validate(bytes.get(at..).unwrap_or_default()).map_err(|e| {
+        while at < bytes.len() {
+            let header = batch::validate(&bytes[at..]).map_err(|e| {
                 corrupt(CorruptReason::Batch {
-                    position: batch_start,
+                    position: start.unwrap_or(0) + at as u64,
                     detail: e.to_string(),
                 })
             })?;
-            if header.batch_length != length {
-                return Err(corrupt(CorruptReason::Batch {
-                    position: batch_start,
-                    detail: "the batch changed between two reads".to_owned(),
-                }));
-            }
-            at += length as usize;
+            at += header.batch_length as usize;
         }
         self.prefetch_after(object, position);
         Ok(TierRead {

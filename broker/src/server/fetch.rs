@@ -72,12 +72,15 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
             })
         } else if from >= high_watermark {
             Ok(None)
-        } else if log.read_is_uncached(from) {
-            // A read of history the page cache let go of waits for the disk: on a blocking
-            // thread, so that a consumer catching up does not hold up the connections this
-            // worker serves (publishers among them).
-            let reading = partition.clone();
-            tokio::task::spawn_blocking(move || reading.log.read(from, max_bytes, high_watermark))
+        } else {
+            let read = if log.read_is_uncached(from) {
+                // A read of history the page cache let go of waits for the disk: on a
+                // blocking thread, so that a consumer catching up does not hold up the
+                // connections this worker serves (publishers among them).
+                let reading = partition.clone();
+                tokio::task::spawn_blocking(move || {
+                    reading.log.read(from, max_bytes, high_watermark)
+                })
                 .await
                 .unwrap_or_else(|e| {
                     Err(LogError::Io {
@@ -86,10 +89,10 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
                         source: std::io::Error::other(e.to_string()),
                     })
                 })
-                .map(|r| (!r.bytes.is_empty()).then_some(r))
-        } else {
-            log.read(from, max_bytes, high_watermark)
-                .map(|r| (!r.bytes.is_empty()).then_some(r))
+            } else {
+                log.read(from, max_bytes, high_watermark)
+            };
+            read.map(|r| (!r.bytes.is_empty()).then_some(r))
         };
         match read {
             Ok(Some(batches)) => {
