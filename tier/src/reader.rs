@@ -63,6 +63,13 @@ pub struct TierRead {
     pub next_offset: Offset,
 }
 
+/// What [`TierReader::read_batches`] found: the batches, and where in the object they end.
+struct BatchesRead {
+    bytes: Bytes,
+    next_offset: Offset,
+    end_position: u64,
+}
+
 /// Reads tiered data of any partition in the store. Cheap to clone; share one per process.
 #[derive(Debug, Clone)]
 pub struct TierReader {
@@ -186,10 +193,64 @@ impl TierReader {
         };
         let footer = self.footer(&object.key, segment).await?;
         let result = self.read_batches(&object, &footer, from, max_bytes).await;
-        if let Err(TierError::Corrupt { .. }) = &result {
-            crate::metrics::bump(&self.store.metrics().corrupt_objects, 1);
+        match &result {
+            Err(TierError::Corrupt { .. }) => {
+                crate::metrics::bump(&self.store.metrics().corrupt_objects, 1);
+            }
+            Err(_) => {}
+            Ok(read) => {
+                let unread = object.data_len - read.end_position;
+                if self.reads_sequentially(read.bytes.len(), read.end_position)
+                    && unread < self.config.read_ahead_chunks * self.chunks.chunk_bytes()
+                {
+                    self.prefetch_next_segment(partition, state, segment, unread);
+                }
+            }
         }
-        result
+        result.map(|read| TierRead {
+            bytes: read.bytes,
+            next_offset: read.next_offset,
+        })
+    }
+
+    /// Whether a read that returned `len` bytes and ended at `end` looks like part of a
+    /// sequential scan: it took half a chunk or more, or it ended past the middle of one (a
+    /// reader taking small steps through the data).
+    fn reads_sequentially(&self, len: usize, end: u64) -> bool {
+        let chunk = self.chunks.chunk_bytes();
+        len as u64 >= chunk / 2 || end % chunk >= chunk / 2
+    }
+
+    /// A sequential read near the end of a segment object continues in the next one: fetch
+    /// that one's footer and first chunks in the background, as many chunks as the read-ahead
+    /// window reaches past the end of this object (`unread` bytes away).
+    fn prefetch_next_segment(
+        &self,
+        partition: &PartitionPath,
+        state: &ManifestState,
+        segment: &TieredSegment,
+        unread: u64,
+    ) {
+        let Some(next) = state.segment_for(Offset::new(segment.next_offset)).cloned() else {
+            return;
+        };
+        let chunk = self.chunks.chunk_bytes();
+        let window = self.config.read_ahead_chunks * chunk;
+        let chunks = (window - unread).div_ceil(chunk);
+        let reader = self.clone();
+        let key: Arc<str> = Arc::from(partition.segment_key(&next.name));
+        tokio::spawn(async move {
+            // A failed prefetch is retried by the read that needs the footer.
+            if reader.footer(&key, &next).await.is_ok() {
+                let object = ObjectData {
+                    key,
+                    data_len: next.data_bytes,
+                };
+                for index in 0..chunks {
+                    reader.chunks.prefetch(&object, index);
+                }
+            }
+        });
     }
 
     /// The base offset of the first tiered batch holding a record with timestamp ≥
@@ -241,7 +302,7 @@ impl TierReader {
         footer: &Footer,
         from: Offset,
         max_bytes: usize,
-    ) -> Result<TierRead, TierError> {
+    ) -> Result<BatchesRead, TierError> {
         let corrupt = |reason| TierError::Corrupt {
             key: object.key.to_string(),
             reason,
@@ -250,6 +311,15 @@ impl TierReader {
             .entry_for(from)
             .ok_or_else(|| corrupt(CorruptReason::Field("index")))?;
         let mut position = u64::from(entry.position);
+        // The chunks this read will likely walk into, fetched side by side rather than one
+        // after another as the walk reaches them.
+        let chunk = self.chunks.chunk_bytes();
+        let likely_end = position
+            .saturating_add(max_bytes as u64)
+            .min(footer.data_len);
+        for index in position / chunk + 1..likely_end.div_ceil(chunk) {
+            self.chunks.prefetch(object, index);
+        }
         let mut expected = Offset::new(footer.base_offset.get() + u64::from(entry.relative_offset));
         // First the batches' extent, from their headers; then their bytes in one read, which
         // is a slice of a cached chunk when they lie in one, and one copy when they span
@@ -307,23 +377,19 @@ impl TierReader {
             })?;
             at += header.batch_length as usize;
         }
-        self.prefetch_after(object, position);
-        Ok(TierRead {
-            bytes,
-            next_offset: expected,
-        })
-    }
-
-    /// A reader that got this far is likely to come back for what follows: fetch the next
-    /// `read_ahead_chunks` chunks once the read is past the middle of the current one (the
-    /// ones already cached or in flight are skipped).
-    fn prefetch_after(&self, object: &ObjectData, position: u64) {
-        let chunk = self.chunks.chunk_bytes();
-        if position % chunk >= chunk / 2 {
-            for ahead in 1..=self.config.read_ahead_chunks {
+        // A sequential reader comes back for what follows: fetch the rest of the chunk the
+        // read ended in and the `read_ahead_chunks` after it (those cached or in flight are
+        // skipped).
+        if self.reads_sequentially(bytes.len(), position) {
+            for ahead in 0..=self.config.read_ahead_chunks {
                 self.chunks.prefetch(object, position / chunk + ahead);
             }
         }
+        Ok(BatchesRead {
+            bytes,
+            next_offset: expected,
+            end_position: position,
+        })
     }
 
     /// The footer of a segment object, from the cache or its tail.

@@ -224,6 +224,78 @@ async fn upload_then_read_back_every_batch_byte_identical_across_segments() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequential_read_reaching_a_segments_end_fetches_the_next_one_ahead() {
+    let s = common::local_store();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open_log(dir.path(), 16 * 1024);
+    for round in 0..3 {
+        fill_log(&log, &format!("r{round}"), 20, 3, 300);
+    }
+    let sealed = log.sealed_segments();
+    assert!(sealed.len() >= 2, "two segments at least: {}", sealed.len());
+    let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
+    let report = uploader
+        .run(&sealed, log.log_end(), 1, now_ms())
+        .await
+        .expect("upload");
+    assert_eq!(report.committed.len(), sealed.len());
+    let config = ReaderConfig {
+        chunk_bytes: 4096,
+        memory_cache_bytes: 1 << 20,
+        // Every footer comes in one GET, so the GETs a prefetch makes are known.
+        tail_guess_bytes: 1 << 20,
+        // No manifest reload GETs in between.
+        manifest_ttl: Duration::from_secs(3600),
+        ..ReaderConfig::default()
+    };
+    let read_ahead = config.read_ahead_chunks;
+    let reader = TierReader::new(s.store.clone(), config)
+        .await
+        .expect("reader");
+    let state = reader.manifest(&partition()).await.expect("manifest");
+    let (first, second) = (&state.segments[0], &state.segments[1]);
+    assert!(second.data_bytes > 4096, "the next segment spans chunks");
+
+    // The whole first segment in one read: a sequential reader at the object's end. It
+    // GETs that object's footer and chunks; then, in the background, the next object's
+    // footer and its first chunks as far as the read-ahead window reaches.
+    let before_read = s.store.metrics().snapshot().gets;
+    let read = reader
+        .read(&partition(), Offset::new(first.base_offset), 1 << 20)
+        .await
+        .expect("read");
+    assert_eq!(read.next_offset.get(), first.next_offset);
+    let expected = before_read
+        + 1
+        + first.data_bytes.div_ceil(4096)
+        + 1
+        + read_ahead.min(second.data_bytes.div_ceil(4096));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s.store.metrics().snapshot().gets < expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the next segment was not fetched ahead: {} GETs, {expected} expected",
+            s.store.metrics().snapshot().gets
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Reading on into the next segment finds its footer and first chunk cached.
+    let before = s.store.metrics().snapshot();
+    let read = reader
+        .read(&partition(), Offset::new(second.base_offset), 2048)
+        .await
+        .expect("read");
+    assert!(read.next_offset.get() > second.base_offset);
+    let after = s.store.metrics().snapshot();
+    assert_eq!(
+        (after.footer_misses, after.chunk_misses),
+        (before.footer_misses, before.chunk_misses),
+        "the read of the next segment found its footer and chunk cached"
+    );
+    assert!(after.chunk_hits > before.chunk_hits);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_committed_data_is_tiered_and_local_retention_waits_for_it() {
     let s = common::local_store();
     let dir = tempfile::tempdir().expect("tempdir");
