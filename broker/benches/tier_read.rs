@@ -3,13 +3,14 @@
 //!
 //! `cargo bench -p floe-broker --bench tier_read` runs a `floe-broker dev` process (release
 //! build) on the embedded default (object storage in a local directory), publishes
-//! `FLOE_BENCH_MIB` (default 384) of 1 KiB records to two streams — `tiered` (local
+//! `FLOE_BENCH_MIB` (default 1024) of 1 KiB records to two streams — `tiered` (local
 //! retention of 1 byte, the least the controlplane accepts: every sealed segment leaves the
 //! disk once tiered) and `hot` (everything kept locally) — and measures:
 //! 1. object-store PUTs per GiB ingested (segments and manifest versions);
-//! 2. raw ranged GETs of the tiered segment objects, 4 MiB at a time, one in flight;
-//! 3. a cold read of `tiered` from offset 0 through a restarted broker with an empty cache,
-//!    and the GETs per GiB it made;
+//! 2. raw ranged GETs of the tiered segment objects, 4 MiB at a time, one in flight, and
+//!    then as many in flight as the broker's sequential reader keeps;
+//! 3. a cold read of `tiered` from offset 0 through a restarted broker with an empty cache:
+//!    its throughput, the time to its first answer, and the GETs per GiB it made;
 //! 4. a warm read of the same range (now cached);
 //! 5. a read of the same amount from `hot`, served by the local log.
 //!
@@ -62,7 +63,10 @@ fn drop_page_cache() -> bool {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let mib = env_u64("FLOE_BENCH_MIB", 384);
+    // A consumer of history reads long ranges: a read of a few hundred MiB is measured as
+    // much on its first answer (manifest, footer, first chunk, a fresh connection's
+    // congestion window) as on its pace.
+    let mib = env_u64("FLOE_BENCH_MIB", 1024);
     let work = tempfile::Builder::new()
         .prefix("floe-bench-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
@@ -149,12 +153,19 @@ async fn run() -> anyhow::Result<()> {
             floe_tier::TierStore::open(url.as_str(), &Default::default())?
         }
     };
-    let (raw_bytes, raw_elapsed) = raw_gets(&raw_store, "tiered/0/segments").await?;
+    let (raw_bytes, raw_elapsed) = raw_gets(&raw_store, "tiered/0/segments", 1).await?;
     let raw = mib_per_s(raw_bytes, raw_elapsed);
     println!(
         "raw ranged GETs, 4 MiB, 1 in flight: {raw:8.1} MiB/s over {:.1} MiB (page cache dropped: {dropped})",
         raw_bytes as f64 / (1024.0 * 1024.0)
     );
+    // As many in flight as a sequential reader of the broker keeps: the chunk it reads and
+    // those it reads ahead.
+    let depth = floe_tier::ReaderConfig::default().read_ahead_chunks as usize + 1;
+    drop_page_cache();
+    let (deep_bytes, deep_elapsed) = raw_gets(&raw_store, "tiered/0/segments", depth).await?;
+    let raw_deep = mib_per_s(deep_bytes, deep_elapsed);
+    println!("raw ranged GETs, 4 MiB, {depth} in flight: {raw_deep:8.1} MiB/s");
 
     // Cold: a fresh broker process, its cache directory removed.
     let data_dir = broker.data_dir.clone();
@@ -168,7 +179,7 @@ async fn run() -> anyhow::Result<()> {
         &common::http_get(&metrics, "/metrics").await,
         "floe_tier_requests_total{kind=\"get\"}",
     );
-    let (cold_bytes, cold_elapsed) = read(&client, &tiered, tiered_end).await?;
+    let (cold_bytes, cold_elapsed, cold_first) = read(&client, &tiered, tiered_end).await?;
     let gets = common::metric(
         &common::http_get(&metrics, "/metrics").await,
         "floe_tier_requests_total{kind=\"get\"}",
@@ -176,14 +187,16 @@ async fn run() -> anyhow::Result<()> {
     let cold = mib_per_s(cold_bytes, cold_elapsed);
     let gets_per_gib = gets / (cold_bytes as f64 / f64::from(1u32 << 30));
     println!(
-        "cold read through the broker:        {cold:8.1} MiB/s over {:.1} MiB = {:.2} of raw GET (target ≥ 0.70); {gets:.0} GETs = {gets_per_gib:.0} GETs/GiB (target ≤ 300)",
+        "cold read through the broker:        {cold:8.1} MiB/s over {:.1} MiB = {:.2} of raw GET, {:.2} of raw GET {depth} in flight (target ≥ 0.70); {gets:.0} GETs = {gets_per_gib:.0} GETs/GiB (target ≤ 300); first answer after {:.1} ms",
         cold_bytes as f64 / (1024.0 * 1024.0),
-        cold / raw
+        cold / raw,
+        cold / raw_deep,
+        cold_first.as_secs_f64() * 1e3
     );
 
-    let (warm_bytes, warm_elapsed) = read(&client, &tiered, tiered_end).await?;
+    let (warm_bytes, warm_elapsed, _) = read(&client, &tiered, tiered_end).await?;
     let warm = mib_per_s(warm_bytes, warm_elapsed);
-    let (hot_bytes, hot_elapsed) = read(&client, &hot, tiered_end).await?;
+    let (hot_bytes, hot_elapsed, _) = read(&client, &hot, tiered_end).await?;
     let hot_mib = mib_per_s(hot_bytes, hot_elapsed);
     println!("hot-log read of the same amount:     {hot_mib:8.1} MiB/s");
     println!(
@@ -194,7 +207,9 @@ async fn run() -> anyhow::Result<()> {
         "BENCH_JSON {}",
         serde_json::json!({
             "puts_per_gib": puts_per_gib, "raw_get_mib_s": raw, "cold_mib_s": cold,
-            "cold_ratio": cold / raw, "gets_per_gib_cold": gets_per_gib,
+            "cold_ratio": cold / raw, "raw_get_in_flight": depth, "raw_get_deep_mib_s": raw_deep,
+            "cold_ratio_deep": cold / raw_deep, "gets_per_gib_cold": gets_per_gib,
+            "cold_first_answer_ms": cold_first.as_secs_f64() * 1e3,
             "warm_mib_s": warm, "hot_mib_s": hot_mib, "warm_ratio": warm / hot_mib,
             "page_cache_dropped": dropped,
         })
@@ -246,10 +261,16 @@ async fn wait_until_tiered(client: &Client, stream: &StreamName) -> anyhow::Resu
     }
 }
 
-/// Reads `[0, end)` of partition 0 with back-to-back fetches; returns bytes and time.
-async fn read(client: &Client, stream: &StreamName, end: u64) -> anyhow::Result<(u64, Duration)> {
+/// Reads `[0, end)` of partition 0 with back-to-back fetches; returns bytes, time, and the
+/// time to the first answer.
+async fn read(
+    client: &Client,
+    stream: &StreamName,
+    end: u64,
+) -> anyhow::Result<(u64, Duration, Duration)> {
     let started = Instant::now();
     let (mut offset, mut bytes) = (0, 0);
+    let mut first = None;
     while offset < end {
         let request = Message::Fetch(Fetch {
             stream: stream.clone(),
@@ -260,6 +281,7 @@ async fn read(client: &Client, stream: &StreamName, end: u64) -> anyhow::Result<
         });
         match client.request(request).await? {
             Message::FetchResponse(r) => {
+                first.get_or_insert_with(|| started.elapsed());
                 anyhow::ensure!(r.next_offset.get() > offset, "no progress at {offset}");
                 bytes += r.records.len() as u64;
                 offset = r.next_offset.get();
@@ -267,7 +289,7 @@ async fn read(client: &Client, stream: &StreamName, end: u64) -> anyhow::Result<
             other => anyhow::bail!("fetch at {offset}: {other:?}"),
         }
     }
-    Ok((bytes, started.elapsed()))
+    Ok((bytes, started.elapsed(), first.unwrap_or_default()))
 }
 
 /// Credentials the S3-compatible test server accepts.
@@ -288,18 +310,37 @@ async fn create_bucket(endpoint: &str, bucket: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads every object under `dir` of `store` with 4 MiB ranged GETs, one at a time.
-async fn raw_gets(store: &floe_tier::TierStore, dir: &str) -> anyhow::Result<(u64, Duration)> {
+/// Reads every object under `dir` of `store` with 4 MiB ranged GETs, in order, `in_flight`
+/// at a time.
+async fn raw_gets(
+    store: &floe_tier::TierStore,
+    dir: &str,
+    in_flight: usize,
+) -> anyhow::Result<(u64, Duration)> {
     let listed = store.list(dir).await?;
-    let started = Instant::now();
-    let mut bytes = 0;
+    let mut ranges = Vec::new();
     for object in listed {
         let mut at = 0;
         while at < object.size {
             let end = (at + CHUNK).min(object.size);
-            bytes += store.get_range(&object.key, at..end).await?.len() as u64;
+            ranges.push((object.key.clone(), at..end));
             at = end;
         }
+    }
+    let started = Instant::now();
+    let mut bytes = 0;
+    let mut running = tokio::task::JoinSet::new();
+    for (key, range) in ranges {
+        if running.len() >= in_flight.max(1)
+            && let Some(done) = running.join_next().await
+        {
+            bytes += done??;
+        }
+        let store = store.clone();
+        running.spawn(async move { anyhow::Ok(store.get_range(&key, range).await?.len() as u64) });
+    }
+    while let Some(done) = running.join_next().await {
+        bytes += done??;
     }
     Ok((bytes, started.elapsed()))
 }
