@@ -47,7 +47,7 @@ impl Default for ReaderConfig {
             memory_cache_bytes: 256 * 1024 * 1024,
             disk_cache: None,
             concurrent_gets: 8,
-            read_ahead_chunks: 2,
+            read_ahead_chunks: 4,
             manifest_ttl: Duration::from_secs(1),
             footer_cache_entries: 4 * 1024 * 1024,
             tail_guess_bytes: 128 * 1024,
