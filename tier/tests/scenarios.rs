@@ -296,6 +296,75 @@ async fn a_sequential_read_reaching_a_segments_end_fetches_the_next_one_ahead() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_being_prefetched_is_not_prefetched_again() {
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    let throttled = std::sync::Arc::new(ThrottledStore::new(
+        object_store::memory::InMemory::new(),
+        ThrottleConfig::default(),
+    ));
+    let store = TierStore::new(throttled.clone(), "bucket");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open_log(dir.path(), 16 * 1024);
+    fill_log(&log, "a", 20, 3, 300);
+    let sealed = log.sealed_segments();
+    let uploader = Uploader::new(store.clone(), partition(), UploaderConfig::default());
+    let report = uploader
+        .run(&sealed, log.log_end(), 1, now_ms())
+        .await
+        .expect("upload");
+    assert_eq!(report.committed.len(), sealed.len());
+    let config = ReaderConfig {
+        chunk_bytes: 4096,
+        memory_cache_bytes: 1 << 20,
+        tail_guess_bytes: 1 << 20,
+        manifest_ttl: Duration::from_secs(3600),
+        ..ReaderConfig::default()
+    };
+    let reader = TierReader::new(store.clone(), config)
+        .await
+        .expect("reader");
+    let first = reader
+        .manifest(&partition())
+        .await
+        .expect("manifest")
+        .segments[0]
+        .clone();
+    assert!(
+        first.data_bytes > 3 * 4096,
+        "the segment spans several chunks"
+    );
+    // From here on every GET takes a second, so the prefetches the first read starts are
+    // still in flight when the second read comes.
+    throttled.config_mut(|c| c.wait_get_per_call = Duration::from_secs(1));
+    let one = reader
+        .read(&partition(), Offset::new(first.base_offset), 3000)
+        .await
+        .expect("read");
+    let after_one = prefetches_started(&store);
+    assert!(after_one >= 2, "a sequential read prefetches: {after_one}");
+    // The next batch, still in chunk 0: it wants the same chunks ahead, all in flight.
+    let two = reader
+        .read(&partition(), one.next_offset, 1)
+        .await
+        .expect("read");
+    assert!(
+        one.bytes.len() >= 2048 && one.bytes.len() + two.bytes.len() <= 4096,
+        "both reads lie in chunk 0, the first past its middle: {} + {} bytes",
+        one.bytes.len(),
+        two.bytes.len()
+    );
+    assert_eq!(
+        prefetches_started(&store),
+        after_one,
+        "chunks being prefetched were prefetched again"
+    );
+}
+
+fn prefetches_started(store: &TierStore) -> u64 {
+    store.metrics().snapshot().prefetches
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_committed_data_is_tiered_and_local_retention_waits_for_it() {
     let s = common::local_store();
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,10 +1,12 @@
 //! Fixed-size chunks of segment objects' data, fetched with ranged GETs through a hybrid
 //! memory + disk cache. Concurrent misses for one chunk share one GET; a semaphore caps the
 //! GETs in flight; prefetches run only when a GET slot is free, so they never queue ahead of
-//! a reader.
+//! a reader, and a chunk already being prefetched is not prefetched again (the second would
+//! only wait on the first, holding a slot).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use foyer::{BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder};
@@ -35,6 +37,23 @@ pub(crate) struct Chunks {
     cache: HybridCache<String, Bytes>,
     gets: Arc<Semaphore>,
     chunk_bytes: u64,
+    /// Cache keys of the chunks being prefetched.
+    prefetching: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Takes a chunk off [`Chunks::prefetching`] when its prefetch ends, however it ends.
+struct Prefetching {
+    keys: Arc<Mutex<HashSet<String>>>,
+    key: String,
+}
+
+impl Drop for Prefetching {
+    fn drop(&mut self) {
+        self.keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
 }
 
 impl Chunks {
@@ -82,6 +101,7 @@ impl Chunks {
             cache,
             gets: Arc::new(Semaphore::new(concurrent_gets.max(1))),
             chunk_bytes: chunk_bytes.max(1),
+            prefetching: Arc::default(),
         })
     }
 
@@ -167,8 +187,8 @@ impl Chunks {
         }
     }
 
-    /// Starts fetching chunk `index` in the background if it exists, is not cached, and a
-    /// GET slot is free now.
+    /// Starts fetching chunk `index` in the background if it exists, is neither cached nor
+    /// being prefetched, and a GET slot is free now.
     pub fn prefetch(&self, object: &ObjectData, index: u64) {
         if index * self.chunk_bytes >= object.data_len {
             return;
@@ -177,13 +197,24 @@ impl Chunks {
         if self.cache.memory().contains(&cache_key) {
             return;
         }
+        let mut prefetching = self.prefetching.lock().unwrap_or_else(|e| e.into_inner());
+        if prefetching.contains(&cache_key) {
+            return;
+        }
         let Ok(permit) = self.gets.clone().try_acquire_owned() else {
             return;
+        };
+        prefetching.insert(cache_key.clone());
+        drop(prefetching);
+        let guard = Prefetching {
+            keys: self.prefetching.clone(),
+            key: cache_key.clone(),
         };
         bump(&self.store.metrics().prefetches, 1);
         let fetch = self.fetcher(object, index, Some(permit));
         let cache = self.cache.clone();
         tokio::spawn(async move {
+            let _guard = guard;
             // A failed prefetch is retried by the reader that needs the chunk.
             let _result = cache.get_or_fetch(&cache_key, move || fetch).await;
         });
