@@ -223,6 +223,29 @@ async fn upload_then_read_back_every_batch_byte_identical_across_segments() {
     }
 }
 
+/// Uploads every sealed segment of `log` in one run, all of them committed.
+async fn upload_sealed(store: &TierStore, log: &floe_hot_log::Log) {
+    let sealed = log.sealed_segments();
+    let uploader = Uploader::new(store.clone(), partition(), UploaderConfig::default());
+    let report = uploader
+        .run(&sealed, log.log_end(), 1, now_ms())
+        .await
+        .expect("upload");
+    assert_eq!(report.committed.len(), sealed.len());
+}
+
+/// 4 KiB chunks; every footer in one GET and no manifest reload, so the GETs a test sees
+/// are the ones its reads and prefetches make.
+fn counted_reader_config() -> ReaderConfig {
+    ReaderConfig {
+        chunk_bytes: 4096,
+        memory_cache_bytes: 1 << 20,
+        tail_guess_bytes: 1 << 20,
+        manifest_ttl: Duration::from_secs(3600),
+        ..ReaderConfig::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequential_read_reaching_a_segments_end_fetches_the_next_one_ahead() {
     let s = common::local_store();
@@ -233,21 +256,8 @@ async fn a_sequential_read_reaching_a_segments_end_fetches_the_next_one_ahead() 
     }
     let sealed = log.sealed_segments();
     assert!(sealed.len() >= 2, "two segments at least: {}", sealed.len());
-    let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
-    let report = uploader
-        .run(&sealed, log.log_end(), 1, now_ms())
-        .await
-        .expect("upload");
-    assert_eq!(report.committed.len(), sealed.len());
-    let config = ReaderConfig {
-        chunk_bytes: 4096,
-        memory_cache_bytes: 1 << 20,
-        // Every footer comes in one GET, so the GETs a prefetch makes are known.
-        tail_guess_bytes: 1 << 20,
-        // No manifest reload GETs in between.
-        manifest_ttl: Duration::from_secs(3600),
-        ..ReaderConfig::default()
-    };
+    upload_sealed(&s.store, &log).await;
+    let config = counted_reader_config();
     let read_ahead = config.read_ahead_chunks;
     let reader = TierReader::new(s.store.clone(), config)
         .await
@@ -306,21 +316,8 @@ async fn a_chunk_being_prefetched_is_not_prefetched_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = open_log(dir.path(), 16 * 1024);
     fill_log(&log, "a", 20, 3, 300);
-    let sealed = log.sealed_segments();
-    let uploader = Uploader::new(store.clone(), partition(), UploaderConfig::default());
-    let report = uploader
-        .run(&sealed, log.log_end(), 1, now_ms())
-        .await
-        .expect("upload");
-    assert_eq!(report.committed.len(), sealed.len());
-    let config = ReaderConfig {
-        chunk_bytes: 4096,
-        memory_cache_bytes: 1 << 20,
-        tail_guess_bytes: 1 << 20,
-        manifest_ttl: Duration::from_secs(3600),
-        ..ReaderConfig::default()
-    };
-    let reader = TierReader::new(store.clone(), config)
+    upload_sealed(&store, &log).await;
+    let reader = TierReader::new(store.clone(), counted_reader_config())
         .await
         .expect("reader");
     let first = reader
