@@ -1,6 +1,7 @@
 //! The broker's Prometheus metrics and the `/metrics` HTTP endpoint.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
@@ -75,6 +76,8 @@ pub struct Metrics {
     pub tier_backlog_segments: Family<StreamLabels, Gauge>,
     pub tier_backlog_bytes: Family<StreamLabels, Gauge>,
     pub tier_upload_failures: Counter,
+    /// Time uploads waited for pauses in the logs' syncs (mirrored at scrape time).
+    pub tier_upload_yield_seconds: Counter<f64, AtomicU64>,
     /// Object-store requests by kind (mirrored from the tier's counters at scrape time).
     pub tier_requests: Family<KindLabels, Counter>,
     pub tier_request_latency: Family<KindLabels, Histogram>,
@@ -123,6 +126,7 @@ impl Metrics {
             tier_backlog_segments: Family::default(),
             tier_backlog_bytes: Family::default(),
             tier_upload_failures: Counter::default(),
+            tier_upload_yield_seconds: Counter::default(),
             tier_requests: Family::default(),
             tier_request_latency: Family::new_with_constructor(latency_histogram),
             tier_get_bytes: Counter::default(),
@@ -242,6 +246,11 @@ impl Metrics {
             "tier_upload_backlog_bytes",
             "Bytes of sealed, committed segments waiting for upload",
             m.tier_backlog_bytes.clone(),
+        );
+        registry.register(
+            "tier_upload_yield_seconds",
+            "Time uploads waited for pauses in the logs' syncs on the same disk",
+            m.tier_upload_yield_seconds.clone(),
         );
         registry.register(
             "tier_upload_failures",

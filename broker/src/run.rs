@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use floe_hot_log::LogConfig;
-use floe_tier::{RequestKind, RequestObserver};
+use floe_hot_log::{LogConfig, SyncActivity};
+use floe_tier::{RequestKind, RequestObserver, YieldToSyncs};
 use floe_wire::frame::ConnectionLimits;
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
@@ -190,13 +190,15 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let mut log = settings.log.clone();
     log.sync_observer = Some(fsync_observer(metrics.fsync_latency.clone()));
     log.batch_bytes_max = log.batch_bytes_max.min(settings.limits.max_batch_bytes);
+    // Every log is in the data directory, on one disk, with the segments uploads read (and
+    // a local-directory tier's objects): uploads wait for pauses in the logs' syncs.
+    let sync_activity = Arc::new(SyncActivity::new());
+    log.sync_activity = Some(sync_activity.clone());
     let tiering = open_tiering(&settings, &metrics).await?;
     let data_dir = settings.data_dir.clone();
-    let (store, uploader, defaults) = (
-        tiering.store.clone(),
-        settings.tier.uploader.clone(),
-        settings.stream_defaults,
-    );
+    let mut uploader = settings.tier.uploader.clone();
+    uploader.yield_to = Some(YieldToSyncs::new(sync_activity.clone()));
+    let (store, defaults) = (tiering.store.clone(), settings.stream_defaults);
     let partitions = Partitions::open(&data_dir, log, defaults, store, uploader).await?;
 
     let transport =
@@ -280,7 +282,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         }
         None => (None, None),
     };
-    metrics.set_scrape_hook(scrape_hook(Arc::downgrade(&state)));
+    metrics.set_scrape_hook(scrape_hook(Arc::downgrade(&state), sync_activity));
     let server = tokio::spawn(server::serve(endpoint, state.clone()));
     let maintenance = tokio::spawn(maintain(
         state.clone(),
@@ -334,11 +336,16 @@ async fn open_tiering(settings: &Settings, metrics: &Arc<Metrics>) -> Result<Tie
 }
 
 /// Updates the gauges and mirrored counters from the broker's state before a scrape.
-fn scrape_hook(state: std::sync::Weak<BrokerState>) -> ScrapeHook {
+fn scrape_hook(state: std::sync::Weak<BrokerState>, syncs: Arc<SyncActivity>) -> ScrapeHook {
     ScrapeHook(Box::new(move |m: &Metrics| {
         let Some(state) = state.upgrade() else {
             return;
         };
+        let waited = syncs.waited().as_secs_f64();
+        let seen = m.tier_upload_yield_seconds.get();
+        if waited > seen {
+            m.tier_upload_yield_seconds.inc_by(waited - seen);
+        }
         let mut backlog: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
         let mut local_bytes = 0;
         for p in state.partitions.all() {

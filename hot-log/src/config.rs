@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::GroupCommitPolicy;
+use crate::{GroupCommitPolicy, SyncActivity};
 
 /// The page-cache window of a log by default: consumers up to this far behind the end, and
 /// followers catching up as far, read from memory.
@@ -28,6 +28,9 @@ pub struct LogConfig {
     pub producers_max: usize,
     /// Told the duration of every `fdatasync` the syncer runs (for latency histograms).
     pub sync_observer: Option<SyncObserver>,
+    /// Shared by the logs of one disk: each `fdatasync` is marked running in it, so that
+    /// background I/O on the disk can wait for a pause ([`SyncActivity`]).
+    pub sync_activity: Option<Arc<SyncActivity>>,
     /// Bytes of the newest synced data the page cache keeps; older synced data is released
     /// from it ([`crate::StorageFile::release_cache`]) and read from the disk when asked.
     /// `None` keeps everything (the operating system decides).
@@ -60,6 +63,7 @@ impl Default for LogConfig {
             group_commit: GroupCommitPolicy::default(),
             producers_max: 100_000,
             sync_observer: None,
+            sync_activity: None,
             page_cache_bytes: Some(DEFAULT_PAGE_CACHE_BYTES),
         }
     }

@@ -9,6 +9,7 @@
 //! This crate knows nothing of streams, sockets or object storage; tiering decides what
 //! retention may delete through [`Log::apply_retention`]'s callback.
 
+mod activity;
 mod config;
 mod epoch_history;
 mod error;
@@ -19,6 +20,7 @@ mod segment;
 mod state_file;
 pub mod storage;
 
+pub use activity::{SyncActivity, Syncing};
 pub use config::{LogConfig, RetentionPolicy, SyncObserver};
 pub use epoch_history::{EpochHistory, EpochStart};
 pub use error::LogError;

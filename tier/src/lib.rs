@@ -36,6 +36,7 @@ pub use collector::{CollectReport, Collector, delete_stream};
 pub use reader::{DiskCacheConfig, ReaderConfig, TierRead, TierReader};
 pub use retention::{TierRetention, apply_tier_retention, plan_removal};
 pub use retry::RetryPolicy;
+pub use segment::{UploadSettings, YieldToSyncs};
 pub use uploader::{
     Backlog, BeforeCommit, PlannedUpload, UploadReport, Uploader, UploaderConfig, plan_uploads,
 };

@@ -5,4 +5,4 @@ pub(crate) mod footer;
 pub(crate) mod upload;
 
 pub use footer::{FOOTER_VERSION, Footer, FooterEntry, TRAILER_LEN, TRAILER_MAGIC};
-pub use upload::{UploadedSegment, upload_segment};
+pub use upload::{UploadSettings, UploadedSegment, YieldToSyncs, upload_segment};

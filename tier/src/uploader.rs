@@ -11,7 +11,7 @@ use futures::StreamExt;
 
 use crate::manifest::{Change, ManifestLog, ManifestState, TieredSegment};
 use crate::retry::RetryPolicy;
-use crate::segment::{UploadedSegment, upload_segment};
+use crate::segment::{UploadSettings, UploadedSegment, YieldToSyncs, upload_segment};
 use crate::{PartitionPath, TierError, TierStore};
 
 /// How the uploader works.
@@ -32,6 +32,9 @@ pub struct UploaderConfig {
     /// Called after a run's objects are uploaded, just before their commit: a failpoint
     /// for crash tests (the broker sets it only from `FLOE_TEST_FAILPOINT`).
     pub before_commit: Option<BeforeCommit>,
+    /// Uploads wait for pauses in the logs' syncs while their backlog is small
+    /// ([`YieldToSyncs`]); `None` uploads at once.
+    pub yield_to: Option<YieldToSyncs>,
 }
 
 /// Memory that buffered single-PUT uploads share; see [`UploaderConfig::buffer`].
@@ -78,6 +81,7 @@ impl Default for UploaderConfig {
             buffer: UploadBuffer::new(256 << 20),
             retry: RetryPolicy::default(),
             before_commit: None,
+            yield_to: None,
         }
     }
 }
@@ -300,6 +304,12 @@ impl Uploader {
         epoch: u32,
     ) -> Result<Vec<UploadedSegment>, (Vec<UploadedSegment>, TierError)> {
         let partition = self.manifest.partition();
+        let backlog: u64 = plan.iter().map(|p| p.segment.size_bytes).sum();
+        let settings = &UploadSettings {
+            index_interval_bytes: self.config.index_interval_bytes,
+            single_put_max: self.config.single_put_max_bytes,
+            yield_to: (self.config.yield_to.clone()).filter(|y| backlog <= y.backlog_bytes_max),
+        };
         // The futures are built before they enter the stream: a closure inside the stream
         // would make this future not `Send` for every lifetime, and so not spawnable.
         let pending: Vec<_> = plan
@@ -313,15 +323,7 @@ impl Uploader {
                 self.config
                     .retry
                     .run(move || {
-                        upload_segment(
-                            &self.store,
-                            partition,
-                            &p.segment,
-                            p.from,
-                            epoch,
-                            self.config.index_interval_bytes,
-                            self.config.single_put_max_bytes,
-                        )
+                        upload_segment(&self.store, partition, &p.segment, p.from, epoch, settings)
                     })
                     .await
             })

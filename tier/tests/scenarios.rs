@@ -3,15 +3,17 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use floe_hot_log::RetentionPolicy;
+use floe_hot_log::{RetentionPolicy, SyncActivity};
 use floe_tier::manifest::{Change, ChangeError, ManifestLog, ManifestState, TieredSegment};
-use floe_tier::segment::upload_segment;
+use floe_tier::segment::{UploadSettings, upload_segment};
 use floe_tier::{
     Collector, CorruptReason, PartitionPath, ReaderConfig, SegmentName, TierError, TierReader,
-    TierRetention, TierStore, Uploader, UploaderConfig, apply_tier_retention, delete_stream,
+    TierRetention, TierStore, Uploader, UploaderConfig, YieldToSyncs, apply_tier_retention,
+    delete_stream,
 };
 use floe_wire::Offset;
 
@@ -554,8 +556,11 @@ async fn an_orphan_is_collected_after_the_grace_period() {
         &sealed[1],
         sealed[1].base_offset,
         1,
-        4096,
-        128 << 20,
+        &UploadSettings {
+            index_interval_bytes: 4096,
+            single_put_max: 128 << 20,
+            yield_to: None,
+        },
     )
     .await
     .expect("upload without commit");
@@ -910,4 +915,61 @@ async fn an_unwritable_store_keeps_the_backlog_and_the_local_data() {
         .expect("upload once the store works");
     assert_eq!(report.tier_end, log.log_end());
     assert_eq!(uploader.backlog().segments, 0);
+}
+
+/// While a log's sync runs, every piece an upload reads from the local disk waits, at most
+/// `max_wait_per_mib` per MiB, and the upload still completes; with more waiting than
+/// `backlog_bytes_max`, it does not wait at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_yields_to_running_syncs_for_a_bounded_time_per_piece() {
+    for s in common::stores().await {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Two sealed segments of about 1.5 MiB: two 1 MiB pieces each to a local directory,
+        // one part each to S3.
+        let log = open_log(dir.path(), 2 << 20);
+        fill_log(&log, "a", 6, 4, 64 * 1024);
+        fill_log(&log, "b", 6, 4, 64 * 1024);
+        let sealed = log.sealed_segments();
+        assert_eq!(sealed.len(), 2);
+        let activity = Arc::new(SyncActivity::new());
+        let per_mib = Duration::from_millis(40);
+        let uploader_with = |backlog_bytes_max| {
+            let config = UploaderConfig {
+                yield_to: Some(YieldToSyncs {
+                    activity: activity.clone(),
+                    quiet: Duration::from_millis(1),
+                    max_wait_per_mib: per_mib,
+                    backlog_bytes_max,
+                }),
+                ..UploaderConfig::default()
+            };
+            Uploader::new(s.store.clone(), partition(), config)
+        };
+        let syncing = activity.begin();
+
+        let large_backlog = uploader_with(sealed[0].size_bytes - 1);
+        let report = large_backlog
+            .run(&sealed[..1], sealed[0].next_offset, 1, now_ms())
+            .await
+            .expect("upload past the limit");
+        assert_eq!(report.committed.len(), 1);
+        assert_eq!(activity.waited(), Duration::ZERO, "{}", s.url);
+
+        // Both segments are planned, but only the second is left: 1.5 MiB waiting.
+        let small_backlog = uploader_with(2 << 20);
+        let report = small_backlog
+            .run(&sealed, log.log_end(), 1, now_ms())
+            .await
+            .expect("upload while a sync runs");
+        assert_eq!(report.tier_end, log.log_end());
+        // Every piece waited its whole bound: as long as the segment's MiB take.
+        let waited = activity.waited();
+        let bound = per_mib.mul_f64(sealed[1].size_bytes as f64 / f64::from(1u32 << 20));
+        assert!(
+            waited >= bound.mul_f64(0.99),
+            "{}: waited {waited:?}, expected {bound:?}",
+            s.url
+        );
+        drop(syncing);
+    }
 }

@@ -80,7 +80,9 @@ pub(super) fn run(shared: &Shared) {
                 s.pending = Pending::default();
                 drop(s);
                 let started = Instant::now();
+                let syncing = shared.config.sync_activity.as_ref().map(|a| a.begin());
                 let result = file.sync_data();
+                drop(syncing);
                 let took = started.elapsed();
                 add_stat(&shared.stats.sync_nanos, took.as_nanos() as u64);
                 if let Some(observer) = &shared.config.sync_observer {

@@ -2,9 +2,12 @@
 //! (memory bounded by the chunk size and the parts in flight), builds the footer on the way
 //! from the batch headers, and writes the object under a fresh, unique key.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use bytes::Bytes;
-use floe_hot_log::SealedSegment;
 use floe_hot_log::storage::aligned_buffer;
+use floe_hot_log::{SealedSegment, SyncActivity};
 use floe_wire::Offset;
 use floe_wire::batch::{BatchHeader, HEADER_LEN};
 
@@ -12,6 +15,55 @@ use crate::layout::{PartitionPath, SegmentName};
 use crate::segment::footer::{Footer, FooterEntry};
 use crate::store::PART_BYTES;
 use crate::{CorruptReason, TierError, TierStore};
+
+/// How [`upload_segment`] shapes an object and reads the local segment.
+#[derive(Debug, Clone)]
+pub struct UploadSettings {
+    /// Footer index density: an entry at least every this many bytes.
+    pub index_interval_bytes: u32,
+    /// To S3, data up to this size goes up in one PUT; more as a multipart upload.
+    pub single_put_max: u64,
+    /// Wait for a pause in the logs' syncs before each piece read from the local disk.
+    pub yield_to: Option<YieldToSyncs>,
+}
+
+/// How an upload keeps out of the way of the syncs producers wait on, on the disk that holds
+/// both the logs and the segments it reads (and, for a local directory, the objects it
+/// writes). Before each piece it reads (1 MiB to a local directory, a part to S3), it waits
+/// until no sync has run for `quiet`, but no longer than `max_wait_per_mib` per MiB of the
+/// piece. A burst of publishes is then synced without the upload's transfers and cache
+/// flushes queued ahead of it, and the upload catches up in the pauses; while the syncs run
+/// back to back, it still moves at least a MiB per `max_wait_per_mib`.
+#[derive(Debug, Clone)]
+pub struct YieldToSyncs {
+    pub activity: Arc<SyncActivity>,
+    pub quiet: Duration,
+    pub max_wait_per_mib: Duration,
+    /// Uploads yield only while the partition's upload backlog is at most this. Beyond it
+    /// the disk is not keeping up with both, and the upload takes its share: the backlog
+    /// holds local disk space that only its upload frees.
+    pub backlog_bytes_max: u64,
+}
+
+impl YieldToSyncs {
+    /// Waits 10 ms after the last sync, at most 100 ms per MiB, with up to 1 GiB waiting.
+    pub fn new(activity: Arc<SyncActivity>) -> YieldToSyncs {
+        YieldToSyncs {
+            activity,
+            quiet: Duration::from_millis(10),
+            max_wait_per_mib: Duration::from_millis(100),
+            backlog_bytes_max: 1 << 30,
+        }
+    }
+
+    /// Blocks until the syncs pause, or for at most the bound for a piece of `bytes`.
+    fn wait(&self, bytes: usize) {
+        let max_wait = self
+            .max_wait_per_mib
+            .mul_f64(bytes as f64 / f64::from(1u32 << 20));
+        let _waited = self.activity.wait_for_pause(self.quiet, max_wait);
+    }
+}
 
 /// A segment object written to the store, not yet in the manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,20 +80,18 @@ pub struct UploadedSegment {
 }
 
 /// Uploads the batches of `segment` from offset `from` on (its base offset, or the first
-/// batch after data a previous leader already tiered) as one object. `index_interval_bytes`
-/// sets the footer's index density (an entry at least every that many bytes). To a local
-/// directory the object is streamed to its file through one buffer, around the page cache
-/// ([`crate::DirectObject`]). To S3, data up to `single_put_max` bytes goes up in one PUT,
-/// held in memory meanwhile; more goes as a multipart upload, streamed in parts (each part a
-/// request of its own).
+/// batch after data a previous leader already tiered) as one object. To a local directory
+/// the object is streamed to its file through one buffer, around the page cache
+/// ([`crate::DirectObject`]). To S3, data up to `settings.single_put_max` bytes goes up in
+/// one PUT, held in memory meanwhile; more goes as a multipart upload, streamed in parts
+/// (each part a request of its own).
 pub async fn upload_segment(
     store: &TierStore,
     partition: &PartitionPath,
     segment: &SealedSegment,
     from: Offset,
     epoch: u32,
-    index_interval_bytes: u32,
-    single_put_max: u64,
+    settings: &UploadSettings,
 ) -> Result<UploadedSegment, TierError> {
     let local = |reason| TierError::LocalSegment {
         base_offset: segment.base_offset,
@@ -57,22 +107,31 @@ pub async fn upload_segment(
     let start = start_position(segment, from).await?;
     let name = SegmentName::generate(from, epoch);
     let key = partition.segment_key(&name);
-    let mut builder = FooterBuilder::new(from, index_interval_bytes);
+    let mut builder = FooterBuilder::new(from, settings.index_interval_bytes);
     let data_len = segment.size_bytes - start;
+    let yield_to = settings.yield_to.as_ref();
     let footer = if store.is_local() {
         // One pass through one buffer, whatever the size: read, checked, written to disk.
         let segment = segment.clone();
         let object_key = key.clone();
+        let yield_to = yield_to.cloned();
         store
             .put_streamed(&key, LOCAL_BUFFER_BYTES, move |object| {
-                stream_to_file(&object_key, &segment, start, builder, object)
+                stream_to_file(
+                    &object_key,
+                    &segment,
+                    start,
+                    builder,
+                    object,
+                    yield_to.as_ref(),
+                )
             })
             .await?
-    } else if data_len <= single_put_max.max(PART_BYTES as u64) {
+    } else if data_len <= settings.single_put_max.max(PART_BYTES as u64) {
         let mut pieces = Vec::new();
         let mut position = start;
         while position < segment.size_bytes {
-            let chunk = read_chunk(segment, position).await?;
+            let chunk = read_chunk(segment, position, yield_to).await?;
             builder.feed(&chunk).map_err(local)?;
             position += chunk.len() as u64;
             pieces.push(chunk);
@@ -83,7 +142,7 @@ pub async fn upload_segment(
         footer
     } else {
         let mut writer = store.put_multipart(&key).await?;
-        match stream_chunks(segment, start, &mut builder, &mut writer).await {
+        match stream_chunks(segment, start, &mut builder, &mut writer, yield_to).await {
             Ok(footer) => {
                 writer.write(&footer.encode()).await?;
                 writer.finish().await?;
@@ -130,7 +189,7 @@ async fn start_position(segment: &SealedSegment, from: Offset) -> Result<u64, Ti
         },
     };
     while position + HEADER_LEN as u64 <= segment.size_bytes {
-        let raw = read_exact(segment, position, HEADER_LEN).await?;
+        let raw = read_exact(segment, position, HEADER_LEN, None).await?;
         let header = BatchHeader::parse(&raw).map_err(|e| TierError::LocalSegment {
             base_offset: segment.base_offset,
             reason: CorruptReason::Batch {
@@ -154,6 +213,7 @@ async fn stream_chunks(
     start: u64,
     builder: &mut FooterBuilder,
     writer: &mut crate::store::MultipartWriter,
+    yield_to: Option<&YieldToSyncs>,
 ) -> Result<Footer, TierError> {
     let local = |reason| TierError::LocalSegment {
         base_offset: segment.base_offset,
@@ -161,7 +221,7 @@ async fn stream_chunks(
     };
     let mut position = start;
     while position < segment.size_bytes {
-        let chunk = read_chunk(segment, position).await?;
+        let chunk = read_chunk(segment, position, yield_to).await?;
         builder.feed(&chunk).map_err(local)?;
         writer.write(&chunk).await?;
         position += chunk.len() as u64;
@@ -179,6 +239,7 @@ fn stream_to_file(
     start: u64,
     mut builder: FooterBuilder,
     object: &mut crate::DirectObject,
+    yield_to: Option<&YieldToSyncs>,
 ) -> Result<Footer, TierError> {
     let local = |reason| TierError::LocalSegment {
         base_offset: segment.base_offset,
@@ -190,6 +251,9 @@ fn stream_to_file(
         let spare = object.spare();
         let n = (segment.size_bytes - position).min(spare.len() as u64) as usize;
         let piece = &mut spare[..n];
+        if let Some(y) = yield_to {
+            y.wait(n);
+        }
         // The buffer is aligned and every piece but the last a multiple of its alignment,
         // so the segment is read around the page cache: no page is allocated and filled
         // for data read once (and, after the log's page-cache release, mostly on disk).
@@ -214,21 +278,30 @@ fn stream_to_file(
 /// 8 MiB, in five pairs of runs (`docs/benchmarks.md`).
 const LOCAL_BUFFER_BYTES: usize = 1024 * 1024;
 
-/// Reads up to [`PART_BYTES`] of the segment at `position`.
-async fn read_chunk(segment: &SealedSegment, position: u64) -> Result<Bytes, TierError> {
+/// Reads up to [`PART_BYTES`] of the segment at `position`, once the syncs pause.
+async fn read_chunk(
+    segment: &SealedSegment,
+    position: u64,
+    yield_to: Option<&YieldToSyncs>,
+) -> Result<Bytes, TierError> {
     let len = (segment.size_bytes - position).min(PART_BYTES as u64) as usize;
-    read_exact(segment, position, len).await
+    read_exact(segment, position, len, yield_to.cloned()).await
 }
 
-/// Reads `len` bytes at `position` on a blocking thread.
+/// Reads `len` bytes at `position` on a blocking thread, first waiting there for a pause in
+/// the syncs when `yield_to` says so.
 async fn read_exact(
     segment: &SealedSegment,
     position: u64,
     len: usize,
+    yield_to: Option<YieldToSyncs>,
 ) -> Result<Bytes, TierError> {
     let base_offset = segment.base_offset;
     let segment = segment.clone();
     let read = tokio::task::spawn_blocking(move || {
+        if let Some(y) = &yield_to {
+            y.wait(len);
+        }
         // Aligned, so the read can go around the page cache.
         let (mut buf, at) = aligned_buffer(len);
         segment
