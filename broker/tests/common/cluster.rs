@@ -131,6 +131,23 @@ impl BrokerProcess {
         self.child.is_some()
     }
 
+    /// "killed", "exited" (not yet reaped) or "running", from the process table.
+    pub fn state(&self) -> &'static str {
+        let Some(child) = &self.child else {
+            return "killed";
+        };
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        match stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().chars().next())
+        {
+            Some(Some('Z' | 'X')) | None => "exited",
+            _ => "running",
+        }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default()
     }
@@ -302,6 +319,27 @@ impl Cluster {
             .expect("a broker process with that id")
     }
 
+    /// Each broker process's state and the end of its log, for a failed wait: the test's
+    /// directory, logs included, is gone once it fails.
+    pub fn diagnostics(&self) -> String {
+        let mut out = String::new();
+        for (i, broker) in self.brokers.iter().enumerate() {
+            let log = broker.log();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            out.push_str(&format!(
+                "--- broker {i} (ports {:?}): {}, id {:?}; last log lines:\n",
+                self.ports[i],
+                broker.state(),
+                broker.broker_id()
+            ));
+            for line in tail.into_iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     /// Polls `probe` every 50 ms until it answers, failing the test after [`DEADLINE`].
     pub async fn wait_for<T>(
         &self,
@@ -313,7 +351,11 @@ impl Cluster {
             if let Some(value) = probe(self).await {
                 return value;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\n{}",
+                self.diagnostics()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
