@@ -40,19 +40,22 @@ pub struct YieldToSyncs {
     pub quiet: Duration,
     pub max_wait_per_mib: Duration,
     /// Uploads yield only while the partition's upload backlog is at most this. Beyond it
-    /// the disk is not keeping up with both, and the upload takes its share: the backlog
-    /// holds local disk space that only its upload frees.
+    /// the upload takes its share of the disk: the backlog holds local disk space that only
+    /// its upload frees, and read replicas see only what is tiered. Under a steady load whose
+    /// syncs never pause for `quiet`, tiering then lags by at most about this much plus
+    /// what one upload interval seals.
     pub backlog_bytes_max: u64,
 }
 
 impl YieldToSyncs {
-    /// Waits 10 ms after the last sync, at most 100 ms per MiB, with up to 1 GiB waiting.
+    /// Waits 10 ms after the last sync, at most 100 ms per MiB, with up to 256 MiB waiting
+    /// (two default segments).
     pub fn new(activity: Arc<SyncActivity>) -> YieldToSyncs {
         YieldToSyncs {
             activity,
             quiet: Duration::from_millis(10),
             max_wait_per_mib: Duration::from_millis(100),
-            backlog_bytes_max: 1 << 30,
+            backlog_bytes_max: 256 << 20,
         }
     }
 
