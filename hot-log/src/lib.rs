@@ -20,7 +20,7 @@ mod segment;
 mod state_file;
 pub mod storage;
 
-pub use activity::{SyncActivity, Syncing};
+pub use activity::{BUSY_WINDOW, SyncActivity, Syncing};
 pub use config::{LogConfig, RetentionPolicy, SyncObserver};
 pub use epoch_history::{EpochHistory, EpochStart};
 pub use error::LogError;

@@ -29,15 +29,19 @@ pub struct UploadSettings {
 
 /// How an upload keeps out of the way of the syncs producers wait on, on the disk that holds
 /// both the logs and the segments it reads (and, for a local directory, the objects it
-/// writes). Before each piece it reads (1 MiB to a local directory, a part to S3), it waits
+/// writes). Before each piece it reads (1 MiB to a local directory, a part to S3), while
+/// the logs' syncs have kept the disk busy at least `busy` of the time lately, it waits
 /// until no sync has run for `quiet`, but no longer than `max_wait_per_mib` per MiB of the
 /// piece. A burst of publishes is then synced without the upload's transfers and cache
 /// flushes queued ahead of it, and the upload catches up in the pauses; while the syncs run
-/// back to back, it still moves at least a MiB per `max_wait_per_mib`.
+/// back to back, it still moves at least a MiB per `max_wait_per_mib`. Under a lighter
+/// load, whose syncs leave the disk mostly idle, nothing waits.
 #[derive(Debug, Clone)]
 pub struct YieldToSyncs {
     pub activity: Arc<SyncActivity>,
     pub quiet: Duration,
+    /// The share of time (0 to 1) syncs must have run lately for a piece to wait.
+    pub busy: f64,
     pub max_wait_per_mib: Duration,
     /// Uploads yield only while the partition's upload backlog is at most this. Beyond it
     /// the upload takes its share of the disk: the backlog holds local disk space that only
@@ -48,12 +52,13 @@ pub struct YieldToSyncs {
 }
 
 impl YieldToSyncs {
-    /// Waits 10 ms after the last sync, at most 100 ms per MiB, with up to 256 MiB waiting
-    /// (two default segments).
+    /// Waits when syncs ran half the time lately, 10 ms after the last sync, at most 100 ms
+    /// per MiB, with up to 256 MiB waiting (two default segments).
     pub fn new(activity: Arc<SyncActivity>) -> YieldToSyncs {
         YieldToSyncs {
             activity,
             quiet: Duration::from_millis(10),
+            busy: 0.5,
             max_wait_per_mib: Duration::from_millis(100),
             backlog_bytes_max: 256 << 20,
         }
@@ -64,7 +69,9 @@ impl YieldToSyncs {
         let max_wait = self
             .max_wait_per_mib
             .mul_f64(bytes as f64 / f64::from(1u32 << 20));
-        let _waited = self.activity.wait_for_pause(self.quiet, max_wait);
+        let _waited = self
+            .activity
+            .wait_for_pause(self.quiet, self.busy, max_wait);
     }
 }
 
