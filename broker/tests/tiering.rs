@@ -110,9 +110,22 @@ async fn publish_paced(
     acknowledged(producer, deliveries).await
 }
 
+/// Partition 0 as the broker describes it. Just after a restart the broker may list the
+/// stream before it has reopened the partition (a managed broker opens it when the
+/// controlplane's assignment arrives): that is waited out, for at most 30 s.
 async fn partition(client: &Client, stream: &StreamName) -> PartitionMetadata {
-    let info = client.stream(stream).await.expect("describe");
-    info.partitions[0].clone()
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = client.stream(stream).await.expect("describe");
+        if let Some(p) = info.partitions.first() {
+            return p.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the broker never served a partition of {stream}: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Polls the partition's metadata until `done` holds; panics with the last state after
