@@ -45,9 +45,9 @@ pub struct YieldToSyncs {
     pub max_wait_per_mib: Duration,
     /// Uploads yield only while the partition's upload backlog is at most this. Beyond it
     /// the upload takes its share of the disk: the backlog holds local disk space that only
-    /// its upload frees, and read replicas see only what is tiered. Under a steady load whose
-    /// syncs never pause for `quiet`, tiering then lags by at most about this much plus
-    /// what one upload interval seals.
+    /// its upload frees, and read replicas see only what is tiered. Under a steady load that
+    /// keeps the disk syncing at least `busy` of the time, tiering then lags by at most
+    /// about this much plus what one upload interval seals.
     pub backlog_bytes_max: u64,
 }
 
