@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{Atomic, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -338,7 +338,11 @@ impl Metrics {
 }
 
 /// Raises `counter` to `total`, a monotonic count kept elsewhere.
-pub fn mirror(counter: &Counter, total: u64) {
+pub fn mirror<N, A>(counter: &Counter<N, A>, total: N)
+where
+    N: PartialOrd + std::ops::Sub<Output = N> + Copy,
+    A: Atomic<N>,
+{
     let seen = counter.get();
     if total > seen {
         counter.inc_by(total - seen);

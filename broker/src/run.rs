@@ -15,7 +15,7 @@ use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
 use crate::managed::{self, ControlplaneSettings, Managed};
-use crate::metrics::{FollowerLabels, KindLabels, Metrics, ScrapeHook, StreamLabels};
+use crate::metrics::{FollowerLabels, KindLabels, Metrics, ScrapeHook, StreamLabels, mirror};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::peer::{self, Peers};
 use crate::replica::ReplicaContext;
@@ -341,11 +341,7 @@ fn scrape_hook(state: std::sync::Weak<BrokerState>, syncs: Arc<SyncActivity>) ->
         let Some(state) = state.upgrade() else {
             return;
         };
-        let waited = syncs.waited().as_secs_f64();
-        let seen = m.tier_upload_yield_seconds.get();
-        if waited > seen {
-            m.tier_upload_yield_seconds.inc_by(waited - seen);
-        }
+        mirror(&m.tier_upload_yield_seconds, syncs.waited().as_secs_f64());
         let mut backlog: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
         let mut local_bytes = 0;
         for p in state.partitions.all() {

@@ -28,48 +28,46 @@ pub struct SyncActivity {
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct Activity {
     running: usize,
-    /// When the running syncs began (the first of them), while any runs.
-    busy_since: Option<Instant>,
     last_end: Option<Instant>,
     /// The share of recent time some sync was running, an exponential average over
-    /// [`BUSY_WINDOW`], as of `level_at`.
+    /// [`BUSY_WINDOW`], as of `level_at`: the last time the syncs went from none running
+    /// to some, or back.
     level: f64,
     level_at: Option<Instant>,
 }
 
 impl Activity {
-    /// The busy share at `now`: `level` decayed since `level_at`, plus the running syncs'
-    /// time since they began.
+    /// The busy share at `now`: `level` decayed since `level_at`, plus, while syncs run,
+    /// the time since they began.
     fn busy_share(&self, now: Instant) -> f64 {
-        let decay = |since: Option<Instant>| {
-            let elapsed = since.map_or(Duration::MAX, |at| now.saturating_duration_since(at));
-            (-elapsed.as_secs_f64() / BUSY_WINDOW.as_secs_f64()).exp()
-        };
-        match self.busy_since {
-            Some(since) => {
-                let d = decay(Some(since));
-                self.level * d + (1.0 - d)
-            }
-            None => self.level * decay(self.level_at),
+        let elapsed = self
+            .level_at
+            .map_or(Duration::MAX, |at| now.saturating_duration_since(at));
+        let decay = (-elapsed.as_secs_f64() / BUSY_WINDOW.as_secs_f64()).exp();
+        match self.running {
+            0 => self.level * decay,
+            _ => self.level * decay + (1.0 - decay),
         }
+    }
+
+    /// Folds the time since `level_at` into `level`, as of `now`.
+    fn settle(&mut self, now: Instant) {
+        self.level = self.busy_share(now);
+        self.level_at = Some(now);
     }
 
     fn begin(&mut self, now: Instant) {
         if self.running == 0 {
-            self.level = self.busy_share(now);
-            self.level_at = Some(now);
-            self.busy_since = Some(now);
+            self.settle(now);
         }
         self.running += 1;
     }
 
     fn end(&mut self, now: Instant) {
-        self.running = self.running.saturating_sub(1);
-        if self.running == 0 {
-            self.level = self.busy_share(now);
-            self.level_at = Some(now);
-            self.busy_since = None;
+        if self.running == 1 {
+            self.settle(now);
         }
+        self.running = self.running.saturating_sub(1);
         self.last_end = Some(now);
     }
 }

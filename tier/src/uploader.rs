@@ -308,7 +308,11 @@ impl Uploader {
         let settings = &UploadSettings {
             index_interval_bytes: self.config.index_interval_bytes,
             single_put_max: self.config.single_put_max_bytes,
-            yield_to: (self.config.yield_to.clone()).filter(|y| backlog <= y.backlog_bytes_max),
+            yield_to: self
+                .config
+                .yield_to
+                .clone()
+                .filter(|y| backlog <= y.backlog_bytes_max),
         };
         // The futures are built before they enter the stream: a closure inside the stream
         // would make this future not `Send` for every lifetime, and so not spawnable.
