@@ -116,12 +116,13 @@ impl<T> Accumulator<T> {
     }
 
     /// Input: appends a record, sealing the current batch and opening a new one when it does
-    /// not fit. `open` makes the attachment of a new batch. A record too large for an empty
-    /// batch is refused and nothing changes.
+    /// not fit. `open` makes the attachment of a new batch, and `now` tells when it opened:
+    /// both are called only then (most records join an open batch, and need no clock read).
+    /// A record too large for an empty batch is refused and nothing changes.
     pub fn push(
         &mut self,
         record: RecordRef<'_>,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
         open: impl FnOnce() -> T,
     ) -> Result<Pushed<'_, T>, BuildError> {
         let record_len = record.len();
@@ -146,7 +147,7 @@ impl<T> Accumulator<T> {
                             .min(self.max_batch_bytes),
                     ),
                 ),
-                opened_at: now,
+                opened_at: now(),
                 sealed: false,
                 attachment: open(),
             });
@@ -264,12 +265,12 @@ mod tests {
         let start = Instant::now();
         let mut acc = Accumulator::new(1024, LINGER, pool());
         let pushed = acc
-            .push(record(b"a"), start, || "batch-1")
+            .push(record(b"a"), || start, || "batch-1")
             .expect("accepted");
         assert!(pushed.opened && !pushed.ready);
         assert_eq!(pushed.index, 0);
         let pushed = acc
-            .push(record(b"b"), start, || "unused")
+            .push(record(b"b"), || start, || "unused")
             .expect("accepted");
         assert!(!pushed.opened);
         assert_eq!(pushed.index, 1);
@@ -287,10 +288,10 @@ mod tests {
         // Room for the header and two 100-byte records, not three.
         let max = HEADER_LEN + 2 * record(&[0; 100]).len() + 10;
         let mut acc = Accumulator::new(max, LINGER, pool());
-        acc.push(record(&[1; 100]), now, || 1).expect("accepted");
-        acc.push(record(&[2; 100]), now, || 2).expect("accepted");
+        acc.push(record(&[1; 100]), || now, || 1).expect("accepted");
+        acc.push(record(&[2; 100]), || now, || 2).expect("accepted");
         assert!(!acc.fits(record(&[3; 100]).len()));
-        let third = acc.push(record(&[3; 100]), now, || 3).expect("accepted");
+        let third = acc.push(record(&[3; 100]), || now, || 3).expect("accepted");
         assert!(third.opened);
         assert_eq!(third.index, 0);
         assert!(acc.has_ready(now), "the sealed batch need not linger");
@@ -312,12 +313,13 @@ mod tests {
         let now = Instant::now();
         let max = 1 << 20;
         let mut acc = Accumulator::new(max, LINGER, pool());
-        acc.push(record(&[0; 100]), now, || ()).expect("accepted");
+        acc.push(record(&[0; 100]), || now, || ())
+            .expect("accepted");
         let first = reserved(&acc);
         assert!(first < max / 4, "a first batch starts small: {first}");
         // Under load: the batch fills, and the next one reserves what it reached.
         while acc
-            .push(record(&[1; 1000]), now, || ())
+            .push(record(&[1; 1000]), || now, || ())
             .expect("accepted")
             .index
             > 0
@@ -327,7 +329,8 @@ mod tests {
         assert!(reserved(&acc) >= full, "{} < {full}", reserved(&acc));
         // A batch that leaves before it fills (linger) makes the next one small again.
         while acc.pop_ready(now + LINGER).is_some() {}
-        acc.push(record(&[2; 100]), now, || ()).expect("accepted");
+        acc.push(record(&[2; 100]), || now, || ())
+            .expect("accepted");
         assert!(reserved(&acc) < max / 4, "{}", reserved(&acc));
     }
 
@@ -336,7 +339,9 @@ mod tests {
         let now = Instant::now();
         let max = HEADER_LEN + record(&[0; 100]).len() + MIN_RECORD_LEN - 1;
         let mut acc = Accumulator::new(max, LINGER, pool());
-        let pushed = acc.push(record(&[0; 100]), now, || ()).expect("accepted");
+        let pushed = acc
+            .push(record(&[0; 100]), || now, || ())
+            .expect("accepted");
         assert!(pushed.ready);
         assert!(acc.has_ready(now));
     }
@@ -345,7 +350,7 @@ mod tests {
     fn a_record_larger_than_a_batch_is_refused_without_side_effects() {
         let now = Instant::now();
         let mut acc = Accumulator::new(256, LINGER, pool());
-        let refused = acc.push(record(&[0; 300]), now, || ());
+        let refused = acc.push(record(&[0; 300]), || now, || ());
         assert!(matches!(refused, Err(BuildError::TooLarge { .. })));
         assert!(acc.is_empty());
         assert_eq!(acc.next_deadline(), None);
@@ -355,11 +360,11 @@ mod tests {
     fn sealing_all_makes_every_batch_ready_and_later_records_open_a_new_one() {
         let now = Instant::now();
         let mut acc = Accumulator::new(1024, Duration::from_secs(60), pool());
-        acc.push(record(b"a"), now, || 1).expect("accepted");
+        acc.push(record(b"a"), || now, || 1).expect("accepted");
         assert!(!acc.has_ready(now));
         acc.seal_all();
         assert!(acc.has_ready(now));
-        let pushed = acc.push(record(b"b"), now, || 2).expect("accepted");
+        let pushed = acc.push(record(b"b"), || now, || 2).expect("accepted");
         assert!(pushed.opened);
         assert_eq!(acc.attachments().copied().collect::<Vec<_>>(), [1, 2]);
     }
@@ -368,8 +373,8 @@ mod tests {
     fn a_finished_batch_carries_the_producer_fields() {
         let now = Instant::now();
         let mut acc = Accumulator::new(1024, Duration::ZERO, pool());
-        acc.push(record(b"a"), now, || ()).expect("accepted");
-        acc.push(record(b"b"), now, || ()).expect("accepted");
+        acc.push(record(b"a"), || now, || ()).expect("accepted");
+        acc.push(record(b"b"), || now, || ()).expect("accepted");
         let (bytes, ()) = acc.pop_ready(now).expect("accepted").finish(42, 3, 10);
         let batch = floe_wire::RecordBatch::decode(bytes.expect("accepted")).expect("accepted");
         let header = batch.header();

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -12,35 +12,30 @@ use floe_wire::frame::BatchAck;
 
 use crate::error::Error;
 
-/// The outcome of one batch, set once, read by every record in it.
+/// The outcome of one batch, set once, read by every record in it. Once it is set, a record
+/// reads it without taking the lock: only records that find it unset (the first of a batch
+/// polled too early, typically) wait under the lock.
 #[derive(Debug, Default)]
 pub(crate) struct BatchOutcome {
-    state: Mutex<OutcomeState>,
-}
-
-#[derive(Debug, Default)]
-struct OutcomeState {
-    result: Option<(Result<BatchAck, Error>, Instant)>,
-    wakers: Vec<Waker>,
+    result: OnceLock<(Result<BatchAck, Error>, Instant)>,
+    wakers: Mutex<Vec<Waker>>,
 }
 
 impl BatchOutcome {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OutcomeState> {
-        self.state
+    fn wakers(&self) -> std::sync::MutexGuard<'_, Vec<Waker>> {
+        self.wakers
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Records the outcome (the first one wins) and wakes every waiting record.
     pub fn complete(&self, result: Result<BatchAck, Error>, at: Instant) {
-        let wakers = {
-            let mut state = self.lock();
-            if state.result.is_some() {
-                return;
-            }
-            state.result = Some((result, at));
-            std::mem::take(&mut state.wakers)
-        };
+        if self.result.set((result, at)).is_err() {
+            return;
+        }
+        // Taken after the result is set: a record that registers later finds the result when
+        // it looks again under the lock.
+        let wakers = std::mem::take(&mut *self.wakers());
         for waker in wakers {
             waker.wake();
         }
@@ -53,21 +48,31 @@ impl BatchOutcome {
         slot: &mut Option<usize>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(Offset, Instant), Error>> {
-        let mut state = self.lock();
-        if let Some((result, at)) = &state.result {
-            return Poll::Ready(match result {
-                Ok(ack) => Ok((Offset::new(ack.base_offset.get() + u64::from(index)), *at)),
-                Err(error) => Err(error.clone()),
-            });
+        if let Some(outcome) = self.result.get() {
+            return Poll::Ready(Self::for_record(outcome, index));
         }
-        match slot.and_then(|i| state.wakers.get_mut(i)) {
+        let mut wakers = self.wakers();
+        if let Some(outcome) = self.result.get() {
+            return Poll::Ready(Self::for_record(outcome, index));
+        }
+        match slot.and_then(|i| wakers.get_mut(i)) {
             Some(waker) => waker.clone_from(cx.waker()),
             None => {
-                *slot = Some(state.wakers.len());
-                state.wakers.push(cx.waker().clone());
+                *slot = Some(wakers.len());
+                wakers.push(cx.waker().clone());
             }
         }
         Poll::Pending
+    }
+
+    fn for_record(
+        (result, at): &(Result<BatchAck, Error>, Instant),
+        index: u32,
+    ) -> Result<(Offset, Instant), Error> {
+        match result {
+            Ok(ack) => Ok((Offset::new(ack.base_offset.get() + u64::from(index)), *at)),
+            Err(error) => Err(error.clone()),
+        }
     }
 }
 
@@ -149,7 +154,7 @@ mod tests {
             Pin::new(&mut first).poll(&mut cx).is_pending(),
             "re-polling reuses the slot"
         );
-        assert_eq!(outcome.lock().wakers.len(), 1);
+        assert_eq!(outcome.wakers().len(), 1);
         let ack = BatchAck {
             base_offset: Offset::new(40),
             last_offset: Offset::new(42),

@@ -171,11 +171,17 @@ impl Shared {
         let reserved = u32::try_from(record_len)
             .unwrap_or(u32::MAX)
             .min(self.settings.buffer_bytes);
-        self.memory
-            .acquire_many(reserved)
-            .await
-            .map_err(|_| Error::Closed)?
-            .forget();
+        // Room in the buffer is the common case: take it without building a waiting future.
+        match self.memory.try_acquire_many(reserved) {
+            Ok(permit) => permit.forget(),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(Error::Closed),
+            Err(tokio::sync::TryAcquireError::NoPermits) => self
+                .memory
+                .acquire_many(reserved)
+                .await
+                .map_err(|_| Error::Closed)?
+                .forget(),
+        }
         let pushed = {
             let mut state = self.lock();
             if state.closing {
@@ -334,7 +340,7 @@ impl State {
                 })?;
         let pushed = state
             .accumulator
-            .push(fields, Instant::now(), BatchHandle::default)?;
+            .push(fields, Instant::now, BatchHandle::default)?;
         pushed.attachment.reserved += reserved;
         let delivery = Delivery::new(pushed.attachment.outcome.clone(), pushed.index);
         Ok((delivery, pushed.opened || pushed.ready))

@@ -197,28 +197,44 @@ async fn publish_share(
     acked: Arc<AtomicU64>,
 ) -> Result<Histogram<u64>> {
     // Acknowledgements are awaited in send order by a second task; the latency uses the
-    // moment each one arrived, not the moment it was looked at.
-    let (pending, mut deliveries) = mpsc::channel::<(Instant, TimedDelivery)>(1 << 16);
+    // moment each one arrived, not the moment it was looked at. Records reach that task a
+    // chunk at a time, so that its bookkeeping costs little beside the producer's own.
+    let (pending, mut deliveries) = mpsc::channel::<Vec<(Instant, TimedDelivery)>>(64);
     let collector = tokio::spawn(async move {
         let mut latency = new_histogram()?;
-        while let Some((sent, delivery)) = deliveries.recv().await {
-            let (_, acknowledged) = delivery.await.context("a record failed")?;
-            latency.saturating_record(micros(acknowledged.saturating_duration_since(sent)));
-            acked.fetch_add(1, Ordering::Relaxed);
+        while let Some(chunk) = deliveries.recv().await {
+            let count = chunk.len() as u64;
+            for (sent, delivery) in chunk {
+                let (_, acknowledged) = delivery.await.context("a record failed")?;
+                latency.saturating_record(micros(acknowledged.saturating_duration_since(sent)));
+            }
+            acked.fetch_add(count, Ordering::Relaxed);
         }
         anyhow::Ok(latency)
     });
+    const CHUNK: usize = 1024;
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let clock = WallClock::new();
     let mut value = vec![b'x'; record_size];
     for _ in 0..records {
-        stamp(&mut value);
         let sent = Instant::now();
+        stamp(&mut value, clock.micros_at(sent));
         let delivery = producer
             .send(ProducerRecord::new(Bytes::copy_from_slice(&value)))
             .await
             .context("publishing")?;
-        if pending.send((sent, delivery.timed())).await.is_err() {
+        chunk.push((sent, delivery.timed()));
+        if chunk.len() == CHUNK
+            && pending
+                .send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)))
+                .await
+                .is_err()
+        {
             break;
         }
+    }
+    if !chunk.is_empty() {
+        let _ = pending.send(chunk).await;
     }
     drop(pending);
     producer.close().await.context("flushing")?;
@@ -396,12 +412,34 @@ async fn read_share(
     Ok((latency, bytes))
 }
 
-/// Writes the magic and the current time (µs since the Unix epoch) at the start of a value
-/// long enough to hold them.
-fn stamp(value: &mut [u8]) {
+/// Writes the magic and a time (µs since the Unix epoch) at the start of a value long enough
+/// to hold them.
+fn stamp(value: &mut [u8], micros: u64) {
     if value.len() >= STAMP_LEN {
         value[..4].copy_from_slice(STAMP_MAGIC);
-        value[4..STAMP_LEN].copy_from_slice(&now_micros().to_le_bytes());
+        value[4..STAMP_LEN].copy_from_slice(&micros.to_le_bytes());
+    }
+}
+
+/// The wall clock read off the monotonic one: one clock read per record gives both the
+/// send time a latency is measured from and the time stamped in the value. Over a
+/// benchmark's minutes the two clocks drift apart by microseconds at most.
+struct WallClock {
+    origin: Instant,
+    origin_micros: u64,
+}
+
+impl WallClock {
+    fn new() -> WallClock {
+        WallClock {
+            origin: Instant::now(),
+            origin_micros: now_micros(),
+        }
+    }
+
+    /// Microseconds since the Unix epoch at `at`.
+    fn micros_at(&self, at: Instant) -> u64 {
+        self.origin_micros + micros(at.saturating_duration_since(self.origin))
     }
 }
 
@@ -535,7 +573,7 @@ mod tests {
     #[test]
     fn a_stamped_value_gives_its_age_in_microseconds() {
         let mut value = vec![0u8; 100];
-        stamp(&mut value);
+        stamp(&mut value, WallClock::new().micros_at(Instant::now()));
         let published = u64::from_le_bytes(value[4..12].try_into().expect("8 bytes"));
         let record = ConsumedRecord {
             partition: PartitionId::new(0),
@@ -560,7 +598,7 @@ mod tests {
         };
         assert_eq!(age_micros(&record, 2_500_000), 500_000);
         let mut tiny = [0u8; 4];
-        stamp(&mut tiny);
+        stamp(&mut tiny, now_micros());
         assert_eq!(tiny, [0; 4], "too short to stamp");
     }
 }
