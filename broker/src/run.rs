@@ -162,6 +162,8 @@ pub fn default_limits() -> ConnectionLimits {
         max_batch_bytes: 8 * 1024 * 1024,
         max_list_entries: 10_000,
         max_in_flight_bytes: 64 * 1024 * 1024,
+        // Every batch a producer may have in flight is one whose retry the log recognises.
+        max_in_flight_batches: floe_hot_log::PRODUCER_BATCHES_REMEMBERED as u16,
     }
 }
 

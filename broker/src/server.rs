@@ -321,7 +321,6 @@ async fn serve_stream<S: Service>(
         .context("connection closing")?;
     let payload = payload::read_payload(&mut recv, payload_len).await?;
     let frame = Frame { header, payload };
-    let version = conn.version.get().copied().unwrap_or(ProtocolVersion::V1);
     let message = frame.message(&limits);
     // A fetch reserves its largest possible response before reading the log; the reservation
     // lasts until the response is handed to QUIC.
@@ -345,6 +344,12 @@ async fn serve_stream<S: Service>(
         Ok(message) => handle(state, conn, message, started, turn).await,
         Err(e) => error(e.error_code(), e.to_string()),
     };
+    // Read after the request is handled: a `HelloAck` goes out in the version it negotiated.
+    let version = conn
+        .version
+        .get()
+        .copied()
+        .unwrap_or(ProtocolVersion::OLDEST);
     respond(state, &mut send, version, header.request_id, response).await
 }
 
@@ -356,9 +361,21 @@ async fn handle<S: Service>(
     turn: Option<order::Turn<'_>>,
 ) -> Message {
     if let Message::Hello(hello) = &message {
+        if conn.version.get().is_some() {
+            return error(
+                ErrorCode::InvalidRequest,
+                "Hello was already answered on this connection".into(),
+            );
+        }
         return match floe_wire::frame::negotiate(hello.min_version, hello.max_version) {
             Ok(version) => {
-                let _ = conn.version.set(version);
+                if conn.version.set(version).is_err() {
+                    // Two Hellos raced on two streams; the first one's version stands.
+                    return error(
+                        ErrorCode::InvalidRequest,
+                        "Hello was already answered on this connection".into(),
+                    );
+                }
                 Message::HelloAck(HelloAck {
                     version,
                     broker_id: state.server_id(),

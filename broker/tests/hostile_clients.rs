@@ -87,6 +87,20 @@ async fn bad_frames_get_typed_errors_and_the_broker_keeps_serving() {
         request(&hostile, &hello()).await,
         Message::HelloAck(_)
     ));
+    // A second Hello is refused; the connection keeps the version it negotiated.
+    assert_eq!(
+        error_code(&request(&hostile, &hello()).await),
+        ErrorCode::InvalidRequest
+    );
+    // The broker tells a client how many batches a producer may keep in flight: as many as
+    // its log remembers per producer.
+    match request(&connect(addr, &broker.ca).await, &hello()).await {
+        Message::HelloAck(ack) => assert_eq!(
+            usize::from(ack.limits.max_in_flight_batches),
+            floe_hot_log::PRODUCER_BATCHES_REMEMBERED
+        ),
+        other => panic!("{other:?}"),
+    }
 
     // An unknown protocol version in the header.
     let mut bytes = encode(&hello(), 2).to_vec();

@@ -49,7 +49,8 @@ pub use config::{ClientConfig, default_profile_path, read_profile};
 pub use consumer::{Consumer, ConsumerConfig};
 pub use error::{ConfigError, ConnectFailure, Error, ProtocolViolation};
 pub use producer::{
-    Delivery, MAX_IN_FLIGHT_BATCHES, Producer, ProducerConfig, TimedDelivery, partition_for_key,
+    DEFAULT_IN_FLIGHT_BATCHES, Delivery, MAX_IN_FLIGHT_BATCHES, Producer, ProducerConfig,
+    TimedDelivery, partition_for_key,
 };
 pub use record::{ConsumedRecord, ProducerRecord};
 

@@ -20,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use floe_wire::StreamName;
 use tokio::task::JoinHandle;
 
-pub use config::{MAX_IN_FLIGHT_BATCHES, ProducerConfig};
+pub use config::{DEFAULT_IN_FLIGHT_BATCHES, MAX_IN_FLIGHT_BATCHES, ProducerConfig};
 pub use delivery::{Delivery, TimedDelivery};
 pub use partitioner::partition_for_key;
 

@@ -19,8 +19,9 @@ use crate::state_file::PayloadReader;
 pub(crate) const PRODUCERS_EXT: &str = "producers";
 pub(crate) const PRODUCERS_MAGIC: [u8; 4] = *b"FLPS";
 /// Batches remembered per producer: a producer may have this many in flight and still have
-/// every retry recognised.
-pub const PRODUCER_BATCHES_REMEMBERED: usize = 5;
+/// every retry recognised. Brokers announce it to clients (`max_in_flight_batches`); it was 5
+/// until protocol version 2, and snapshots written then still load.
+pub const PRODUCER_BATCHES_REMEMBERED: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct BatchMeta {
@@ -322,14 +323,16 @@ mod tests {
     }
 
     #[test]
-    fn only_the_last_five_batches_are_remembered() {
+    fn only_the_last_batches_are_remembered() {
         let mut s = ProducerState::default();
-        for i in 0..7 {
+        let kept = PRODUCER_BATCHES_REMEMBERED as i32;
+        for i in 0..kept + 2 {
             s.record(&header(1, 0, i, 1, i as u64), 10);
         }
-        // Sequence 0 fell out of the window: a retry of it is a sequence error, not a duplicate.
+        // Sequences 0 and 1 fell out of the window: a retry of one is a sequence error, not a
+        // duplicate; the oldest one still remembered is a duplicate.
         assert!(matches!(
-            s.check(&header(1, 0, 0, 1, 0)),
+            s.check(&header(1, 0, 1, 1, 0)),
             Err(LogError::OutOfOrderSequence { .. })
         ));
         assert!(matches!(
@@ -357,5 +360,29 @@ mod tests {
         assert_eq!(offset, Offset::new(3));
         assert_eq!(decoded, s);
         assert!(ProducerState::decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_full_window_round_trips_and_a_longer_one_is_refused() {
+        let mut s = ProducerState::default();
+        let kept = PRODUCER_BATCHES_REMEMBERED as i32;
+        for i in 0..kept {
+            s.record(&header(1, 0, i, 1, i as u64), 10);
+        }
+        let bytes = s.encode(Offset::new(kept as u64));
+        let (_, decoded) = ProducerState::decode(&bytes).expect("decode");
+        assert_eq!(decoded, s);
+        // One batch more than remembered: the count byte sits after the id, epoch and
+        // timestamp that follow the offset and the producer count.
+        let mut longer = bytes.clone();
+        let count_at = 8 + 4 + 8 + 2 + 8;
+        assert_eq!(longer[count_at], kept as u8);
+        longer[count_at] += 1;
+        longer.extend_from_slice(&[0; 24]);
+        let refused = ProducerState::decode(&longer).expect_err("too many batches");
+        assert!(
+            refused.contains(&format!("with {} batches", kept + 1)),
+            "{refused}"
+        );
     }
 }

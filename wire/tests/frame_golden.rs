@@ -78,6 +78,7 @@ fn hello_ack_golden_bytes() {
             max_batch_bytes: 8 << 20,
             max_list_entries: 10_000,
             max_in_flight_bytes: 64 << 20,
+            max_in_flight_batches: 16,
         },
     };
     check_golden(include_str!("golden/frame_hello_ack_v1.hex"), 1, ack.into());

@@ -100,6 +100,7 @@ fn valid_limits() -> ConnectionLimits {
         max_batch_bytes: 8 << 20,
         max_list_entries: 10_000,
         max_in_flight_bytes: 64 << 20,
+        max_in_flight_batches: 16,
     }
 }
 
@@ -110,6 +111,7 @@ fn hello_ack_payload(limits: &ConnectionLimits, version: u8) -> Vec<u8> {
     payload.extend_from_slice(&limits.max_batch_bytes.to_le_bytes());
     payload.extend_from_slice(&limits.max_list_entries.to_le_bytes());
     payload.extend_from_slice(&limits.max_in_flight_bytes.to_le_bytes());
+    payload.extend_from_slice(&limits.max_in_flight_batches.to_le_bytes());
     payload
 }
 
@@ -744,6 +746,13 @@ fn hello_ack_with_inconsistent_limits_is_rejected_both_ways() {
                 ..valid_limits()
             },
             "max_in_flight_bytes is smaller than one frame",
+        ),
+        (
+            ConnectionLimits {
+                max_in_flight_batches: 0,
+                ..valid_limits()
+            },
+            "max_in_flight_batches is zero",
         ),
     ] {
         assert_eq!(limits.check(), Err(reason));

@@ -17,6 +17,7 @@ const BROKER_LIMITS: ConnectionLimits = ConnectionLimits {
     max_batch_bytes: 1024,
     max_list_entries: 100,
     max_in_flight_bytes: 1 << 20,
+    max_in_flight_batches: 16,
 };
 
 #[test]

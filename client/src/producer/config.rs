@@ -11,9 +11,15 @@ use crate::error::ConfigError;
 
 use super::window::RetryPolicy;
 
-/// Batches the broker remembers per producer for deduplication; more in flight could make a
-/// resend look out of order.
-pub const MAX_IN_FLIGHT_BATCHES: usize = 5;
+/// The most batches a producer keeps in flight per partition: what a broker of this version
+/// remembers per producer for deduplication, and announces in its `HelloAck`. A broker may
+/// announce fewer (one that speaks only protocol version 1 means 5); the producer then keeps
+/// to that, since more in flight could make a resend look out of order.
+pub const MAX_IN_FLIGHT_BATCHES: usize = 16;
+
+/// Batches in flight per partition by default. On one connection the window, not the CPU,
+/// bounds a producer's rate until about this many 1 MiB batches (`docs/benchmarks.md`).
+pub const DEFAULT_IN_FLIGHT_BATCHES: usize = 10;
 
 /// How a [`Producer`](crate::Producer) batches, retries and bounds its memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +29,7 @@ pub struct ProducerConfig {
     /// Largest batch, header included; capped by the broker's `max_batch_bytes`.
     pub max_batch_bytes: u32,
     /// Batches per partition sent and not yet acknowledged; 1 to
-    /// [`MAX_IN_FLIGHT_BATCHES`].
+    /// [`MAX_IN_FLIGHT_BATCHES`], and capped by what the broker announces.
     pub max_in_flight: usize,
     /// Record bytes buffered (waiting, in flight, or awaiting retry) before `send` waits.
     pub buffer_bytes: u32,
@@ -45,7 +51,7 @@ impl Default for ProducerConfig {
         ProducerConfig {
             linger: Duration::from_millis(5),
             max_batch_bytes: 1024 * 1024,
-            max_in_flight: MAX_IN_FLIGHT_BATCHES,
+            max_in_flight: DEFAULT_IN_FLIGHT_BATCHES,
             buffer_bytes: 32 * 1024 * 1024,
             max_retries: 10,
             delivery_timeout: Duration::from_secs(120),
@@ -108,7 +114,9 @@ impl Settings {
         Ok(Settings {
             linger: config.linger,
             max_batch_bytes,
-            max_in_flight: config.max_in_flight,
+            max_in_flight: config
+                .max_in_flight
+                .min(usize::from(limits.max_in_flight_batches)),
             buffer_bytes: config.buffer_bytes,
             request_bytes,
             retry: RetryPolicy {
@@ -132,6 +140,7 @@ mod tests {
         max_batch_bytes: 8 * 1024 * 1024,
         max_list_entries: 10_000,
         max_in_flight_bytes: 64 * 1024 * 1024,
+        max_in_flight_batches: 16,
     };
 
     #[test]
@@ -139,7 +148,7 @@ mod tests {
         let settings = Settings::resolve(&ProducerConfig::default(), &LIMITS).expect("valid");
         assert_eq!(settings.max_batch_bytes, 1024 * 1024);
         assert_eq!(settings.linger, Duration::from_millis(5));
-        assert_eq!(settings.max_in_flight, 5);
+        assert_eq!(settings.max_in_flight, 10);
         assert_eq!(settings.request_bytes, 16 * 1024 * 1024 - 1024);
     }
 
@@ -155,7 +164,7 @@ mod tests {
 
     #[test]
     fn more_in_flight_than_the_broker_deduplicates_is_refused() {
-        for max_in_flight in [0, 6] {
+        for max_in_flight in [0, 17] {
             let config = ProducerConfig {
                 max_in_flight,
                 ..ProducerConfig::default()
@@ -168,6 +177,26 @@ mod tests {
                 })
             ));
         }
+    }
+
+    #[test]
+    fn a_broker_that_remembers_fewer_batches_caps_the_window() {
+        let config = ProducerConfig {
+            max_in_flight: 16,
+            ..ProducerConfig::default()
+        };
+        let v1_broker = ConnectionLimits {
+            max_in_flight_batches: 5,
+            ..LIMITS
+        };
+        let settings = Settings::resolve(&config, &v1_broker).expect("valid");
+        assert_eq!(settings.max_in_flight, 5);
+        assert_eq!(
+            Settings::resolve(&config, &LIMITS)
+                .expect("valid")
+                .max_in_flight,
+            16
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!    same bytes, one request at a time, until all are acknowledged.
 //!
 //! What must hold: the batches sent span at most `max_in_flight` entries from the first
-//! unacknowledged one, and the broker remembers the last 5 batches of each producer. So a
+//! unacknowledged one, and the broker remembers at least that many of each producer's latest
+//! batches (it announces how many; the producer's window never exceeds it). So a
 //! resent batch is either recognised (and answered with its original offsets) or is the next
 //! in sequence, and the partition's order is the send order.
 

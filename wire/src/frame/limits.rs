@@ -59,6 +59,10 @@ pub struct ConnectionLimits {
     /// Most bytes of requests a client may have sent and not yet seen answered. Past it the
     /// broker stops reading the connection (backpressure) rather than buffering.
     pub max_in_flight_bytes: u64,
+    /// Most batches one idempotent producer may have sent to one partition and not yet seen
+    /// acknowledged: the broker remembers that many of each producer's latest batches, so a
+    /// retry of any of them is answered with its original offsets.
+    pub max_in_flight_batches: u16,
 }
 
 impl ConnectionLimits {
@@ -75,7 +79,7 @@ impl ConnectionLimits {
     ///
     /// A frame must hold the header plus one batch of the largest allowed size with its
     /// message fields, at least one batch header must fit, lists may not be empty, and at
-    /// least one whole frame must be allowed in flight.
+    /// least one whole frame and one batch per producer must be allowed in flight.
     pub fn check(&self) -> Result<(), &'static str> {
         if self.max_frame_bytes > MAX_FRAME_BYTES {
             return Err("max_frame_bytes exceeds the format maximum");
@@ -96,6 +100,9 @@ impl ConnectionLimits {
         }
         if self.max_in_flight_bytes < u64::from(self.max_frame_bytes) {
             return Err("max_in_flight_bytes is smaller than one frame");
+        }
+        if self.max_in_flight_batches == 0 {
+            return Err("max_in_flight_batches is zero");
         }
         Ok(())
     }

@@ -101,14 +101,22 @@ pub fn connection_limits() -> impl Strategy<Value = ConnectionLimits> {
     (batch::HEADER_LEN as u32..=batch::MAX_BATCH_BYTES).prop_flat_map(|max_batch_bytes| {
         (max_batch_bytes + FRAME_OVERHEAD_BYTES..=MAX_FRAME_BYTES).prop_flat_map(
             move |max_frame_bytes| {
-                (1..=u32::MAX, u64::from(max_frame_bytes)..=u64::MAX).prop_map(
-                    move |(max_list_entries, max_in_flight_bytes)| ConnectionLimits {
-                        max_frame_bytes,
-                        max_batch_bytes,
-                        max_list_entries,
-                        max_in_flight_bytes,
-                    },
+                (
+                    1..=u32::MAX,
+                    u64::from(max_frame_bytes)..=u64::MAX,
+                    1..=u16::MAX,
                 )
+                    .prop_map(
+                        move |(max_list_entries, max_in_flight_bytes, max_in_flight_batches)| {
+                            ConnectionLimits {
+                                max_frame_bytes,
+                                max_batch_bytes,
+                                max_list_entries,
+                                max_in_flight_bytes,
+                                max_in_flight_batches,
+                            }
+                        },
+                    )
             },
         )
     })

@@ -51,8 +51,8 @@ pub struct PublishBench {
     /// Producers, each on its own connection; the records are shared among them.
     #[arg(long, default_value_t = 1)]
     producers: u32,
-    /// Batches in flight per partition and producer (1 to 5).
-    #[arg(long, default_value_t = floe_client::MAX_IN_FLIGHT_BATCHES)]
+    /// Batches in flight per partition and producer (1 to 16; a broker may allow fewer).
+    #[arg(long, default_value_t = floe_client::DEFAULT_IN_FLIGHT_BATCHES)]
     in_flight: usize,
     /// Partitions of the stream when it has to be created.
     #[arg(long, default_value_t = 1)]

@@ -3,7 +3,7 @@
 //! ```text
 //! Hello      u8 min_version, u8 max_version, string client_name, option<bytes> auth_token
 //! HelloAck   u8 version, u32 broker_id, u32 max_frame_bytes, u32 max_batch_bytes,
-//!            u32 max_list_entries, u64 max_in_flight_bytes
+//!            u32 max_list_entries, u64 max_in_flight_bytes, u16 max_in_flight_batches
 //! ```
 
 use std::fmt;
@@ -96,6 +96,7 @@ impl HelloAck {
         out.u32(limits.max_batch_bytes);
         out.u32(limits.max_list_entries);
         out.u64(limits.max_in_flight_bytes);
+        out.u16(limits.max_in_flight_batches);
         Ok(())
     }
 
@@ -110,6 +111,7 @@ impl HelloAck {
             max_batch_bytes: input.u32("max_batch_bytes")?,
             max_list_entries: input.u32("max_list_entries")?,
             max_in_flight_bytes: input.u64("max_in_flight_bytes")?,
+            max_in_flight_batches: input.u16("max_in_flight_batches")?,
         };
         limits
             .check()
