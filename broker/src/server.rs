@@ -361,27 +361,23 @@ async fn handle<S: Service>(
     turn: Option<order::Turn<'_>>,
 ) -> Message {
     if let Message::Hello(hello) = &message {
-        if conn.version.get().is_some() {
-            return error(
+        let again = || {
+            error(
                 ErrorCode::InvalidRequest,
                 "Hello was already answered on this connection".into(),
-            );
+            )
+        };
+        if conn.version.get().is_some() {
+            return again();
         }
         return match floe_wire::frame::negotiate(hello.min_version, hello.max_version) {
-            Ok(version) => {
-                if conn.version.set(version).is_err() {
-                    // Two Hellos raced on two streams; the first one's version stands.
-                    return error(
-                        ErrorCode::InvalidRequest,
-                        "Hello was already answered on this connection".into(),
-                    );
-                }
-                Message::HelloAck(HelloAck {
-                    version,
-                    broker_id: state.server_id(),
-                    limits: state.limits(),
-                })
-            }
+            // Two Hellos racing on two streams: the first one's version stands.
+            Ok(version) if conn.version.set(version).is_err() => again(),
+            Ok(version) => Message::HelloAck(HelloAck {
+                version,
+                broker_id: state.server_id(),
+                limits: state.limits(),
+            }),
             Err(e) => error(ErrorCode::UnsupportedVersion, e.to_string()),
         };
     }

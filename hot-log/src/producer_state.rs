@@ -19,8 +19,8 @@ use crate::state_file::PayloadReader;
 pub(crate) const PRODUCERS_EXT: &str = "producers";
 pub(crate) const PRODUCERS_MAGIC: [u8; 4] = *b"FLPS";
 /// Batches remembered per producer: a producer may have this many in flight and still have
-/// every retry recognised. Brokers announce it to clients (`max_in_flight_batches`); it was 5
-/// until protocol version 2, and snapshots written then still load.
+/// every retry recognised. Brokers announce it to clients (`max_in_flight_batches` in
+/// `HelloAck`). It was 5 before 2026-12-03; snapshots written then still load.
 pub const PRODUCER_BATCHES_REMEMBERED: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

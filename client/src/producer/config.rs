@@ -13,8 +13,8 @@ use super::window::RetryPolicy;
 
 /// The most batches a producer keeps in flight per partition: what a broker of this version
 /// remembers per producer for deduplication, and announces in its `HelloAck`. A broker may
-/// announce fewer (one that speaks only protocol version 1 means 5); the producer then keeps
-/// to that, since more in flight could make a resend look out of order.
+/// announce fewer; the producer then keeps to that, since more in flight could make a resend
+/// look out of order.
 pub const MAX_IN_FLIGHT_BATCHES: usize = 16;
 
 /// Batches in flight per partition by default. On one connection the window, not the CPU,
@@ -185,11 +185,11 @@ mod tests {
             max_in_flight: 16,
             ..ProducerConfig::default()
         };
-        let v1_broker = ConnectionLimits {
+        let remembers_five = ConnectionLimits {
             max_in_flight_batches: 5,
             ..LIMITS
         };
-        let settings = Settings::resolve(&config, &v1_broker).expect("valid");
+        let settings = Settings::resolve(&config, &remembers_five).expect("valid");
         assert_eq!(settings.max_in_flight, 5);
         assert_eq!(
             Settings::resolve(&config, &LIMITS)
