@@ -7,9 +7,12 @@
 //! 3. publishing 1 KiB records to a `floe-broker dev` process (release build), ack mode
 //!    `leader` (acknowledged after fsync), replication factor 1, with the same producer the
 //!    `floe bench publish` command uses — MiB/s, records/s, send→ack latency, broker RSS;
-//! 4. publish → consume latency on the tail at a fixed moderate rate, once the segments the
-//!    full-speed publish sealed are uploaded.
-//! 5. send → ack latency at the same rate on a stream of its own, alone and then beside a
+//! 4. the raw fsync and raw QUIC figures again, once the segments the full-speed publish
+//!    sealed are uploaded: the ratio to the target takes the higher figure of each, so that
+//!    a publish that fell in one of a VM's slow spells is not measured against limits taken
+//!    outside it;
+//! 5. publish → consume latency on the tail at a fixed moderate rate;
+//! 6. send → ack latency at the same rate on a stream of its own, alone and then beside a
 //!    second connection reading the full-speed run's records from the start, over and over
 //!    (a consumer catching up must not hold up publishers).
 //!
@@ -35,7 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use floe_broker::tls::CertificatePaths;
+use floe_broker::tls::DevCertificates;
 use floe_client::{
     AckMode, Client, ClientConfig, Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer,
     ProducerConfig, ProducerRecord, StreamName, StreamSettings,
@@ -68,24 +71,8 @@ async fn run() -> anyhow::Result<()> {
     );
 
     let batch = load::batch_bytes();
-    let cpu = MachineCpu::sample()?;
-    let fsync = raw::fsync_bandwidth(work.path(), batch as usize, mib * 1024 * 1024)?;
-    let fsync_cpu = cpu_per_gib(cpu.seconds_since(), 2 * mib * 1024 * 1024);
-    println!(
-        "raw write+fdatasync, {} KiB writes: {fsync:8.1} MiB/s, machine CPU {fsync_cpu:.2} s/GiB",
-        batch / 1024
-    );
-    let certs = floe_broker::tls::DevCertificates::ensure(&work.path().join("tls"))?;
-    let cpu = MachineCpu::sample()?;
-    let quic = raw::quic_bandwidth(&certs.server, &certs.ca, 2 * mib * 1024 * 1024).await?;
-    let quic_cpu = cpu_per_gib(cpu.seconds_since(), 2 * mib * 1024 * 1024);
-    println!(
-        "raw QUIC, one stream on loopback:    {quic:8.1} MiB/s, machine CPU {quic_cpu:.2} s/GiB"
-    );
-    let _ = CertificatePaths {
-        cert: certs.server.cert.clone(),
-        key: certs.server.key.clone(),
-    };
+    let certs = DevCertificates::ensure(&work.path().join("tls"))?;
+    let before = Limits::measure(work.path(), &certs, batch as usize, mib, "before").await?;
 
     let broker = common::BrokerProcess::start(&work.path().join("broker"));
     let config = ClientConfig::from_profile(&broker.profile);
@@ -118,42 +105,48 @@ async fn run() -> anyhow::Result<()> {
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.join();
     let publish_mib = raw::mib_per_s(records * 1024, elapsed);
-    let limit = fsync.min(quic);
     println!(
         "floe publish:                        {publish_mib:8.1} MiB/s, {:.0} records/s, send→ack {}",
         records as f64 / elapsed.as_secs_f64(),
         percentiles(&latency)
     );
     println!(
-        "ratio to min(raw fsync, raw QUIC):   {:8.2}   (target ≥ 0.70)",
-        publish_mib / limit
-    );
-    // The producer, the broker and its disk share this machine's cores. A publish does the
-    // work of both raw transfers for each byte, so were both CPU-bound, the machine could
-    // not publish faster than its cores divided by their summed cost per GiB.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let shared_limit = cores / (fsync_cpu + quic_cpu) * 1024.0;
-    println!(
-        "machine CPU per GiB published:       {publish_cpu:8.2} s   (raw fsync + raw QUIC: {:.2} s)",
-        fsync_cpu + quic_cpu
-    );
-    println!(
-        "{cores} cores ÷ (raw fsync + raw QUIC CPU per GiB): {shared_limit:.1} MiB/s; publish ÷ that: {:.2}",
-        publish_mib / shared_limit
-    );
-    println!(
         "broker RSS: idle {} MiB, peak during publish {} MiB",
         rss_idle >> 20,
         peak_rss.load(Ordering::Relaxed) >> 20
     );
-
-    let rate = env_u64("FLOE_BENCH_RATE", 2000);
-    let seconds = env_u64("FLOE_BENCH_LATENCY_SECS", 5);
     let drained = load::drain_uploads(&client, &[&stream], Duration::from_secs(300)).await?;
     println!(
         "uploads of the sealed segments drained {:.1} s after the publish",
         drained.as_secs_f64()
     );
+    // The limits again, with the broker idle: a VM's speed drifts from minute to minute, and
+    // a publish measured in a slow spell against limits measured before it would look
+    // better than it is. The ratio takes the higher figure of each limit.
+    let after = Limits::measure(work.path(), &certs, batch as usize, mib, "after ").await?;
+    let best = before.best(after);
+    let limit = best.fsync.min(best.quic);
+    println!(
+        "ratio to min(raw fsync, raw QUIC):   {:8.2}   (target ≥ 0.70; the higher of before and after each; {:.2} to the figures before alone)",
+        publish_mib / limit,
+        publish_mib / before.fsync.min(before.quic)
+    );
+    // The producer, the broker and its disk share this machine's cores. A publish does the
+    // work of both raw transfers for each byte, so were both CPU-bound, the machine could
+    // not publish faster than its cores divided by their summed cost per GiB.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let shared_limit = cores / (best.fsync_cpu + best.quic_cpu) * 1024.0;
+    println!(
+        "machine CPU per GiB published:       {publish_cpu:8.2} s   (raw fsync + raw QUIC: {:.2} s)",
+        best.fsync_cpu + best.quic_cpu
+    );
+    println!(
+        "{cores} cores ÷ (raw fsync + raw QUIC CPU per GiB): {shared_limit:.1} MiB/s; publish ÷ that: {:.2}",
+        publish_mib / shared_limit
+    );
+
+    let rate = env_u64("FLOE_BENCH_RATE", 2000);
+    let seconds = env_u64("FLOE_BENCH_LATENCY_SECS", 5);
     let tail = tail_latency(&config, rate, seconds).await?;
     println!(
         "publish→consume at {rate} records/s for {seconds} s: {}",
@@ -180,8 +173,10 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "BENCH_JSON {}",
         serde_json::json!({
-            "raw_fsync_mib_s": fsync, "raw_quic_mib_s": quic, "publish_mib_s": publish_mib,
-            "raw_fsync_cpu_s_per_gib": fsync_cpu, "raw_quic_cpu_s_per_gib": quic_cpu,
+            "raw_fsync_mib_s": best.fsync, "raw_quic_mib_s": best.quic, "publish_mib_s": publish_mib,
+            "raw_fsync_before_mib_s": before.fsync, "raw_fsync_after_mib_s": after.fsync,
+            "raw_quic_before_mib_s": before.quic, "raw_quic_after_mib_s": after.quic,
+            "raw_fsync_cpu_s_per_gib": best.fsync_cpu, "raw_quic_cpu_s_per_gib": best.quic_cpu,
             "publish_cpu_s_per_gib": publish_cpu, "shared_cpu_limit_mib_s": shared_limit,
             "publish_records_s": records as f64 / elapsed.as_secs_f64(),
             "ratio_to_limit": publish_mib / limit,
@@ -197,6 +192,59 @@ async fn run() -> anyhow::Result<()> {
     );
     drop(broker);
     Ok(())
+}
+
+/// This machine's own limits, and the machine CPU each took per GiB moved.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    fsync: f64,
+    fsync_cpu: f64,
+    quic: f64,
+    quic_cpu: f64,
+}
+
+impl Limits {
+    /// Raw `write` + `fdatasync` in writes of `batch` bytes, and raw QUIC, `mib` MiB each
+    /// (twice over: two fsync passes, and twice the bytes over QUIC).
+    async fn measure(
+        work: &std::path::Path,
+        certs: &DevCertificates,
+        batch: usize,
+        mib: u64,
+        when: &str,
+    ) -> anyhow::Result<Limits> {
+        let bytes = mib * 1024 * 1024;
+        let cpu = MachineCpu::sample()?;
+        let fsync = raw::fsync_bandwidth(work, batch, bytes)?;
+        let fsync_cpu = cpu_per_gib(cpu.seconds_since(), 2 * bytes);
+        println!(
+            "raw write+fdatasync {when}, {} KiB writes: {fsync:8.1} MiB/s, machine CPU {fsync_cpu:.2} s/GiB",
+            batch / 1024
+        );
+        let cpu = MachineCpu::sample()?;
+        let quic = raw::quic_bandwidth(&certs.server, &certs.ca, 2 * bytes).await?;
+        let quic_cpu = cpu_per_gib(cpu.seconds_since(), 2 * bytes);
+        println!(
+            "raw QUIC {when}, one stream on loopback:  {quic:8.1} MiB/s, machine CPU {quic_cpu:.2} s/GiB"
+        );
+        Ok(Limits {
+            fsync,
+            fsync_cpu,
+            quic,
+            quic_cpu,
+        })
+    }
+
+    /// The best the machine showed in either measurement: each bandwidth's higher figure,
+    /// each cost's lower one.
+    fn best(self, other: Limits) -> Limits {
+        Limits {
+            fsync: self.fsync.max(other.fsync),
+            fsync_cpu: self.fsync_cpu.min(other.fsync_cpu),
+            quic: self.quic.max(other.quic),
+            quic_cpu: self.quic_cpu.min(other.quic_cpu),
+        }
+    }
 }
 
 fn rss_of(pid: u32) -> Option<u64> {
