@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use floe_wire::BrokerId;
 use floe_wire::frame::{
-    ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, FrameLimits, HEADER_LEN,
+    ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, FrameLimits, HEADER_LEN, Hello,
     HelloAck, Message, MessageType, ProtocolVersion, RequestId,
 };
 use tokio::sync::{Semaphore, watch};
@@ -353,6 +353,33 @@ async fn serve_stream<S: Service>(
     respond(state, &mut send, version, header.request_id, response).await
 }
 
+/// Negotiates the connection's version, once: a repeated `Hello` is refused, and the
+/// connection keeps the version it negotiated first.
+fn answer_hello<S: Service>(state: &S, conn: &Connection, hello: &Hello) -> Message {
+    let answered = || {
+        error(
+            ErrorCode::InvalidRequest,
+            "Hello was already answered on this connection".into(),
+        )
+    };
+    if conn.version.get().is_some() {
+        return answered();
+    }
+    let version = match floe_wire::frame::negotiate(hello.min_version, hello.max_version) {
+        Ok(version) => version,
+        Err(e) => return error(ErrorCode::UnsupportedVersion, e.to_string()),
+    };
+    // Two Hellos racing on two streams: the first one's version stands.
+    if conn.version.set(version).is_err() {
+        return answered();
+    }
+    Message::HelloAck(HelloAck {
+        version,
+        broker_id: state.server_id(),
+        limits: state.limits(),
+    })
+}
+
 async fn handle<S: Service>(
     state: &Arc<S>,
     conn: &Connection,
@@ -361,25 +388,7 @@ async fn handle<S: Service>(
     turn: Option<order::Turn<'_>>,
 ) -> Message {
     if let Message::Hello(hello) = &message {
-        let again = || {
-            error(
-                ErrorCode::InvalidRequest,
-                "Hello was already answered on this connection".into(),
-            )
-        };
-        if conn.version.get().is_some() {
-            return again();
-        }
-        return match floe_wire::frame::negotiate(hello.min_version, hello.max_version) {
-            // Two Hellos racing on two streams: the first one's version stands.
-            Ok(version) if conn.version.set(version).is_err() => again(),
-            Ok(version) => Message::HelloAck(HelloAck {
-                version,
-                broker_id: state.server_id(),
-                limits: state.limits(),
-            }),
-            Err(e) => error(ErrorCode::UnsupportedVersion, e.to_string()),
-        };
+        return answer_hello(state.as_ref(), conn, hello);
     }
     if conn.version.get().is_none() {
         return error(ErrorCode::HandshakeRequired, "send Hello first".into());
