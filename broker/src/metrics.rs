@@ -142,162 +142,187 @@ impl Metrics {
             scrape_hook: OnceLock::new(),
             registry: Registry::default(),
         };
+        m.register_publish(&mut registry);
+        m.register_replication(&mut registry);
+        m.register_fetch(&mut registry);
+        m.register_disk(&mut registry);
+        m.register_tier(&mut registry);
+        Arc::new(Metrics { registry, ..m })
+    }
+
+    /// Publishing: batches, records and bytes appended, refusals, and acknowledgement latencies.
+    fn register_publish(&self, registry: &mut Registry) {
         registry.register(
             "publish_batches",
             "Record batches appended",
-            m.publish_batches.clone(),
+            self.publish_batches.clone(),
         );
         registry.register(
             "publish_refused_batches",
             "Batches refused in a produce acknowledgement, by error code",
-            m.publish_refused.clone(),
+            self.publish_refused.clone(),
         );
         registry.register(
             "publish_records",
             "Records appended",
-            m.publish_records.clone(),
+            self.publish_records.clone(),
         );
         registry.register(
             "publish_bytes",
             "Bytes of record batches appended",
-            m.publish_bytes.clone(),
+            self.publish_bytes.clone(),
         );
         registry.register(
             "publish_latency_seconds",
             "Produce request to acknowledgement",
-            m.publish_latency.clone(),
+            self.publish_latency.clone(),
         );
         registry.register(
             "quorum_ack_latency_seconds",
             "Replicated append to commit on a majority of the replicas (quorum acks)",
-            m.quorum_ack_latency.clone(),
+            self.quorum_ack_latency.clone(),
         );
+    }
+
+    /// Replication, on the leader and on this broker's replicas.
+    fn register_replication(&self, registry: &mut Registry) {
         registry.register(
             "replication_lag_records",
             "Records a follower lacks behind its leader's log end (on the leader)",
-            m.replication_lag.clone(),
+            self.replication_lag.clone(),
         );
         registry.register(
             "replica_leaderships",
             "Elections this broker's replicas won",
-            m.replica_leaderships.clone(),
+            self.replica_leaderships.clone(),
         );
         registry.register(
             "replica_truncations",
             "Uncommitted tails truncated on this broker's replicas",
-            m.replica_truncations.clone(),
+            self.replica_truncations.clone(),
         );
         registry.register(
             "replica_resets",
             "Replica logs reset to their leader's log start",
-            m.replica_resets.clone(),
+            self.replica_resets.clone(),
         );
+    }
+
+    /// Fetching: requests, bytes served (from the log and from the tier), latency.
+    fn register_fetch(&self, registry: &mut Registry) {
         registry.register(
             "fetch_requests",
             "Fetch requests answered",
-            m.fetch_requests.clone(),
+            self.fetch_requests.clone(),
         );
         registry.register(
             "fetch_bytes",
             "Bytes of record batches served",
-            m.fetch_bytes.clone(),
+            self.fetch_bytes.clone(),
         );
         registry.register(
             "fetch_tier_bytes",
             "Bytes of history served from the tier (below the local log)",
-            m.fetch_tier_bytes.clone(),
+            self.fetch_tier_bytes.clone(),
         );
         registry.register(
             "fetch_latency_seconds",
             "Fetch request to response, long-poll wait included",
-            m.fetch_latency.clone(),
+            self.fetch_latency.clone(),
         );
+    }
+
+    /// The logs and their disk: sync latency, local bytes, the high-water mark; errors and connections.
+    fn register_disk(&self, registry: &mut Registry) {
         registry.register(
             "log_fsync_latency_seconds",
             "Duration of each fdatasync of a partition log",
-            m.fsync_latency.clone(),
+            self.fsync_latency.clone(),
         );
         registry.register(
             "errors",
             "Requests answered with an error, by code",
-            m.errors.clone(),
+            self.errors.clone(),
         );
         registry.register(
             "connections",
             "Open client connections",
-            m.connections.clone(),
+            self.connections.clone(),
         );
         registry.register(
             "local_log_bytes",
             "Bytes of every partition log on local disk",
-            m.local_log_bytes.clone(),
+            self.local_log_bytes.clone(),
         );
         registry.register(
             "disk_high_water",
             "1 while publishes are refused at the disk high-water mark",
-            m.disk_high_water.clone(),
+            self.disk_high_water.clone(),
         );
+    }
+
+    /// Tiering: upload backlog and failures, object-store requests and bytes, the tier cache.
+    fn register_tier(&self, registry: &mut Registry) {
         registry.register(
             "tier_upload_backlog_segments",
             "Sealed, committed segments waiting for upload",
-            m.tier_backlog_segments.clone(),
+            self.tier_backlog_segments.clone(),
         );
         registry.register(
             "tier_upload_backlog_bytes",
             "Bytes of sealed, committed segments waiting for upload",
-            m.tier_backlog_bytes.clone(),
+            self.tier_backlog_bytes.clone(),
         );
         registry.register(
             "tier_upload_yield_seconds",
             "Time uploads waited for pauses in the logs' syncs on the same disk",
-            m.tier_upload_yield_seconds.clone(),
+            self.tier_upload_yield_seconds.clone(),
         );
         registry.register(
             "tier_upload_failures",
             "Upload runs that failed and will be retried",
-            m.tier_upload_failures.clone(),
+            self.tier_upload_failures.clone(),
         );
         registry.register(
             "tier_requests",
             "Object-store requests by kind",
-            m.tier_requests.clone(),
+            self.tier_requests.clone(),
         );
         registry.register(
             "tier_request_duration_seconds",
             "Object-store request duration by kind (a multipart upload counts as one put)",
-            m.tier_request_latency.clone(),
+            self.tier_request_latency.clone(),
         );
         registry.register(
             "tier_get_bytes",
             "Bytes read from object storage",
-            m.tier_get_bytes.clone(),
+            self.tier_get_bytes.clone(),
         );
         registry.register(
             "tier_put_bytes",
             "Bytes written to object storage",
-            m.tier_put_bytes.clone(),
+            self.tier_put_bytes.clone(),
         );
         registry.register(
             "tier_cache_hits",
             "Tier chunk reads served by the cache",
-            m.tier_cache_hits.clone(),
+            self.tier_cache_hits.clone(),
         );
         registry.register(
             "tier_cache_misses",
             "Tier chunk reads that needed a GET",
-            m.tier_cache_misses.clone(),
+            self.tier_cache_misses.clone(),
         );
         registry.register(
             "tier_cache_memory_bytes",
             "Bytes of tier chunks cached in memory",
-            m.tier_cache_memory_bytes.clone(),
+            self.tier_cache_memory_bytes.clone(),
         );
         registry.register(
             "tier_corrupt_objects",
             "Tier reads that found a corrupt object (never served)",
-            m.tier_corrupt_objects.clone(),
+            self.tier_corrupt_objects.clone(),
         );
-        Arc::new(Metrics { registry, ..m })
     }
 
     /// Sets the hook run before every scrape; only the first call takes effect.

@@ -189,19 +189,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         .check()
         .map_err(|e| anyhow::anyhow!("invalid connection limits: {e}"))?;
     let metrics = Metrics::new();
-    let mut log = settings.log.clone();
-    log.sync_observer = Some(fsync_observer(metrics.fsync_latency.clone()));
-    log.batch_bytes_max = log.batch_bytes_max.min(settings.limits.max_batch_bytes);
-    // Every log is in the data directory, on one disk, with the segments uploads read (and
-    // a local-directory tier's objects): uploads wait for pauses in the logs' syncs.
-    let sync_activity = Arc::new(SyncActivity::new());
-    log.sync_activity = Some(sync_activity.clone());
-    let tiering = open_tiering(&settings, &metrics).await?;
-    let data_dir = settings.data_dir.clone();
-    let mut uploader = settings.tier.uploader.clone();
-    uploader.yield_to = Some(YieldToSyncs::new(sync_activity.clone()));
-    let (store, defaults) = (tiering.store.clone(), settings.stream_defaults);
-    let partitions = Partitions::open(&data_dir, log, defaults, store, uploader).await?;
+    let (partitions, tiering, sync_activity) = open_partitions(&settings, &metrics).await?;
 
     let transport =
         tls::transport_config(settings.streams_per_connection, Duration::from_secs(30))?;
@@ -215,29 +203,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         .unwrap_or_else(|| quic_addr.to_string());
     let advertised =
         Endpoint::new(advertised).context("the advertised address is not host:port")?;
-
-    let peer_endpoint = match (&settings.peer, &settings.controlplane) {
-        (Some(peer), Some(_)) => {
-            let config = tls::peer_server_config(&peer.tls)?;
-            let endpoint = server::endpoint(peer.listen, config, &reset_key)
-                .context("opening the peer port")?;
-            Some((endpoint, tls::peer_client_config(&peer.tls)?))
-        }
-        (Some(_), None) => anyhow::bail!("a peer port needs a controlplane"),
-        _ => None,
-    };
-    let managed = match &settings.controlplane {
-        Some(controlplane) => {
-            let mut controlplane = controlplane.clone();
-            if controlplane.peer_endpoint.is_none()
-                && let Some((endpoint, _)) = &peer_endpoint
-            {
-                controlplane.peer_endpoint = Some(endpoint.local_addr()?.to_string());
-            }
-            Some(Managed::connect(&controlplane, &settings.data_dir, advertised.clone()).await?)
-        }
-        None => None,
-    };
+    let (managed, peer_endpoint) = join_cluster(&settings, &reset_key, &advertised).await?;
     let broker_id = managed
         .as_ref()
         .map_or(BrokerId::new(settings.broker_id), |m| m.broker_id);
@@ -311,6 +277,63 @@ pub async fn start(settings: Settings) -> Result<Running> {
         controlplane,
         metrics_server,
     })
+}
+
+/// Opens object storage and every partition's log in the data directory, with the logs'
+/// syncs timed into `metrics` and tier uploads yielding to those syncs.
+async fn open_partitions(
+    settings: &Settings,
+    metrics: &Arc<Metrics>,
+) -> Result<(Partitions, Tiering, Arc<SyncActivity>)> {
+    let mut log = settings.log.clone();
+    log.sync_observer = Some(fsync_observer(metrics.fsync_latency.clone()));
+    log.batch_bytes_max = log.batch_bytes_max.min(settings.limits.max_batch_bytes);
+    // Every log is in the data directory, on one disk, with the segments uploads read (and
+    // a local-directory tier's objects): uploads wait for pauses in the logs' syncs.
+    let sync_activity = Arc::new(SyncActivity::new());
+    log.sync_activity = Some(sync_activity.clone());
+    let tiering = open_tiering(settings, metrics).await?;
+    let mut uploader = settings.tier.uploader.clone();
+    uploader.yield_to = Some(YieldToSyncs::new(sync_activity.clone()));
+    let (store, defaults) = (tiering.store.clone(), settings.stream_defaults);
+    let partitions = Partitions::open(&settings.data_dir, log, defaults, store, uploader).await?;
+    Ok((partitions, tiering, sync_activity))
+}
+
+/// With a controlplane: registers this broker with it, and opens the peer port (and the
+/// client side of peer connections) when one is configured. A peer port without a
+/// controlplane is refused: nothing would tell the broker its peers.
+async fn join_cluster(
+    settings: &Settings,
+    reset_key: &[u8],
+    advertised: &Endpoint,
+) -> Result<(
+    Option<Managed>,
+    Option<(quinn::Endpoint, quinn::ClientConfig)>,
+)> {
+    let peer_endpoint = match (&settings.peer, &settings.controlplane) {
+        (Some(peer), Some(_)) => {
+            let config = tls::peer_server_config(&peer.tls)?;
+            let endpoint = server::endpoint(peer.listen, config, reset_key)
+                .context("opening the peer port")?;
+            Some((endpoint, tls::peer_client_config(&peer.tls)?))
+        }
+        (Some(_), None) => anyhow::bail!("a peer port needs a controlplane"),
+        _ => None,
+    };
+    let managed = match &settings.controlplane {
+        Some(controlplane) => {
+            let mut controlplane = controlplane.clone();
+            if controlplane.peer_endpoint.is_none()
+                && let Some((endpoint, _)) = &peer_endpoint
+            {
+                controlplane.peer_endpoint = Some(endpoint.local_addr()?.to_string());
+            }
+            Some(Managed::connect(&controlplane, &settings.data_dir, advertised.clone()).await?)
+        }
+        None => None,
+    };
+    Ok((managed, peer_endpoint))
 }
 
 /// Opens object storage (the local directory by default) with its request latencies feeding

@@ -5,10 +5,10 @@
 //! A position below the local log is served from the tier, one segment object at a time, so
 //! a consumer reading from the start crosses into the hot log with no gap and no duplicate.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floe_hot_log::LogError;
-use floe_hot_log::SyncStatus;
+use floe_hot_log::{LogError, ReadBatches, SyncStatus};
 use floe_wire::Offset;
 use floe_wire::frame::{
     ConnectionLimits, ErrorCode, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message,
@@ -25,106 +25,70 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
         Ok(p) => p,
         Err(message) => return message,
     };
-    let log = &partition.log;
     let labels = StreamLabels {
         stream: partition.stream.clone(),
     };
     state.metrics.fetch_requests.get_or_create(&labels).inc();
-    let (max_bytes, wait) = bounds(&request, &state.limits, state.fetch_wait_max);
+    let response = serve(state, &partition, &request).await;
+    if let Message::FetchResponse(r) = &response
+        && !r.records.is_empty()
+    {
+        state
+            .metrics
+            .fetch_bytes
+            .get_or_create(&labels)
+            .inc_by(r.records.len() as u64);
+    }
+    state
+        .metrics
+        .fetch_latency
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+/// The response to `request`: batches from the tier below the local log, batches from the
+/// log below the committed end, or, at the tail, whatever arrives before the deadline.
+async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch) -> Message {
+    let log = &partition.log;
+    let (max_bytes, wait) = bounds(request, &state.limits, state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
-    let mut tail = match Tail::watch(&partition) {
+    let mut tail = match Tail::watch(partition) {
         Ok(tail) => tail,
         Err(message) => return message,
     };
-    let from = match resolve(state, &partition, request.position).await {
+    let from = match resolve(state, partition, request.position).await {
         Ok(offset) => offset,
         Err(message) => return message,
     };
     loop {
         if from < log.log_start() {
-            let response = tiered(state, &partition, from, max_bytes).await;
+            let response = tiered(state, partition, from, max_bytes).await;
             if let Message::FetchResponse(r) = &response {
-                state
-                    .metrics
-                    .fetch_bytes
-                    .get_or_create(&labels)
-                    .inc_by(r.records.len() as u64);
                 state
                     .metrics
                     .fetch_tier_bytes
                     .inc_by(r.records.len() as u64);
             }
-            state
-                .metrics
-                .fetch_latency
-                .observe(started.elapsed().as_secs_f64());
             return response;
         }
-        let high_watermark = match visible_end(&partition) {
+        let high_watermark = match visible_end(partition) {
             Ok(end) => end,
             Err(message) => return message,
         };
-        let read = if from > log.log_end() {
-            Err(LogError::OffsetOutOfRange {
-                requested: from,
-                log_start: log.log_start(),
-                log_end: log.log_end(),
+        let response = |next_offset, records| {
+            Message::FetchResponse(FetchResponse {
+                log_start: partition.log_start(),
+                high_watermark,
+                next_offset,
+                records,
             })
-        } else if from >= high_watermark {
-            Ok(None)
-        } else {
-            let read = if log.read_is_uncached(from) {
-                // A read of history the page cache let go of waits for the disk: on a
-                // blocking thread, so that a consumer catching up does not hold up the
-                // connections this worker serves (publishers among them).
-                let reading = partition.clone();
-                tokio::task::spawn_blocking(move || {
-                    reading.log.read(from, max_bytes, high_watermark)
-                })
-                .await
-                .unwrap_or_else(|e| {
-                    Err(LogError::Io {
-                        op: "read (blocking task)",
-                        path: log.dir().to_path_buf(),
-                        source: std::io::Error::other(e.to_string()),
-                    })
-                })
-            } else {
-                log.read(from, max_bytes, high_watermark)
-            };
-            read.map(|r| (!r.bytes.is_empty()).then_some(r))
         };
-        match read {
-            Ok(Some(batches)) => {
-                state
-                    .metrics
-                    .fetch_bytes
-                    .get_or_create(&labels)
-                    .inc_by(batches.bytes.len() as u64);
-                state
-                    .metrics
-                    .fetch_latency
-                    .observe(started.elapsed().as_secs_f64());
-                return Message::FetchResponse(FetchResponse {
-                    log_start: partition.log_start(),
-                    high_watermark,
-                    next_offset: batches.next_offset,
-                    records: batches.bytes,
-                });
-            }
+        match read_local(partition, from, max_bytes, high_watermark).await {
+            Ok(Some(batches)) => return response(batches.next_offset, batches.bytes),
             Ok(None) => {
                 let changed = tokio::time::timeout_at(deadline, tail.changed()).await;
                 if !matches!(changed, Ok(true)) {
-                    state
-                        .metrics
-                        .fetch_latency
-                        .observe(started.elapsed().as_secs_f64());
-                    return Message::FetchResponse(FetchResponse {
-                        log_start: partition.log_start(),
-                        high_watermark,
-                        next_offset: from,
-                        records: bytes::Bytes::new(),
-                    });
+                    return response(from, bytes::Bytes::new());
                 }
             }
             // Local retention deleted the segment since the check above: the tier has it.
@@ -140,6 +104,45 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
             Err(e) => return error_map::message(&e),
         }
     }
+}
+
+/// Batches from the local log at `from`, below `high_watermark`; `None` at the tail (nothing
+/// committed there yet).
+async fn read_local(
+    partition: &Arc<Partition>,
+    from: Offset,
+    max_bytes: usize,
+    high_watermark: Offset,
+) -> Result<Option<ReadBatches>, LogError> {
+    let log = &partition.log;
+    if from > log.log_end() {
+        return Err(LogError::OffsetOutOfRange {
+            requested: from,
+            log_start: log.log_start(),
+            log_end: log.log_end(),
+        });
+    }
+    if from >= high_watermark {
+        return Ok(None);
+    }
+    let read = if log.read_is_uncached(from) {
+        // A read of history the page cache let go of waits for the disk: on a blocking
+        // thread, so that a consumer catching up does not hold up the connections this
+        // worker serves (publishers among them).
+        let reading = partition.clone();
+        tokio::task::spawn_blocking(move || reading.log.read(from, max_bytes, high_watermark))
+            .await
+            .unwrap_or_else(|e| {
+                Err(LogError::Io {
+                    op: "read (blocking task)",
+                    path: log.dir().to_path_buf(),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            })
+    } else {
+        log.read(from, max_bytes, high_watermark)
+    };
+    read.map(|r| (!r.bytes.is_empty()).then_some(r))
 }
 
 /// What one fetch may return and how long it may wait: the request's asks, capped by what

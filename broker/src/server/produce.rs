@@ -6,14 +6,14 @@
 
 use std::time::Instant;
 
-use floe_wire::BatchHeader;
 use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce, ProduceAck};
+use floe_wire::{BatchHeader, Offset};
 
 use super::order::Turn;
 use super::{BrokerState, admin, error_map};
 use crate::metrics::{ErrorLabels, StreamLabels};
-use crate::partitions::Durability;
-use crate::replica::ReplicaError;
+use crate::partitions::{Durability, Partition};
+use crate::replica::{ReplicaError, ReplicaHandle};
 
 pub(crate) use crate::tiering::LOCAL_EPOCH;
 
@@ -29,33 +29,74 @@ pub(crate) async fn produce(
         Ok(p) => p,
         Err(message) => return message,
     };
-    let labels = StreamLabels {
-        stream: partition.stream.clone(),
-    };
     if state
         .disk_high_water
         .load(std::sync::atomic::Ordering::Relaxed)
     {
         // Nothing is appended: the producer retries once tiering and local retention have
         // freed space.
-        return Message::ProduceAck(ProduceAck {
-            results: vec![Err(ErrorCode::DiskHighWater); request.batches.len()],
-        });
+        return refuse_all(ErrorCode::DiskHighWater, request.batches.len());
     }
     let replica = match (partition.replicated, partition.replica()) {
         (false, _) => None,
         (true, Some(replica)) => Some(replica),
-        (true, None) => return not_leader(request.batches.len()),
+        (true, None) => return refuse_all(ErrorCode::NotLeader, request.batches.len()),
     };
-    let mut results = Vec::with_capacity(request.batches.len());
-    let mut durable_at = None;
-    let mut leader_epoch = None;
+    let appends = append_batches(state, &partition, replica, &request.batches);
+    drop(turn);
+    if let Some(replica) = replica {
+        replica.appended();
+    }
+    let mut results = appends.results;
+    if let Some(end) = appends.durable_at
+        && let Err(code) = wait_durable(state, &partition, replica, end, appends.leader_epoch).await
+    {
+        for result in &mut results {
+            if result.is_ok() {
+                *result = Err(code);
+            }
+        }
+    }
+    if let Some(code) = results.iter().find_map(|r| r.err()) {
+        tracing::debug!(?code, "produce answered with errors");
+    }
+    state
+        .metrics
+        .publish_latency
+        .observe(started.elapsed().as_secs_f64());
+    Message::ProduceAck(ProduceAck { results })
+}
+
+/// What appending a request's batches came to, before any wait for durability.
+struct Appends {
+    /// One per batch, in order.
+    results: Vec<Result<BatchAck, ErrorCode>>,
+    /// The offset after the last batch appended (or recognised as a retry), if any.
+    durable_at: Option<Offset>,
+    /// The epoch a replicated partition's leader appended in.
+    leader_epoch: Option<u32>,
+}
+
+/// Appends each batch in turn. Batches after a refused one are not appended: appending them
+/// would reorder the partition relative to the producer's retry.
+fn append_batches(
+    state: &BrokerState,
+    partition: &Partition,
+    replica: Option<&ReplicaHandle>,
+    batches: &[bytes::Bytes],
+) -> Appends {
+    let labels = StreamLabels {
+        stream: partition.stream.clone(),
+    };
+    let mut appends = Appends {
+        results: Vec::with_capacity(batches.len()),
+        durable_at: None,
+        leader_epoch: None,
+    };
     let mut failed = None;
-    for batch in &request.batches {
+    for batch in batches {
         if let Some(code) = failed {
-            // Batches after a refused one are not appended: appending them would reorder the
-            // partition relative to the producer's retry.
-            results.push(Err(code));
+            appends.results.push(Err(code));
             continue;
         }
         let appended = match replica {
@@ -65,7 +106,7 @@ pub(crate) async fn produce(
                 .map_err(Refusal::Log),
             Some(replica) => match replica.append(&partition.log, batch) {
                 Ok((appended, epoch)) => {
-                    leader_epoch = Some(epoch);
+                    appends.leader_epoch = Some(epoch);
                     Ok(appended)
                 }
                 Err(ReplicaError::Log(e)) => Err(Refusal::Log(e)),
@@ -75,53 +116,71 @@ pub(crate) async fn produce(
         match appended {
             Ok(appended) => {
                 if !appended.duplicate {
-                    state.metrics.publish_batches.get_or_create(&labels).inc();
-                    state
-                        .metrics
-                        .publish_bytes
-                        .get_or_create(&labels)
-                        .inc_by(batch.len() as u64);
-                    if let Ok(header) = BatchHeader::parse(batch) {
-                        state
-                            .metrics
-                            .publish_records
-                            .get_or_create(&labels)
-                            .inc_by(u64::from(header.record_count));
-                    }
+                    count_published(state, &labels, batch);
                 }
-                durable_at = Some(appended.next_offset());
-                results.push(Ok(BatchAck {
+                appends.durable_at = Some(appended.next_offset());
+                appends.results.push(Ok(BatchAck {
                     base_offset: appended.base_offset,
                     last_offset: appended.last_offset,
                 }));
             }
-            Err(e) => {
-                let code = match &e {
-                    Refusal::Log(e) => {
-                        tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "produce refused");
-                        error_map::code(e)
-                    }
-                    Refusal::NotLeader => ErrorCode::NotLeader,
-                };
-                state
-                    .metrics
-                    .publish_refused
-                    .get_or_create(&ErrorLabels {
-                        code: format!("{code:?}"),
-                    })
-                    .inc();
+            Err(refusal) => {
+                let code = refused(state, partition, &refusal);
                 failed = Some(code);
-                results.push(Err(code));
+                appends.results.push(Err(code));
             }
         }
     }
-    drop(turn);
-    if let Some(replica) = replica {
-        replica.appended();
+    appends
+}
+
+fn count_published(state: &BrokerState, labels: &StreamLabels, batch: &[u8]) {
+    let metrics = &state.metrics;
+    metrics.publish_batches.get_or_create(labels).inc();
+    metrics
+        .publish_bytes
+        .get_or_create(labels)
+        .inc_by(batch.len() as u64);
+    if let Ok(header) = BatchHeader::parse(batch) {
+        metrics
+            .publish_records
+            .get_or_create(labels)
+            .inc_by(u64::from(header.record_count));
     }
-    let durable = match (partition.durability, durable_at, replica, leader_epoch) {
-        (_, None, _, _) | (Durability::None, ..) => Ok(()),
-        (Durability::Quorum, Some(end), Some(replica), Some(epoch)) => {
+}
+
+/// The wire code for a refused batch, counted and logged.
+fn refused(state: &BrokerState, partition: &Partition, refusal: &Refusal) -> ErrorCode {
+    let code = match refusal {
+        Refusal::Log(e) => {
+            tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "produce refused");
+            error_map::code(e)
+        }
+        Refusal::NotLeader => ErrorCode::NotLeader,
+    };
+    state
+        .metrics
+        .publish_refused
+        .get_or_create(&ErrorLabels {
+            code: format!("{code:?}"),
+        })
+        .inc();
+    code
+}
+
+/// Waits until every offset below `end` is as durable as the stream's ack mode asks: synced
+/// locally (`leader`), or below the high watermark of `leader_epoch` (`quorum` on a
+/// replicated partition). Ack mode `none` does not wait.
+async fn wait_durable(
+    state: &BrokerState,
+    partition: &Partition,
+    replica: Option<&ReplicaHandle>,
+    end: Offset,
+    leader_epoch: Option<u32>,
+) -> Result<(), ErrorCode> {
+    match (partition.durability, replica, leader_epoch) {
+        (Durability::None, ..) => Ok(()),
+        (Durability::Quorum, Some(replica), Some(epoch)) => {
             let started = Instant::now();
             let committed = replica.wait_committed(end.get(), epoch).await;
             state
@@ -133,31 +192,12 @@ pub(crate) async fn produce(
                 ReplicaError::Log(e) => error_map::code(&e),
             })
         }
-        (_, Some(end), ..) => partition
+        _ => partition
             .log
             .wait_synced(end)
             .await
             .map_err(|e| error_map::code(&e)),
-    };
-    if let Err(code) = durable {
-        for result in &mut results {
-            if result.is_ok() {
-                *result = Err(code);
-            }
-        }
     }
-    if results.iter().any(Result::is_err) {
-        let code = results
-            .iter()
-            .find_map(|r| r.err())
-            .unwrap_or(ErrorCode::Internal);
-        tracing::debug!(?code, "produce answered with errors");
-    }
-    state
-        .metrics
-        .publish_latency
-        .observe(started.elapsed().as_secs_f64());
-    Message::ProduceAck(ProduceAck { results })
 }
 
 /// Why a batch was not appended.
@@ -166,9 +206,10 @@ enum Refusal {
     NotLeader,
 }
 
-/// Every batch refused: this broker holds the partition but does not lead it (now).
-fn not_leader(batches: usize) -> Message {
+/// Every batch refused with `code`, none appended: the disk is above its high-water mark, or
+/// this broker holds the partition but does not lead it (now).
+fn refuse_all(code: ErrorCode, batches: usize) -> Message {
     Message::ProduceAck(ProduceAck {
-        results: vec![Err(ErrorCode::NotLeader); batches],
+        results: vec![Err(code); batches],
     })
 }
