@@ -27,8 +27,13 @@
 
 use std::collections::BTreeMap;
 
+mod follower;
+mod leader;
+mod voters;
+
 use crate::history::LogView;
 use crate::message::{Batch, Message, Output, ReadLog, ReplicaId};
+use voters::Voters;
 
 /// Tuning of one replica.
 #[derive(Debug, Clone)]
@@ -95,63 +100,6 @@ enum Role {
         voters: Voters,
         followers: BTreeMap<ReplicaId, Progress>,
     },
-}
-
-/// The replica sets whose majorities a leader counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Voters {
-    replicas: Vec<ReplicaId>,
-    /// The set being left, during a change of the replica set; empty otherwise.
-    previous: Vec<ReplicaId>,
-}
-
-impl Voters {
-    fn new(replicas: &[ReplicaId], previous: &[ReplicaId]) -> Voters {
-        let dedup = |ids: &[ReplicaId]| {
-            let mut ids = ids.to_vec();
-            ids.sort_unstable();
-            ids.dedup();
-            ids
-        };
-        let replicas = dedup(replicas);
-        let previous = dedup(previous);
-        // A change to the same set is no change.
-        let previous = if previous == replicas {
-            Vec::new()
-        } else {
-            previous
-        };
-        Voters { replicas, previous }
-    }
-
-    /// Everyone a leader ships to (itself excluded by the caller).
-    fn all(&self) -> impl Iterator<Item = ReplicaId> + '_ {
-        self.replicas
-            .iter()
-            .chain(
-                self.previous
-                    .iter()
-                    .filter(|id| !self.replicas.contains(id)),
-            )
-            .copied()
-    }
-
-    /// The largest offset durable on a majority of `set`, given each member's durable end.
-    fn majority_end(set: &[ReplicaId], end_of: impl Fn(ReplicaId) -> u64) -> u64 {
-        if set.is_empty() {
-            return u64::MAX;
-        }
-        let mut ends: Vec<u64> = set.iter().map(|&id| end_of(id)).collect();
-        ends.sort_unstable_by(|a, b| b.cmp(a));
-        ends[set.len() / 2]
-    }
-
-    /// The largest offset durable on a majority of every set, given each member's durable
-    /// end (also used over the times members were last heard from).
-    fn committed_end(&self, end_of: impl Fn(ReplicaId) -> u64) -> u64 {
-        Voters::majority_end(&self.replicas, &end_of)
-            .min(Voters::majority_end(&self.previous, &end_of))
-    }
 }
 
 /// One partition replica.
@@ -400,29 +348,6 @@ impl Replica {
         Some(self.now_ms.saturating_sub(heard))
     }
 
-    /// The end a leader counts as durable on `id`: its own synced end, or a follower's ack.
-    fn durable_end_of(&self, id: ReplicaId, followers: &BTreeMap<ReplicaId, Progress>) -> u64 {
-        if id == self.id {
-            self.log.synced
-        } else {
-            followers.get(&id).map_or(0, |p| p.matched)
-        }
-    }
-
-    fn new_progress(&self) -> Progress {
-        Progress {
-            matched: 0,
-            next: self.log.end,
-            reset: false,
-            probing: true,
-            in_flight: 0,
-            last_sent_ms: self.now_ms,
-            last_heard_ms: self.now_ms,
-            last_progress_ms: self.now_ms,
-            last_contact_ms: self.now_ms,
-        }
-    }
-
     /// The controlplane names `leader` for `epoch`; this replica follows it.
     pub fn become_follower<B: Batch>(&mut self, epoch: u32, leader: ReplicaId) -> Vec<Output<B>> {
         let mut out = Vec::new();
@@ -619,152 +544,6 @@ impl Replica {
         out
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_append<B: Batch>(
-        &mut self,
-        leader: ReplicaId,
-        epoch: u32,
-        prev_offset: u64,
-        prev_epoch: u32,
-        reset: bool,
-        batches: Vec<B>,
-        leader_high_watermark: u64,
-        out: &mut Vec<Output<B>>,
-    ) {
-        // Everything below the local start or the high watermark is committed and so agrees
-        // with any leader; below the verified end it agrees with this one.
-        let verified = match self.role {
-            Role::Follower { verified, .. } => verified,
-            _ => 0,
-        };
-        let agreed_below = self.log.start.max(self.high_watermark).max(verified);
-        let joins = if prev_offset > self.log.end {
-            false
-        } else if prev_offset <= agreed_below {
-            true
-        } else {
-            !reset && self.log.epoch_before(prev_offset) == Some(prev_epoch)
-        };
-        if reset && !joins && prev_offset > self.log.start {
-            // The log cannot be joined to the leader's above its local start: start over
-            // there. Idempotent: once reset (or once past `prev_offset` below the high
-            // watermark), a duplicate or late reset joins instead of wiping acked data.
-            debug_assert!(prev_offset <= leader_high_watermark);
-            self.log.reset(prev_offset, prev_epoch);
-            out.push(Output::Reset {
-                start: prev_offset,
-                base_epoch: prev_epoch,
-            });
-            if prev_offset > self.high_watermark {
-                // Below the leader's local start everything is committed (and tiered).
-                self.high_watermark = prev_offset;
-                out.push(Output::HighWatermark(prev_offset));
-            }
-            self.set_verified(prev_offset);
-        } else if !joins {
-            out.push(Output::Send {
-                to: leader,
-                message: Message::Mismatch {
-                    epoch,
-                    start: self.log.start,
-                    end: self.log.end,
-                    epochs: self.log.epochs.clone(),
-                },
-            });
-            return;
-        }
-        let mut checked = prev_offset;
-        let mut writes = Vec::new();
-        for batch in batches {
-            if batch.base() != checked || batch.epoch() > epoch {
-                break; // not contiguous: the leader will resend
-            }
-            if batch.end() <= self.log.start {
-                // Below the local start: committed, and already tiered.
-                checked = batch.end();
-                continue;
-            }
-            if batch.base() < self.log.start {
-                break; // straddles the local start: batch boundaries differ, cannot be
-            }
-            if batch.base() < self.log.end {
-                if self.log.epoch_at(batch.base()) == Some(batch.epoch()) {
-                    // Same epoch at the same offset: the same batch, already here.
-                    checked = batch.end();
-                    continue;
-                }
-                // Disagreement: everything from here on is uncommitted.
-                assert!(
-                    batch.base() >= self.high_watermark,
-                    "replica {} would truncate committed data at {} (high watermark {})",
-                    self.id,
-                    batch.base(),
-                    self.high_watermark
-                );
-                if !writes.is_empty() {
-                    out.push(Output::Write(std::mem::take(&mut writes)));
-                }
-                self.log.truncate(batch.base());
-                out.push(Output::Truncate(batch.base()));
-            }
-            if batch.epoch() < self.log.last_epoch() {
-                break;
-            }
-            self.log.append(batch.epoch(), batch.end());
-            checked = batch.end();
-            writes.push(batch);
-        }
-        if !writes.is_empty() {
-            out.push(Output::Write(writes));
-        }
-        let verified = if self.log.last_epoch() == epoch {
-            self.log.end // entries of this epoch come only from its leader
-        } else {
-            checked.min(self.log.end)
-        };
-        self.set_verified(verified);
-        if let Role::Follower { verified, .. } = self.role {
-            let committed = leader_high_watermark.min(verified);
-            if committed > self.high_watermark {
-                self.high_watermark = committed;
-                out.push(Output::HighWatermark(committed));
-            }
-        }
-        self.ack(out, true);
-    }
-
-    fn set_verified(&mut self, to: u64) {
-        let end = self.log.end;
-        if let Role::Follower {
-            verified, acked, ..
-        } = &mut self.role
-        {
-            *verified = (*verified).max(to).min(end);
-            *acked = (*acked).min(end);
-        }
-    }
-
-    /// Acks the durable, verified prefix to the leader: when it grew, or always if `always`.
-    fn ack<B: Batch>(&mut self, out: &mut Vec<Output<B>>, always: bool) {
-        let synced = self.log.synced;
-        let epoch = self.promised;
-        if let Role::Follower {
-            leader,
-            verified,
-            acked,
-        } = &mut self.role
-        {
-            let end = synced.min(*verified);
-            if end > *acked || always {
-                *acked = (*acked).max(end);
-                out.push(Output::Send {
-                    to: *leader,
-                    message: Message::Ack { epoch, end },
-                });
-            }
-        }
-    }
-
     fn adopt_epoch<B: Batch>(&mut self, epoch: u32, out: &mut Vec<Output<B>>) {
         if let Role::Leader { .. } = self.role {
             out.push(Output::Deposed {
@@ -773,106 +552,6 @@ impl Replica {
         }
         self.promised = epoch;
         out.push(Output::PersistEpoch(epoch));
-    }
-
-    fn follow(&mut self, leader: ReplicaId) {
-        // Below the high watermark everything is committed, so the new leader has it.
-        self.role = Role::Follower {
-            leader,
-            verified: self.high_watermark.min(self.log.end),
-            acked: 0,
-        };
-    }
-
-    fn follower_ids(&self) -> Vec<ReplicaId> {
-        match &self.role {
-            Role::Leader { followers, .. } => followers.keys().copied().collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// Sends `to` what it lacks, within its window; with `force`, at least a heartbeat.
-    fn ship<B: Batch>(
-        &mut self,
-        to: ReplicaId,
-        force: bool,
-        log: &impl ReadLog<B>,
-        out: &mut Vec<Output<B>>,
-    ) {
-        let epoch = self.promised;
-        let now = self.now_ms;
-        let window = self.config.window;
-        let max_bytes = self.config.max_message_bytes;
-        let high_watermark = self.high_watermark;
-        let Role::Leader { followers, .. } = &mut self.role else {
-            return;
-        };
-        let Some(p) = followers.get_mut(&to) else {
-            return;
-        };
-        let mut sent = false;
-        loop {
-            // Data within the window; a forced heartbeat (it carries the high watermark and
-            // draws a mismatch or an ack) even beyond it.
-            let limit = if p.probing { 1 } else { window };
-            let has_data = p.next < self.log.end && p.in_flight < limit;
-            let heartbeat = force && !sent;
-            if !has_data && !heartbeat {
-                break;
-            }
-            let batches = if has_data {
-                log.read(p.next, max_bytes)
-            } else {
-                Vec::new()
-            };
-            // A heartbeat while replicating joins at the acked end, which is known to agree,
-            // so that it does not overtake appends still in flight.
-            let prev_offset = if has_data || p.probing || p.reset {
-                p.next
-            } else {
-                p.matched.max(self.log.start)
-            };
-            let prev_epoch = self.log.epoch_before(prev_offset).unwrap_or(0);
-            let message = Message::Append {
-                epoch,
-                prev_offset,
-                prev_epoch,
-                reset: p.reset,
-                batches,
-                high_watermark,
-            };
-            if let Message::Append { batches, .. } = &message
-                && let Some(last) = batches.last()
-            {
-                p.next = last.end();
-            }
-            p.reset = false;
-            p.in_flight += 1;
-            p.last_sent_ms = now;
-            out.push(Output::Send { to, message });
-            sent = true;
-            if !has_data {
-                break;
-            }
-        }
-    }
-
-    /// Moves the high watermark to the largest offset durable on a majority (of each voting
-    /// set), if that offset lies in the current epoch.
-    fn advance_high_watermark<B: Batch>(&mut self, out: &mut Vec<Output<B>>) {
-        let Role::Leader {
-            epoch_start,
-            voters,
-            followers,
-        } = &self.role
-        else {
-            return;
-        };
-        let candidate = voters.committed_end(|id| self.durable_end_of(id, followers));
-        if candidate > *epoch_start && candidate > self.high_watermark {
-            self.high_watermark = candidate;
-            out.push(Output::HighWatermark(candidate));
-        }
     }
 }
 
