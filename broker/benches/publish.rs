@@ -23,7 +23,8 @@
 //! Sizes: `FLOE_BENCH_MIB` (default 256) of records, `FLOE_BENCH_RATE` records/s for the
 //! latency run (default 2000) over `FLOE_BENCH_LATENCY_SECS` (default 5). The producer's
 //! batch size and window: `FLOE_BENCH_BATCH_BYTES` and `FLOE_BENCH_IN_FLIGHT` (default the
-//! producer's defaults).
+//! producer's defaults). `FLOE_BENCH_HISTORY_READ_RATE` (e.g. `100MiB`) starts the broker
+//! with that `--history-read-rate`, the cap on history reads that step 6's reader meets.
 
 #![allow(clippy::print_stdout)] // the report is the benchmark's output
 
@@ -74,7 +75,20 @@ async fn run() -> anyhow::Result<()> {
     let certs = DevCertificates::ensure(&work.path().join("tls"))?;
     let before = Limits::measure(work.path(), &certs, batch as usize, mib, "before").await?;
 
-    let broker = common::BrokerProcess::start(&work.path().join("broker"));
+    let history_rate = std::env::var("FLOE_BENCH_HISTORY_READ_RATE").ok();
+    let broker_args: Vec<&str> = match &history_rate {
+        Some(rate) => {
+            println!("broker history read rate: {rate} per second");
+            vec!["--history-read-rate", rate.as_str()]
+        }
+        None => Vec::new(),
+    };
+    let broker = common::BrokerProcess::start_with(
+        &work.path().join("broker"),
+        "127.0.0.1:0",
+        &broker_args,
+        &[],
+    );
     let config = ClientConfig::from_profile(&broker.profile);
     let client = Client::connect(config.clone()).await?;
     let stream = StreamName::new("bench")?;

@@ -9,6 +9,7 @@
 mod budget;
 pub mod catalog;
 pub mod dev;
+pub mod history_rate;
 pub mod managed;
 pub mod metrics;
 pub mod partitions;

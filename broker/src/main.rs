@@ -94,6 +94,21 @@ struct StorageArgs {
     /// older data is read from the disk. `all` leaves the page cache to the operating system.
     #[arg(long, env = "FLOE_LOG_PAGE_CACHE", default_value = "64MiB", value_parser = parse_page_cache)]
     log_page_cache: PageCache,
+    /// Bytes per second this broker serves history at, all consumers together, e.g. 200MiB:
+    /// fetches of sealed segments and of the tier wait their turn, so that consumers
+    /// catching up leave the disk and the cores to publishers. Reads at the tail are never
+    /// held back. [default: no cap]
+    #[arg(long, env = "FLOE_HISTORY_READ_RATE", value_parser = parse_rate)]
+    history_read_rate: Option<u64>,
+}
+
+/// `--history-read-rate`: a size per second (`200MiB` or `200MiB/s`), at least one byte.
+fn parse_rate(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    match floe_wire::units::parse_size(text.strip_suffix("/s").unwrap_or(text))? {
+        0 => Err("a history read rate must be above zero (leave it out for no cap)".into()),
+        bytes => Ok(bytes),
+    }
 }
 
 /// `--log-page-cache`: a size, or `all` (`None`).
@@ -169,6 +184,7 @@ impl StorageArgs {
         settings.tier.collect_grace = self.tier_collect_grace;
         settings.disk_high_water = self.disk_high_water;
         settings.log.page_cache_bytes = self.log_page_cache.0;
+        settings.history_read_bytes_per_second = self.history_read_rate;
         // Crash tests stop the process at chosen points; never set in production.
         if std::env::var("FLOE_TEST_FAILPOINT").as_deref() == Ok("tier-before-commit") {
             settings.tier.uploader.before_commit =
@@ -462,5 +478,13 @@ mod tests {
         assert_eq!(page_cache(&[]), Some(64 << 20));
         assert_eq!(page_cache(&["--log-page-cache", "1GiB"]), Some(1 << 30));
         assert_eq!(page_cache(&["--log-page-cache", "all"]), None);
+    }
+
+    #[test]
+    fn the_history_read_rate_is_a_size_per_second_and_never_zero() {
+        assert_eq!(parse_rate("200MiB"), Ok(200 << 20));
+        assert_eq!(parse_rate("200MiB/s"), Ok(200 << 20));
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("fast").is_err());
     }
 }

@@ -65,6 +65,8 @@ pub struct Metrics {
     /// read replicas would take over, reported to the controlplane's autoscaler.
     pub fetch_tier_bytes: Counter,
     pub fetch_latency: Histogram,
+    /// Time history reads waited for the broker's history read rate, seconds.
+    pub history_read_throttle_seconds: Counter<f64, AtomicU64>,
     /// Duration of each `fdatasync` of a partition log, seconds.
     pub fsync_latency: Histogram,
     pub errors: Family<ErrorLabels, Counter>,
@@ -118,6 +120,7 @@ impl Metrics {
             fetch_bytes: Family::default(),
             fetch_tier_bytes: Counter::default(),
             fetch_latency: latency_histogram(),
+            history_read_throttle_seconds: Counter::default(),
             fsync_latency: latency_histogram(),
             errors: Family::default(),
             connections: Gauge::default(),
@@ -229,6 +232,11 @@ impl Metrics {
             "fetch_latency_seconds",
             "Fetch request to response, long-poll wait included",
             self.fetch_latency.clone(),
+        );
+        registry.register(
+            "history_read_throttle_seconds",
+            "Time fetches of history (sealed segments, the tier) waited for the broker's history read rate",
+            self.history_read_throttle_seconds.clone(),
         );
     }
 

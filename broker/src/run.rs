@@ -14,6 +14,7 @@ use floe_wire::frame::ConnectionLimits;
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
+use crate::history_rate::HistoryRate;
 use crate::managed::{self, ControlplaneSettings, Managed};
 use crate::metrics::{FollowerLabels, KindLabels, Metrics, ScrapeHook, StreamLabels, mirror};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
@@ -106,6 +107,9 @@ pub struct Settings {
     pub tier_cache_disk_bytes: Option<usize>,
     pub stream_defaults: StreamDefaults,
     pub disk_high_water: DiskHighWater,
+    /// Bytes per second this broker reads history at, for all consumers together: fetches
+    /// of sealed segments or of the tier (see [`crate::history_rate`]). `None`: no cap.
+    pub history_read_bytes_per_second: Option<u64>,
     /// The controlplane that assigns this broker its partitions; `None`: the local catalog
     /// alone, streams created over the client protocol.
     pub controlplane: Option<ControlplaneSettings>,
@@ -149,6 +153,7 @@ impl Settings {
             tier_cache_disk_bytes: None,
             stream_defaults: StreamDefaults::default(),
             disk_high_water: DiskHighWater::UsedFraction(0.9),
+            history_read_bytes_per_second: None,
             controlplane: None,
             peer: None,
         }
@@ -242,6 +247,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         fetch_wait_max: settings.fetch_wait_max,
         shutdown: shutdown_rx,
         fetch_bytes_per_connection: settings.fetch_bytes_per_connection.max(1),
+        history_rate: HistoryRate::new(settings.history_read_bytes_per_second),
     });
     let (metrics_addr, metrics_server) = match settings.metrics_listen {
         Some(addr) => {

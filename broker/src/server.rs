@@ -54,6 +54,8 @@ pub struct BrokerState {
     /// Bytes of fetch responses a connection may hold at once (read from the log and not yet
     /// handed to QUIC). A consumer that stops reading stalls at this bound.
     pub fetch_bytes_per_connection: u32,
+    /// The cap on history reads, shared by every fetch.
+    pub history_rate: crate::history_rate::HistoryRate,
 }
 
 /// What a QUIC server on the client protocol answers: a broker, or a read replica. The

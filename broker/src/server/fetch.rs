@@ -62,8 +62,10 @@ async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch)
     };
     loop {
         if from < log.log_start() {
+            admit_history(state).await;
             let response = tiered(state, partition, from, max_bytes).await;
             if let Message::FetchResponse(r) = &response {
+                state.history_rate.charge(r.records.len() as u64);
                 state
                     .metrics
                     .fetch_tier_bytes
@@ -83,8 +85,18 @@ async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch)
                 records,
             })
         };
+        // Only when capped: finding the sealed end costs a look at the segment list.
+        let history = state.history_rate.is_capped() && from < log.sealed_end();
+        if history {
+            admit_history(state).await;
+        }
         match read_local(partition, from, max_bytes, high_watermark).await {
-            Ok(Some(batches)) => return response(batches.next_offset, batches.bytes),
+            Ok(Some(batches)) => {
+                if history {
+                    state.history_rate.charge(batches.bytes.len() as u64);
+                }
+                return response(batches.next_offset, batches.bytes);
+            }
             Ok(None) => {
                 let changed = tokio::time::timeout_at(deadline, tail.changed()).await;
                 if !matches!(changed, Ok(true)) {
@@ -103,6 +115,18 @@ async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch)
             }
             Err(e) => return error_map::message(&e),
         }
+    }
+}
+
+/// Waits until the broker's history read rate lets a read of history start, and counts the
+/// wait.
+async fn admit_history(state: &BrokerState) {
+    let waited = state.history_rate.admit().await;
+    if !waited.is_zero() {
+        state
+            .metrics
+            .history_read_throttle_seconds
+            .inc_by(waited.as_secs_f64());
     }
 }
 
