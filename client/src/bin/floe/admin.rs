@@ -6,8 +6,8 @@ use clap::Subcommand;
 use floe_client::rest::Controlplane;
 use floe_wire::BrokerId;
 use floe_wire::admin::{
-    BrokerInfo, BrokerState, CreateStreamRequest, OffsetRange, ReadReplicaState, RetentionSettings,
-    SegmentSettings, StreamConfig, StreamDescription,
+    BrokerInfo, BrokerState, CreateStreamRequest, OffsetRange, PartitionDescription,
+    ReadReplicaState, RetentionSettings, SegmentSettings, StreamConfig, StreamDescription,
 };
 use serde_json::json;
 
@@ -152,72 +152,10 @@ fn size_and_age(size: Option<u64>, age_ms: Option<u64>, separator: &str) -> Stri
 
 fn describe(d: &StreamDescription, json: bool) -> Result<()> {
     if json {
-        let partitions: Vec<serde_json::Value> = d
-            .partitions
-            .iter()
-            .map(|p| {
-                json!({
-                    "partition": p.partition.get(),
-                    "replicas": p.replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
-                    "leader": p.leader.map(BrokerId::get),
-                    "epoch": p.epoch,
-                    "hot": range_json(p.hot),
-                    "tier": range_json(p.tier),
-                    "bytes": p.bytes,
-                    "upload_backlog_bytes": p.upload_backlog_bytes,
-                    "high_watermark": p.high_watermark,
-                    "replica_lag": p.replica_lag.iter()
-                        .map(|l| json!({"broker_id": l.broker_id.get(), "records": l.records}))
-                        .collect::<Vec<_>>(),
-                    "previous_replicas":
-                        p.previous_replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        print_json(&json!({
-            "name": d.name.as_str(),
-            "partition_count": d.config.partitions,
-            "replication_factor": d.config.replication_factor,
-            "ack_mode": ack_mode_name(d.config.ack_mode),
-            "created_at_ms": d.created_at_ms,
-            "settings": settings_json(&d.config),
-            "partitions": partitions,
-        }))?;
+        print_json(&description_json(d))?;
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = d
-        .partitions
-        .iter()
-        .map(|p| {
-            let replicas: Vec<String> = p.replicas.iter().map(|b| b.get().to_string()).collect();
-            let mut set = if replicas.is_empty() {
-                "-".into()
-            } else {
-                replicas.join(",")
-            };
-            if !p.previous_replicas.is_empty() {
-                // A change in progress: the set being left, after the new one.
-                let previous: Vec<String> = p
-                    .previous_replicas
-                    .iter()
-                    .map(|b| b.get().to_string())
-                    .collect();
-                set = format!("{set} (from {})", previous.join(","));
-            }
-            vec![
-                p.partition.to_string(),
-                p.leader.map_or("-".into(), |l| l.get().to_string()),
-                set,
-                p.epoch.to_string(),
-                p.high_watermark.map_or("-".into(), |hw| hw.to_string()),
-                lag_text(&p.replica_lag),
-                range_text(p.tier),
-                range_text(p.hot),
-                p.bytes.map_or("-".into(), human_bytes),
-                p.upload_backlog_bytes.map_or("-".into(), human_bytes),
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = d.partitions.iter().map(partition_row).collect();
     let c = &d.config;
     print(&format!(
         "stream {}: {} partition{}, replication {}, ack mode {}\n\
@@ -251,6 +189,72 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
         )
     ))?;
     Ok(())
+}
+
+/// `floe stream describe --json`: the stream's configuration and each partition's state.
+fn description_json(d: &StreamDescription) -> serde_json::Value {
+    let partitions: Vec<serde_json::Value> = d
+        .partitions
+        .iter()
+        .map(|p| {
+            json!({
+                "partition": p.partition.get(),
+                "replicas": p.replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
+                "leader": p.leader.map(BrokerId::get),
+                "epoch": p.epoch,
+                "hot": range_json(p.hot),
+                "tier": range_json(p.tier),
+                "bytes": p.bytes,
+                "upload_backlog_bytes": p.upload_backlog_bytes,
+                "high_watermark": p.high_watermark,
+                "replica_lag": p.replica_lag.iter()
+                    .map(|l| json!({"broker_id": l.broker_id.get(), "records": l.records}))
+                    .collect::<Vec<_>>(),
+                "previous_replicas":
+                    p.previous_replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "name": d.name.as_str(),
+        "partition_count": d.config.partitions,
+        "replication_factor": d.config.replication_factor,
+        "ack_mode": ack_mode_name(d.config.ack_mode),
+        "created_at_ms": d.created_at_ms,
+        "settings": settings_json(&d.config),
+        "partitions": partitions,
+    })
+}
+
+/// One partition's row of the `describe` table.
+fn partition_row(p: &PartitionDescription) -> Vec<String> {
+    let replicas: Vec<String> = p.replicas.iter().map(|b| b.get().to_string()).collect();
+    let mut set = if replicas.is_empty() {
+        "-".into()
+    } else {
+        replicas.join(",")
+    };
+    if !p.previous_replicas.is_empty() {
+        // A change in progress: the set being left, after the new one.
+        let previous: Vec<String> = p
+            .previous_replicas
+            .iter()
+            .map(|b| b.get().to_string())
+            .collect();
+        set = format!("{set} (from {})", previous.join(","));
+    }
+    vec![
+        p.partition.to_string(),
+        p.leader.map_or("-".into(), |l| l.get().to_string()),
+        set,
+        p.epoch.to_string(),
+        p.high_watermark.map_or("-".into(), |hw| hw.to_string()),
+        lag_text(&p.replica_lag),
+        range_text(p.tier),
+        range_text(p.hot),
+        p.bytes.map_or("-".into(), human_bytes),
+        p.upload_backlog_bytes.map_or("-".into(), human_bytes),
+    ]
 }
 
 /// Each follower's lag in records, `broker:records`, or `-` for none reported.
