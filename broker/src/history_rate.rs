@@ -60,19 +60,35 @@ impl TokenBucket {
         self.refill(now);
         self.level -= i128::from(bytes);
     }
+
+    /// Returns `bytes` charged but not read (a reservation larger than the read).
+    pub(crate) fn give_back(&mut self, bytes: u64) {
+        self.level = (self.level + i128::from(bytes)).min(self.burst);
+    }
 }
 
 /// The broker's history-read budget: unlimited, or a [`TokenBucket`] shared by every fetch.
+///
+/// Reads take turns, first come first served. A read is admitted once the bucket is out of
+/// debt, and then reserves what it may return (its `max_bytes`); the part it did not return
+/// goes back when its [`Admission`] is dropped. So concurrent fetches cannot start together
+/// on one bucket level, and one that waits is not overtaken.
 #[derive(Debug)]
 pub struct HistoryRate {
     bucket: Option<Mutex<TokenBucket>>,
+    queue: tokio::sync::Mutex<()>,
 }
+
+/// Longest a waiting read sleeps before it looks at the bucket again: a reservation given
+/// back meanwhile shortens the wait.
+const RECHECK: Duration = Duration::from_millis(100);
 
 impl HistoryRate {
     /// `None`: no cap.
     pub fn new(bytes_per_second: Option<u64>) -> HistoryRate {
         HistoryRate {
             bucket: bytes_per_second.map(|rate| Mutex::new(TokenBucket::new(rate, Instant::now()))),
+            queue: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -87,27 +103,82 @@ impl HistoryRate {
             .map(|b| b.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
-    /// Waits until a history read may start; returns how long it waited.
-    pub async fn admit(&self) -> Duration {
-        let mut waited = Duration::ZERO;
+    /// Waits for this read's turn and for the budget, then reserves `reserve` bytes. `None`
+    /// once `until` passes first: the caller answers with nothing and the consumer asks
+    /// again (having waited until `until`, so that it does not spin).
+    pub async fn admit(&self, reserve: u64, until: tokio::time::Instant) -> Option<Admission<'_>> {
+        let started = tokio::time::Instant::now();
+        if !self.is_capped() {
+            return Some(Admission {
+                rate: self,
+                reserved: 0,
+                used: 0,
+                waited: Duration::ZERO,
+            });
+        }
+        let Ok(_turn) = tokio::time::timeout_at(until, self.queue.lock()).await else {
+            return None;
+        };
         loop {
             let delay = match self.bucket() {
-                Some(mut bucket) => bucket.delay(Instant::now()),
-                None => return waited,
+                Some(mut bucket) => {
+                    let now = Instant::now();
+                    let delay = bucket.delay(now);
+                    if delay.is_zero() {
+                        bucket.charge(reserve, now);
+                    }
+                    delay
+                }
+                None => Duration::ZERO,
             };
             if delay.is_zero() {
-                return waited;
+                return Some(Admission {
+                    rate: self,
+                    reserved: reserve,
+                    used: 0,
+                    waited: started.elapsed(),
+                });
             }
-            tokio::time::sleep(delay).await;
-            waited += delay;
+            let wake = tokio::time::Instant::now() + delay.min(RECHECK);
+            if wake > until {
+                tokio::time::sleep_until(until).await;
+                return None;
+            }
+            tokio::time::sleep_until(wake).await;
         }
     }
 
-    /// Records a history read of `bytes`.
-    pub fn charge(&self, bytes: u64) {
-        if let Some(mut bucket) = self.bucket() {
-            bucket.charge(bytes, Instant::now());
+    fn give_back(&self, bytes: u64) {
+        if bytes > 0
+            && let Some(mut bucket) = self.bucket()
+        {
+            bucket.give_back(bytes);
         }
+    }
+}
+
+/// A history read let through: holds its reservation until dropped, when the part it did
+/// not use (all of it, if the read failed) goes back to the budget.
+#[derive(Debug)]
+#[must_use = "dropping the admission at once gives its reservation back"]
+pub struct Admission<'a> {
+    rate: &'a HistoryRate,
+    reserved: u64,
+    used: u64,
+    /// How long the read waited for its turn and the budget.
+    pub waited: Duration,
+}
+
+impl Admission<'_> {
+    /// The read returned `bytes`.
+    pub fn used(&mut self, bytes: u64) {
+        self.used = bytes;
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        self.rate.give_back(self.reserved.saturating_sub(self.used));
     }
 }
 
@@ -183,9 +254,48 @@ mod tests {
     #[test]
     fn no_cap_never_waits() {
         let rate = HistoryRate::new(None);
-        rate.charge(u64::MAX);
-        let waited = block_on(rate.admit());
-        assert_eq!(waited, Duration::ZERO);
+        block_on(async {
+            let until = tokio::time::Instant::now();
+            let admitted = rate.admit(u64::MAX, until).await.expect("admitted");
+            assert_eq!(admitted.waited, Duration::ZERO);
+        });
+    }
+
+    #[test]
+    fn a_reservation_is_given_back_for_what_the_read_did_not_return() {
+        let rate = HistoryRate::new(Some(10 * MIB));
+        block_on(async {
+            let until = tokio::time::Instant::now() + Duration::from_secs(5);
+            let mut first = rate.admit(8 * MIB, until).await.expect("admitted");
+            first.used(MIB);
+            drop(first);
+            // 8 MiB reserved, 7 given back: the next read starts at once.
+            let second = rate.admit(MIB, until).await.expect("admitted");
+            assert!(
+                second.waited < Duration::from_millis(50),
+                "{:?}",
+                second.waited
+            );
+        });
+    }
+
+    #[test]
+    fn a_read_that_cannot_start_before_its_bound_gets_nothing_after_waiting_for_it() {
+        let rate = HistoryRate::new(Some(MIB));
+        block_on(async {
+            let start = tokio::time::Instant::now();
+            let mut big = rate
+                .admit(10 * MIB, start + Duration::from_secs(1))
+                .await
+                .expect("the first read starts at once");
+            big.used(10 * MIB);
+            drop(big);
+            // Ten seconds owed at 1 MiB/s: a read bound to 200 ms waits that long, then
+            // gets nothing.
+            let bound = tokio::time::Instant::now() + Duration::from_millis(200);
+            assert!(rate.admit(MIB, bound).await.is_none());
+            assert!(tokio::time::Instant::now() >= bound);
+        });
     }
 
     fn block_on<F: std::future::Future>(future: F) -> F::Output {

@@ -124,9 +124,17 @@ async fn a_consumer_catching_up_is_served_at_the_history_read_rate_and_the_tail_
     // Reading on to the end of the sealed history takes as long as the cap asks.
     let mut from = first.next_offset;
     let mut last = 0;
+    // A fetch that cannot start within a second (these ask not to wait) is answered empty
+    // after that second, and asked again.
+    let mut empty = 0;
     while from < sealed_end {
         let response = fetch(&conn, from, MIB as u32).await;
-        assert!(!response.records.is_empty(), "history from {from}");
+        if response.records.is_empty() {
+            assert_eq!(response.next_offset, from);
+            empty += 1;
+            assert!(empty < 30, "history from {from} never came");
+            continue;
+        }
         last = response.records.len() as u64;
         read += last;
         from = response.next_offset;
@@ -144,8 +152,11 @@ async fn a_consumer_catching_up_is_served_at_the_history_read_rate_and_the_tail_
         &http_get(&metrics_addr, "/metrics").await,
         "floe_history_read_throttle_seconds_total",
     );
+    // The waits are shorter than `least` by the time spent reading and answering between
+    // them (the bucket refills meanwhile): a loose bound, the elapsed time above is the
+    // strict one.
     assert!(
-        waited >= least.as_secs_f64() * 0.9,
+        waited >= least.as_secs_f64() * 0.5,
         "the throttle's waits in /metrics: {waited} s, against {least:?}"
     );
 }

@@ -60,12 +60,23 @@ async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch)
         Ok(offset) => offset,
         Err(message) => return message,
     };
+    // A read of history held back by the broker's history read rate waits at most this
+    // long (the fetch's own wait, or a second for one that asked not to wait), then gets an
+    // empty answer and asks again.
+    let history_bound = deadline.max(tokio::time::Instant::now() + HISTORY_WAIT_MIN);
     loop {
         if from < log.log_start() {
-            admit_history(state).await;
+            let Some(mut admission) = admit_history(state, max_bytes, history_bound).await else {
+                return Message::FetchResponse(FetchResponse {
+                    log_start: partition.log_start(),
+                    high_watermark: partition.committed_end().unwrap_or(from),
+                    next_offset: from,
+                    records: bytes::Bytes::new(),
+                });
+            };
             let response = tiered(state, partition, from, max_bytes).await;
             if let Message::FetchResponse(r) = &response {
-                state.history_rate.charge(r.records.len() as u64);
+                admission.used(r.records.len() as u64);
                 state
                     .metrics
                     .fetch_tier_bytes
@@ -85,15 +96,22 @@ async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch)
                 records,
             })
         };
-        // Only when capped: finding the sealed end costs a look at the segment list.
-        let history = state.history_rate.is_capped() && from < log.sealed_end();
+        // History: committed records in a sealed segment (asked only when capped: finding
+        // the sealed end costs a look at the segment list). A consumer at the high
+        // watermark is at the tail, even while the watermark still lies in the segment a
+        // roll just sealed.
+        let history = state.history_rate.is_capped() && from < high_watermark.min(log.sealed_end());
+        let mut admission = None;
         if history {
-            admit_history(state).await;
+            match admit_history(state, max_bytes, history_bound).await {
+                Some(admitted) => admission = Some(admitted),
+                None => return response(from, bytes::Bytes::new()),
+            }
         }
         match read_local(partition, from, max_bytes, high_watermark).await {
             Ok(Some(batches)) => {
-                if history {
-                    state.history_rate.charge(batches.bytes.len() as u64);
+                if let Some(admission) = &mut admission {
+                    admission.used(batches.bytes.len() as u64);
                 }
                 return response(batches.next_offset, batches.bytes);
             }
@@ -118,16 +136,27 @@ async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch)
     }
 }
 
-/// Waits until the broker's history read rate lets a read of history start, and counts the
-/// wait.
-async fn admit_history(state: &BrokerState) {
-    let waited = state.history_rate.admit().await;
-    if !waited.is_zero() {
+/// The least a read of history may wait for the broker's history read rate before it is
+/// answered with nothing, whatever wait the fetch asked for.
+const HISTORY_WAIT_MIN: Duration = Duration::from_secs(1);
+
+/// Waits until the broker's history read rate lets a read of up to `max_bytes` of history
+/// start (`None`: not before `until`), and counts the wait.
+async fn admit_history(
+    state: &BrokerState,
+    max_bytes: usize,
+    until: tokio::time::Instant,
+) -> Option<crate::history_rate::Admission<'_>> {
+    let started = tokio::time::Instant::now();
+    let admission = state.history_rate.admit(max_bytes as u64, until).await;
+    let waited = started.elapsed();
+    if state.history_rate.is_capped() && !waited.is_zero() {
         state
             .metrics
             .history_read_throttle_seconds
             .inc_by(waited.as_secs_f64());
     }
+    admission
 }
 
 /// Batches from the local log at `from`, below `high_watermark`; `None` at the tail (nothing

@@ -120,7 +120,7 @@ impl Replica {
         self.ack(out, true);
     }
 
-    pub(super) fn set_verified(&mut self, to: u64) {
+    fn set_verified(&mut self, to: u64) {
         let end = self.log.end;
         if let Role::Follower {
             verified, acked, ..
