@@ -214,26 +214,13 @@ pub async fn start(settings: Settings) -> Result<Running> {
         .map_or(BrokerId::new(settings.broker_id), |m| m.broker_id);
 
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let (replication, peer_server) = match (peer_endpoint, &managed) {
-        (Some((endpoint, client)), Some(managed)) => {
-            let peers = Arc::new(Peers::new(
-                broker_id,
-                endpoint.clone(),
-                client,
-                managed.controlplane.clone(),
-                shutdown_rx.clone(),
-            ));
-            tracing::info!(peer_addr = %endpoint.local_addr()?, "peer port open");
-            let context = ReplicaContext {
-                me: broker_id,
-                metrics: metrics.clone(),
-                peers,
-                controlplane: managed.controlplane.clone(),
-            };
-            (Some(context), Some(endpoint))
-        }
-        _ => (None, None),
-    };
+    let (replication, peer_server) = replication_context(
+        peer_endpoint,
+        managed.as_ref(),
+        broker_id,
+        &metrics,
+        &shutdown_rx,
+    )?;
     let state = Arc::new(BrokerState {
         replication,
         partitions,
@@ -257,6 +244,42 @@ pub async fn start(settings: Settings) -> Result<Running> {
         None => (None, None),
     };
     metrics.set_scrape_hook(scrape_hook(Arc::downgrade(&state), sync_activity));
+    let Tasks {
+        server,
+        maintenance,
+        tiering,
+        controlplane,
+    } = spawn_tasks(&state, &settings, endpoint, peer_server);
+    tracing::info!(%quic_addr, ?metrics_addr, data_dir = %settings.data_dir.display(), "broker serving");
+    Ok(Running {
+        quic_addr,
+        metrics_addr,
+        state,
+        shutdown,
+        server,
+        maintenance,
+        tiering,
+        controlplane,
+        metrics_server,
+    })
+}
+
+/// A running broker's tasks.
+struct Tasks {
+    server: tokio::task::JoinHandle<()>,
+    maintenance: tokio::task::JoinHandle<()>,
+    tiering: tokio::task::JoinHandle<()>,
+    controlplane: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts serving the client port (and the peer port, if any), and the maintenance, tiering
+/// and controlplane tasks.
+fn spawn_tasks(
+    state: &Arc<BrokerState>,
+    settings: &Settings,
+    endpoint: quinn::Endpoint,
+    peer_server: Option<quinn::Endpoint>,
+) -> Tasks {
     let server = tokio::spawn(server::serve(endpoint, state.clone()));
     let maintenance = tokio::spawn(maintain(
         state.clone(),
@@ -271,18 +294,42 @@ pub async fn start(settings: Settings) -> Result<Running> {
     if let Some(endpoint) = peer_server {
         controlplane.push(tokio::spawn(peer::serve(endpoint, state.clone())));
     }
-    tracing::info!(%quic_addr, ?metrics_addr, data_dir = %settings.data_dir.display(), "broker serving");
-    Ok(Running {
-        quic_addr,
-        metrics_addr,
-        state,
-        shutdown,
+    Tasks {
         server,
         maintenance,
         tiering,
         controlplane,
-        metrics_server,
-    })
+    }
+}
+
+/// What replicated partitions need, on a managed broker with a peer port: the peers (the
+/// port's server side is returned to be served once the broker's state exists), and the
+/// controlplane link. `None` on any other broker.
+fn replication_context(
+    peer_endpoint: Option<(quinn::Endpoint, quinn::ClientConfig)>,
+    managed: Option<&Managed>,
+    broker_id: BrokerId,
+    metrics: &Arc<Metrics>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(Option<ReplicaContext>, Option<quinn::Endpoint>)> {
+    let (Some((endpoint, client)), Some(managed)) = (peer_endpoint, managed) else {
+        return Ok((None, None));
+    };
+    let peers = Arc::new(Peers::new(
+        broker_id,
+        endpoint.clone(),
+        client,
+        managed.controlplane.clone(),
+        shutdown.clone(),
+    ));
+    tracing::info!(peer_addr = %endpoint.local_addr()?, "peer port open");
+    let context = ReplicaContext {
+        me: broker_id,
+        metrics: metrics.clone(),
+        peers,
+        controlplane: managed.controlplane.clone(),
+    };
+    Ok((Some(context), Some(endpoint)))
 }
 
 /// Opens object storage and every partition's log in the data directory, with the logs'

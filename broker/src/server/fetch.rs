@@ -66,23 +66,7 @@ async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch)
     let history_bound = deadline.max(tokio::time::Instant::now() + HISTORY_WAIT_MIN);
     loop {
         if from < log.log_start() {
-            let Some(mut admission) = admit_history(state, max_bytes, history_bound).await else {
-                return Message::FetchResponse(FetchResponse {
-                    log_start: partition.log_start(),
-                    high_watermark: partition.committed_end().unwrap_or(from),
-                    next_offset: from,
-                    records: bytes::Bytes::new(),
-                });
-            };
-            let response = tiered(state, partition, from, max_bytes).await;
-            if let Message::FetchResponse(r) = &response {
-                admission.used(r.records.len() as u64);
-                state
-                    .metrics
-                    .fetch_tier_bytes
-                    .inc_by(r.records.len() as u64);
-            }
-            return response;
+            return tiered(state, partition, from, max_bytes, history_bound).await;
         }
         let high_watermark = match visible_end(partition) {
             Ok(end) => end,
@@ -211,13 +195,24 @@ pub(crate) fn bounds(
     (max_bytes, wait)
 }
 
-/// Whole batches from the tier, from `from` (below the local log) on.
+/// Whole batches from the tier, from `from` (below the local log) on, once the broker's
+/// history read rate lets the read start; none, at `from`, if it does not before
+/// `history_bound`.
 async fn tiered(
     state: &BrokerState,
     partition: &Partition,
     from: Offset,
     max_bytes: usize,
+    history_bound: tokio::time::Instant,
 ) -> Message {
+    let Some(mut admission) = admit_history(state, max_bytes, history_bound).await else {
+        return Message::FetchResponse(FetchResponse {
+            log_start: partition.log_start(),
+            high_watermark: partition.committed_end().unwrap_or(from),
+            next_offset: from,
+            records: bytes::Bytes::new(),
+        });
+    };
     let read = state
         .tiering
         .reader
@@ -225,12 +220,17 @@ async fn tiered(
         .await;
     let log = &partition.log;
     match read {
-        Ok(read) => Message::FetchResponse(FetchResponse {
-            log_start: partition.log_start(),
-            high_watermark: partition.committed_end().unwrap_or(read.next_offset),
-            next_offset: read.next_offset,
-            records: read.bytes,
-        }),
+        Ok(read) => {
+            let bytes = read.bytes.len() as u64;
+            admission.used(bytes);
+            state.metrics.fetch_tier_bytes.inc_by(bytes);
+            Message::FetchResponse(FetchResponse {
+                log_start: partition.log_start(),
+                high_watermark: partition.committed_end().unwrap_or(read.next_offset),
+                next_offset: read.next_offset,
+                records: read.bytes,
+            })
+        }
         Err(e) => {
             tracing::debug!(stream = %partition.stream, partition = partition.id, %from, error = %e, "tiered read failed");
             error_map::tier_message(&e, partition.log_start(), log.log_end())
