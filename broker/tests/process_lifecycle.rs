@@ -74,8 +74,9 @@ async fn sigterm_syncs_every_log_before_exiting() {
             partition: PartitionId::new(0),
             batches: vec![batch(i)],
         });
-        let Message::ProduceAck(ack) = request(&conn, &produce).await else {
-            panic!("produce failed")
+        let ack = match request(&conn, &produce).await {
+            Message::ProduceAck(ack) => ack,
+            other => panic!("produce {i} answered {other:?}"),
         };
         assert!(ack.results[0].is_ok());
     }

@@ -246,11 +246,16 @@ async fn forward_create(state: &BrokerState, managed: &Managed, request: CreateS
     match managed.controlplane.create_stream(&create).await {
         Ok(info) => {
             let name = request.name.as_str();
+            // Served once the catalog holds the new stream and every partition it holds is
+            // open: the catalog entry is written before the partitions' logs are opened,
+            // and a produce in between would find no partition.
             let served = || {
                 state.partitions.streams().iter().any(|(n, e)| {
                     n == name
                         && e.created_at_ms == Some(info.created_at_ms)
                         && e.held.as_ref().is_some_and(|h| !h.is_empty())
+                        && e.held_ids()
+                            .all(|id| state.partitions.get(name, id).is_some())
                 })
             };
             managed.wait_until(APPLY_WAIT, served).await;
