@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use floe_wire::AckMode;
 use serde::{Deserialize, Serialize};
 
 /// A stream's persisted definition.
@@ -13,8 +14,8 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct StreamEntry {
     pub partitions: u32,
-    /// `none`, `leader` or `quorum`.
-    pub ack_mode: String,
+    /// Stored as its lowercase name: `none`, `leader` or `quorum`.
+    pub ack_mode: AckMode,
     pub segment_bytes: Option<u64>,
     pub segment_age_ms: Option<u64>,
     /// Sealed segments beyond these leave the local disk once they are tiered.
@@ -145,7 +146,7 @@ mod tests {
         let mut catalog = Catalog::load(dir.path()).expect("load");
         let entry = StreamEntry {
             partitions: 3,
-            ack_mode: "leader".into(),
+            ack_mode: floe_wire::AckMode::Leader,
             segment_bytes: Some(1 << 20),
             segment_age_ms: None,
             local_retention_bytes: Some(1 << 30),

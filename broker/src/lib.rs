@@ -1,22 +1,35 @@
-//! `floe-broker`: the broker process. It assembles the hot log and the tier behind a QUIC
-//! server.
+//! `floe-broker`: the broker process, and the read replica. It assembles the hot log, the
+//! tier and replication behind QUIC servers.
 //!
-//! Layers, bottom up: [`partitions`] (one hot log and tier uploader per partition, from the
-//! local [`catalog`]), [`tiering`] (object storage, uploads, tiered reads), [`server`] (QUIC:
-//! one request per stream), [`run`] (start and stop), [`dev`] (the zero-configuration
-//! embedded default).
+//! Layers, bottom up; a module imports only from layers below its own:
+//!
+//! 1. The ground: [`quic`] (endpoints, the accept loop), [`tls`], [`metrics`], [`catalog`]
+//!    (the local list of streams), [`disk`] (the high-water mark), the clock and byte budgets.
+//! 2. The partition: one partition's log, tier uploader and the producer's and consumer's
+//!    side of its replica (`partition`), and every partition held here ([`partitions`]).
+//! 3. Services, each behind a narrow handle: the replication drivers (`replication`, with
+//!    the peer port's transport `peer`), tiering ([`tiering`]), the controlplane session
+//!    ([`session`]) and the cap on history reads ([`history_rate`]).
+//! 4. The QUIC server on the client protocol (`server`): connections, framing, and the
+//!    broker's answers to produce, fetch, metadata and administration.
+//! 5. Assembly: [`run`] (start and stop a broker), [`read_replica`], [`dev`] (the
+//!    zero-configuration embedded default).
 
 mod budget;
 pub mod catalog;
+mod clock;
 pub mod dev;
+pub mod disk;
 pub mod history_rate;
-pub mod managed;
 pub mod metrics;
+mod partition;
 pub mod partitions;
-pub mod peer;
+mod peer;
+pub mod quic;
 pub mod read_replica;
-pub mod replica;
+mod replication;
 pub mod run;
-pub mod server;
+mod server;
+pub mod session;
 pub mod tiering;
 pub mod tls;

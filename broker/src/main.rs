@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use floe_broker::managed::ControlplaneSettings;
+use floe_broker::run::ControlplaneSettings;
 use floe_broker::run::{self, DiskHighWater, Settings};
 use floe_broker::tls::CertificatePaths;
 use floe_broker::{dev, read_replica, tls};

@@ -1,11 +1,11 @@
-//! The partitions this broker leads: one hot log and one tier uploader each, opened from the
-//! catalog, created and deleted with their streams, and maintained (segment age, local
-//! retention) in the background.
+//! Every partition this broker holds, by stream and id: opened from the local catalog,
+//! created, released and deleted with their streams as the catalog or the controlplane says,
+//! and maintained (segment age, local retention) in the background.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use floe_hot_log::{FsStorage, Log, LogConfig, RetentionPolicy, SyncObserver};
@@ -13,126 +13,7 @@ use floe_tier::{PartitionPath, TierRetention, TierStore, Uploader, UploaderConfi
 use floe_wire::Offset;
 
 use crate::catalog::{Catalog, StreamEntry};
-use crate::replica::{ReplicaContext, ReplicaHandle};
-
-/// How a stream acknowledges publishes on this broker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// Acknowledge once appended (page cache).
-    None,
-    /// Acknowledge once fsynced on the leader.
-    Leader,
-    /// Acknowledge once fsynced on a majority of the replicas. A partition without replicas
-    /// is its own majority: the same as `Leader`.
-    Quorum,
-}
-
-impl Durability {
-    /// Parses the catalog's spelling.
-    pub fn parse(mode: &str) -> Result<Durability> {
-        match mode {
-            "none" => Ok(Durability::None),
-            "leader" => Ok(Durability::Leader),
-            "quorum" => Ok(Durability::Quorum),
-            other => anyhow::bail!("unknown ack mode `{other}`"),
-        }
-    }
-}
-
-/// One partition of a stream, led by this broker.
-#[derive(Debug)]
-pub struct Partition {
-    pub stream: String,
-    pub id: u32,
-    pub log: Log,
-    pub durability: Durability,
-    /// Local retention and tier retention; the stream's settings may change them.
-    retention: Mutex<(RetentionPolicy, TierRetention)>,
-    pub tier_path: PartitionPath,
-    pub uploader: Uploader,
-    /// The partition has replicas on other brokers: producers append and consumers read
-    /// through its replica, never straight to the log.
-    pub replicated: bool,
-    replica: OnceLock<ReplicaHandle>,
-}
-
-impl Partition {
-    /// The replica of a replicated partition, once its first assignment started it.
-    pub fn replica(&self) -> Option<&ReplicaHandle> {
-        self.replica.get()
-    }
-
-    /// The replica, started now when it was not.
-    pub fn start_replica(self: &Arc<Self>, context: &ReplicaContext) -> &ReplicaHandle {
-        self.replica
-            .get_or_init(|| ReplicaHandle::start(self, context.clone()))
-    }
-
-    fn stop_replica(&self) {
-        if let Some(replica) = self.replica.get() {
-            replica.stop();
-        }
-    }
-
-    /// Where records stop being visible to consumers: the high watermark of a replicated
-    /// partition (none while this broker does not lead it), else the synced end.
-    pub fn committed_end(&self) -> Option<Offset> {
-        if !self.replicated {
-            return Some(self.log.synced_end());
-        }
-        let commit = self.replica()?.commit();
-        commit.leading?;
-        Some(Offset::new(commit.high_watermark))
-    }
-
-    /// Whether this broker writes the partition's tier: the leader of a replicated partition,
-    /// or the only holder of an unreplicated one.
-    pub fn tiers_here(&self) -> Option<u32> {
-        if self.replicated {
-            self.replica()?.commit().leading
-        } else {
-            Some(crate::tiering::LOCAL_EPOCH)
-        }
-    }
-    /// Sealed, committed data this broker has yet to tier, as of now: counted from the log,
-    /// so a segment sealed since the last upload run counts at once. Nothing on a replica
-    /// that does not lead: the leader tiers.
-    pub fn upload_backlog(&self) -> floe_tier::Backlog {
-        // `committed_end` is known exactly where this broker tiers (`tiers_here`).
-        match self.committed_end() {
-            Some(committed) => self.uploader.waiting(self.log.sealed_sizes(), committed),
-            None => floe_tier::Backlog::default(),
-        }
-    }
-
-    /// Sealed segments beyond it leave the local disk, once tiered.
-    pub fn local_retention(&self) -> RetentionPolicy {
-        self.retention.lock().unwrap_or_else(|e| e.into_inner()).0
-    }
-
-    /// What the tier keeps.
-    pub fn tier_retention(&self) -> TierRetention {
-        self.retention.lock().unwrap_or_else(|e| e.into_inner()).1
-    }
-
-    fn set_retention(&self, local: RetentionPolicy, tier: TierRetention) {
-        *self.retention.lock().unwrap_or_else(|e| e.into_inner()) = (local, tier);
-    }
-
-    /// The first readable offset, tiered history included.
-    pub fn log_start(&self) -> Offset {
-        let local = self.log.log_start();
-        match self.uploader.tier_start() {
-            Some(tier) if tier < local => tier,
-            _ => local,
-        }
-    }
-
-    /// The end of the tiered range `[log_start, tier_end)`.
-    pub fn tier_end(&self) -> Offset {
-        self.uploader.tier_end().max(self.log_start())
-    }
-}
+use crate::partition::{Partition, PartitionParts};
 
 /// The settings a stream gets when its creator leaves them out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +40,7 @@ type Key = (String, u32);
 
 /// Every partition on this broker, by stream name and partition id.
 #[derive(Debug)]
-pub struct Partitions {
+pub(crate) struct Partitions {
     data_dir: PathBuf,
     catalog: Mutex<Catalog>,
     map: RwLock<HashMap<Key, Arc<Partition>>>,
@@ -264,7 +145,6 @@ impl Partitions {
     /// tiered history ends (0 for a new partition), so that offsets continue rather than
     /// repeat; that needs the tier's manifest, and without it the partition is not opened.
     async fn open_partition(&self, name: &str, id: u32, entry: &StreamEntry) -> Result<()> {
-        let durability = Durability::parse(&entry.ack_mode)?;
         let (local_retention, tier_retention) = self.retentions(entry);
         let dir = self.stream_dir(name).join(id.to_string());
         let tier_path = PartitionPath::new(name, id)
@@ -283,24 +163,23 @@ impl Partitions {
         }
         let log = Log::open_at(Arc::new(FsStorage), &dir, self.log_config(entry), start)
             .with_context(|| format!("opening stream {name} partition {id}"))?;
-        let partition = Arc::new(Partition {
+        let partition = Arc::new(Partition::new(PartitionParts {
             stream: name.to_string(),
             id,
             log,
-            durability,
-            retention: Mutex::new((local_retention, tier_retention)),
+            ack_mode: entry.ack_mode,
+            local_retention,
+            tier_retention,
             tier_path,
             uploader,
             replicated: entry.replication_factor.is_some_and(|factor| factor > 1),
-            replica: OnceLock::new(),
-        });
+        }));
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert((name.to_string(), id), partition);
         Ok(())
     }
 
     fn validate(&self, entry: &StreamEntry) -> Result<(), StreamError> {
-        Durability::parse(&entry.ack_mode).map_err(|e| StreamError::Invalid(e.to_string()))?;
         if let Some(id) = entry.held_ids().find(|id| *id >= entry.partitions) {
             return Err(StreamError::Invalid(format!(
                 "partition {id} of a stream of {} partitions",
@@ -338,13 +217,12 @@ impl Partitions {
             keys.into_iter().filter_map(|k| map.remove(&k)).collect()
         };
         for partition in released {
-            partition.stop_replica();
-            if let Err(e) = partition.log.close() {
-                tracing::error!(stream = name, partition = partition.id, error = %e, "closing a released partition");
+            if let Err(e) = partition.close() {
+                tracing::error!(stream = name, partition = partition.id(), error = %e, "closing a released partition");
             }
             tracing::info!(
                 stream = name,
-                partition = partition.id,
+                partition = partition.id(),
                 "no longer serving the partition; its files stay"
             );
         }
@@ -409,8 +287,7 @@ impl Partitions {
             keys.into_iter().filter_map(|k| map.remove(&k)).collect()
         };
         for partition in removed {
-            partition.stop_replica();
-            let _ = partition.log.close();
+            let _ = partition.close();
         }
         let dir = self.stream_dir(name);
         if dir.exists() {
@@ -443,10 +320,10 @@ impl Partitions {
 
     /// Bytes of every partition log on this broker.
     pub fn local_bytes(&self) -> u64 {
-        self.all().iter().map(|p| p.log.size_bytes()).sum()
+        self.all().iter().map(|p| p.log().size_bytes()).sum()
     }
 
-    pub fn get(&self, stream: &str, partition: u32) -> Option<Arc<Partition>> {
+    pub(crate) fn get(&self, stream: &str, partition: u32) -> Option<Arc<Partition>> {
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
         map.get(&(stream.to_string(), partition)).cloned()
     }
@@ -462,7 +339,7 @@ impl Partitions {
             .collect()
     }
 
-    pub fn all(&self) -> Vec<Arc<Partition>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Partition>> {
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
         map.values().cloned().collect()
     }
@@ -470,28 +347,24 @@ impl Partitions {
     /// Seals aged segments and applies local retention on every partition: a sealed segment
     /// leaves the disk only once the tier manifest holds it.
     pub fn maintain(&self, now: Instant) {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now_ms = crate::clock::now_ms();
         for p in self.all() {
-            if let Err(e) = p.log.maintain(now) {
-                tracing::warn!(stream = %p.stream, partition = p.id, error = %e, "segment maintenance failed");
+            let log = p.log();
+            if let Err(e) = log.maintain(now) {
+                tracing::warn!(stream = p.stream(), partition = p.id(), error = %e, "segment maintenance failed");
             }
             let local_retention = p.local_retention();
             if local_retention != RetentionPolicy::default() {
-                match p
-                    .log
-                    .apply_retention(local_retention, now_ms, |s| p.uploader.is_tiered(s))
-                {
+                match log.apply_retention(local_retention, now_ms, |s| p.uploader().is_tiered(s)) {
                     Ok(deleted) if !deleted.is_empty() => tracing::debug!(
-                        stream = %p.stream,
-                        partition = p.id,
+                        stream = p.stream(),
+                        partition = p.id(),
                         segments = deleted.len(),
                         "tiered segments left the local disk"
                     ),
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(stream = %p.stream, partition = p.id, error = %e, "local retention failed");
+                        tracing::warn!(stream = p.stream(), partition = p.id(), error = %e, "local retention failed");
                     }
                 }
             }
@@ -501,9 +374,8 @@ impl Partitions {
     /// Syncs and closes every log (graceful shutdown).
     pub fn close_all(&self) {
         for p in self.all() {
-            p.stop_replica();
-            if let Err(e) = p.log.close() {
-                tracing::error!(stream = %p.stream, partition = p.id, error = %e, "closing log");
+            if let Err(e) = p.close() {
+                tracing::error!(stream = p.stream(), partition = p.id(), error = %e, "closing log");
             }
         }
     }

@@ -10,21 +10,20 @@
 //! matters. Only certificates signed by the cluster's CA are accepted, in both directions.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use floe_client::rest::Controlplane;
+use floe_replication::WireBatch;
 use floe_wire::frame::{
     Frame, FrameHeader, FrameLimits, HEADER_LEN, Hello, Message, ProtocolVersion, RequestId,
 };
-use floe_wire::{BrokerId, Endpoint};
+use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
 use tokio::sync::{mpsc, watch};
 
 use crate::budget::ByteBudget;
-use crate::server::BrokerState;
 
 /// The `Hello` name prefix that identifies a sending broker.
 const PEER_NAME: &str = "floe-peer ";
@@ -52,7 +51,7 @@ fn frame_len(frame: &[Bytes]) -> usize {
 
 /// This broker's side of the peer port.
 #[derive(Debug)]
-pub struct Peers {
+pub(crate) struct Peers {
     me: BrokerId,
     endpoint: quinn::Endpoint,
     client: quinn::ClientConfig,
@@ -68,7 +67,7 @@ pub struct Peers {
 }
 
 impl Peers {
-    pub fn new(
+    pub(crate) fn new(
         me: BrokerId,
         endpoint: quinn::Endpoint,
         client: quinn::ClientConfig,
@@ -87,16 +86,8 @@ impl Peers {
         }
     }
 
-    pub fn me(&self) -> BrokerId {
-        self.me
-    }
-
-    pub fn local_addr(&self) -> Result<SocketAddr> {
-        Ok(self.endpoint.local_addr()?)
-    }
-
     /// Queues `message` for `to`; dropped when the peer's queue is full.
-    pub fn send(self: &Arc<Self>, to: BrokerId, message: &Message) {
+    pub(crate) fn send(self: &Arc<Self>, to: BrokerId, message: &Message) {
         // As chunks: the record batches go to QUIC as the log read them, uncopied.
         let frame = match message.encode_chunks(ProtocolVersion::V1, RequestId::new(0)) {
             Ok(frame) => frame.into_chunks(),
@@ -146,7 +137,7 @@ impl Peers {
 
     /// Where clients reach broker `id`, if known. Peer traffic learns every broker's
     /// endpoints; an unknown id only happens for a broker this one has not exchanged with.
-    pub fn client_endpoint(&self, id: BrokerId) -> Option<Endpoint> {
+    pub(crate) fn client_endpoint(&self, id: BrokerId) -> Option<Endpoint> {
         let endpoints = self
             .client_endpoints
             .lock()
@@ -254,36 +245,62 @@ async fn connect(peers: &Peers, peer: BrokerId) -> Result<quinn::SendStream> {
     Ok(stream)
 }
 
-/// Accepts peer connections until shutdown; every stream's messages go to the partitions'
-/// replicas.
-pub async fn serve(endpoint: quinn::Endpoint, state: Arc<BrokerState>) {
-    crate::server::accept(endpoint, state, serve_connection).await;
+/// Where the peer port hands the replication messages it receives: the replicas of the
+/// partitions they name.
+pub(crate) trait Inbox: Send + Sync + 'static {
+    fn deliver(
+        &self,
+        from: BrokerId,
+        stream: &StreamName,
+        partition: PartitionId,
+        message: floe_replication::Message<WireBatch>,
+    );
 }
 
-async fn serve_connection(connection: quinn::Connection, state: Arc<BrokerState>) {
+/// Accepts peer connections until `shutdown`; every stream's messages go to `inbox`.
+pub(crate) async fn serve<I: Inbox>(
+    endpoint: quinn::Endpoint,
+    limits: FrameLimits,
+    inbox: Arc<I>,
+    shutdown: watch::Receiver<bool>,
+) {
+    crate::quic::accept(endpoint, shutdown, move |connection| {
+        serve_connection(connection, limits, inbox.clone())
+    })
+    .await;
+}
+
+async fn serve_connection<I: Inbox>(
+    connection: quinn::Connection,
+    limits: FrameLimits,
+    inbox: Arc<I>,
+) {
     let remote = connection.remote_address();
     while let Ok(stream) = connection.accept_uni().await {
-        let state = state.clone();
+        let inbox = inbox.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_stream(stream, &state).await {
+            if let Err(e) = serve_stream(stream, &limits, inbox.as_ref()).await {
                 tracing::debug!(%remote, error = %e, "peer stream ended");
             }
         });
     }
 }
 
-async fn serve_stream(mut stream: quinn::RecvStream, state: &BrokerState) -> Result<()> {
-    let limits = state.limits.frame_limits();
-    let from = match read_message(&mut stream, &limits).await? {
+async fn serve_stream<I: Inbox>(
+    mut stream: quinn::RecvStream,
+    limits: &FrameLimits,
+    inbox: &I,
+) -> Result<()> {
+    let from = match read_message(&mut stream, limits).await? {
         Some(Message::Hello(hello)) => sender(&hello.client_name)
             .with_context(|| format!("a peer stream from `{}`", hello.client_name))?,
         Some(other) => anyhow::bail!("a peer stream starting with {:?}", other.message_type()),
         None => return Ok(()),
     };
-    while let Some(message) = read_message(&mut stream, &limits).await? {
+    while let Some(message) = read_message(&mut stream, limits).await? {
         match floe_replication::from_wire(message) {
             Ok((stream_name, partition, message)) => {
-                crate::replica::deliver(state, from, &stream_name, partition, message);
+                inbox.deliver(from, &stream_name, partition, message);
             }
             Err(e) => anyhow::bail!("not a replication message: {e:?}"),
         }
@@ -311,7 +328,7 @@ async fn read_message(
         Err(e) => return Err(e.into()),
     }
     let header = FrameHeader::decode(&head, limits)?.context("a whole header did not decode")?;
-    let payload = crate::server::payload::read_payload(stream, header.payload_len as usize).await?;
+    let payload = crate::quic::read_payload(stream, header.payload_len as usize).await?;
     let frame = Frame { header, payload };
     Ok(Some(frame.message(limits)?))
 }

@@ -92,7 +92,7 @@ impl ReplicaSettings {
             tier_cache_disk_bytes: None,
             window_bytes: 64 << 20,
             idle_partition: Duration::from_secs(60),
-            limits: crate::run::default_limits(),
+            limits: crate::server::default_limits(),
             fetch_wait_max: Duration::from_secs(30),
             fetch_bytes_per_connection: 64 << 20,
         }
@@ -268,8 +268,8 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
 
     let transport = tls::transport_config(256, Duration::from_secs(30))?;
     let config = tls::server_config(&settings.certificates, transport)?;
-    let reset_key = server::load_reset_key(&settings.data_dir)?;
-    let endpoint = server::endpoint(settings.listen, config, &reset_key)?;
+    let reset_key = crate::quic::load_reset_key(&settings.data_dir)?;
+    let endpoint = crate::quic::endpoint(settings.listen, config, &reset_key)?;
     let quic_addr = endpoint.local_addr()?;
     let advertised = settings
         .advertised
@@ -310,7 +310,7 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
         metrics_addr = Some(bound);
         tasks.push(handle);
     }
-    tasks.push(tokio::spawn(server::serve_with(endpoint, state.clone())));
+    tasks.push(tokio::spawn(server::serve(endpoint, state.clone())));
     tasks.push(tokio::spawn(registration::heartbeat(
         state.clone(),
         rest,

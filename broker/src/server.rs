@@ -8,55 +8,26 @@
 //! its own streams through QUIC flow control.
 
 mod admin;
+mod broker;
 mod error_map;
 pub(crate) mod fetch;
 mod order;
-pub(crate) mod payload;
 mod produce;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use floe_wire::BrokerId;
 use floe_wire::frame::{
-    ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, FrameLimits, HEADER_LEN, Hello,
-    HelloAck, Message, MessageType, ProtocolVersion, RequestId,
+    ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, HEADER_LEN, Hello, HelloAck,
+    Message, MessageType, ProtocolVersion, RequestId,
 };
 use tokio::sync::{Semaphore, watch};
 
 use crate::metrics::{ErrorLabels, Metrics};
-use crate::partitions::Partitions;
-use crate::tiering::Tiering;
 
-/// What every connection handler shares.
-#[derive(Debug)]
-pub struct BrokerState {
-    pub partitions: Partitions,
-    pub tiering: Tiering,
-    /// Set while the disk is past its high-water mark: publishes are refused (retryable).
-    pub disk_high_water: std::sync::atomic::AtomicBool,
-    pub metrics: Arc<Metrics>,
-    pub limits: ConnectionLimits,
-    pub broker_id: BrokerId,
-    /// The controlplane link, when one manages this broker.
-    pub managed: Option<crate::managed::Managed>,
-    /// The peer port and the controlplane, for replicated partitions (managed brokers with a
-    /// peer port only).
-    pub replication: Option<crate::replica::ReplicaContext>,
-    /// `host:port` clients should use to reach this broker.
-    pub advertised: floe_wire::Endpoint,
-    /// Longest a fetch may wait on the tail, whatever the client asks.
-    pub fetch_wait_max: Duration,
-    /// Set when shutting down: new requests get `ShuttingDown`.
-    pub shutdown: watch::Receiver<bool>,
-    /// Bytes of fetch responses a connection may hold at once (read from the log and not yet
-    /// handed to QUIC). A consumer that stops reading stalls at this bound.
-    pub fetch_bytes_per_connection: u32,
-    /// The cap on history reads, shared by every fetch.
-    pub history_rate: crate::history_rate::HistoryRate,
-}
+pub(crate) use broker::{Broker, BrokerParts};
 
 /// What a QUIC server on the client protocol answers: a broker, or a read replica. The
 /// connection handling (the `Hello` handshake, framing, memory bounds, shutdown) is the same
@@ -82,48 +53,6 @@ pub(crate) trait Service: Send + Sync + Sized + 'static {
 
 pub(crate) use order::Turn;
 
-impl Service for BrokerState {
-    fn limits(&self) -> ConnectionLimits {
-        self.limits
-    }
-
-    fn fetch_bytes_per_connection(&self) -> u32 {
-        self.fetch_bytes_per_connection
-    }
-
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn server_id(&self) -> BrokerId {
-        self.broker_id
-    }
-
-    fn shutdown(&self) -> &watch::Receiver<bool> {
-        &self.shutdown
-    }
-
-    async fn answer(
-        self: &Arc<Self>,
-        message: Message,
-        started: Instant,
-        turn: Option<Turn<'_>>,
-    ) -> Message {
-        let state: &BrokerState = self;
-        match message {
-            Message::MetadataRequest(request) => admin::metadata(state, request),
-            Message::CreateStream(request) => admin::create_stream(state, *request).await,
-            Message::DeleteStream(request) => admin::delete_stream(state, request).await,
-            Message::Produce(request) => produce::produce(state, request, started, turn).await,
-            Message::Fetch(request) => fetch::fetch(state, request, started).await,
-            other => error(
-                ErrorCode::InvalidRequest,
-                format!("{:?} is not a request", other.message_type()),
-            ),
-        }
-    }
-}
-
 /// Per-connection state.
 #[derive(Debug)]
 struct Connection {
@@ -137,106 +66,13 @@ struct Connection {
     order: order::RequestOrder,
 }
 
-/// Creates the QUIC endpoint with socket buffers large enough not to drop packets at speed.
-///
-/// `reset_key` signs stateless resets. Kept across restarts (see [`load_reset_key`]), it lets
-/// a restarted broker tell clients at once that their old connection is gone, instead of
-/// leaving them to wait for the idle timeout.
-pub fn endpoint(
-    listen: SocketAddr,
-    config: quinn::ServerConfig,
-    reset_key: &[u8],
-) -> Result<quinn::Endpoint> {
-    let socket = std::net::UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
-    set_socket_buffers(&socket);
-    let runtime = quinn::default_runtime().context("no async runtime")?;
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset_key);
-    let endpoint_config =
-        floe_client::datagrams::endpoint_config(quinn::EndpointConfig::new(Arc::new(key)));
-    quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime)
-        .context("creating the QUIC endpoint")
-}
-
-/// The stateless-reset key in `data_dir/reset-key`, created (32 random bytes, mode 0600) when
-/// missing.
-pub fn load_reset_key(data_dir: &std::path::Path) -> Result<Vec<u8>> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = data_dir.join("reset-key");
-    match std::fs::read(&path) {
-        Ok(key) if key.len() == 32 => return Ok(key),
-        Ok(key) => anyhow::bail!("{} holds {} bytes, not 32", path.display(), key.len()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    }
-    let mut key = vec![0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-        .map_err(|_| anyhow::anyhow!("no system randomness"))?;
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("creating {}", data_dir.display()))?;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(&key)?;
-    file.sync_all()?;
-    Ok(key)
-}
-
-/// Asks for 4 MiB socket buffers; the kernel may grant less (net.core.*mem_max).
-pub fn set_socket_buffers(socket: &std::net::UdpSocket) {
-    let socket = socket2_ref(socket);
-    for result in [
-        socket.set_recv_buffer_size(4 << 20),
-        socket.set_send_buffer_size(4 << 20),
-    ] {
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "could not enlarge the UDP socket buffers");
-        }
-    }
-}
-
-fn socket2_ref(socket: &std::net::UdpSocket) -> socket2::SockRef<'_> {
-    socket2::SockRef::from(socket)
-}
-
-/// Accepts connections until `shutdown` turns true, then closes the endpoint.
-pub async fn serve(endpoint: quinn::Endpoint, state: Arc<BrokerState>) {
-    serve_with(endpoint, state).await;
-}
-
 /// Serves the client protocol for any [`Service`] until it shuts down.
-pub(crate) async fn serve_with<S: Service>(endpoint: quinn::Endpoint, state: Arc<S>) {
-    accept(endpoint, state, serve_connection::<S>).await;
-}
-
-/// Hands every connection `endpoint` accepts to `serve` on a task of its own, until the
-/// service shuts down; then closes the endpoint.
-pub(crate) async fn accept<S, F, Fut>(endpoint: quinn::Endpoint, state: Arc<S>, serve: F)
-where
-    S: Service,
-    F: Fn(quinn::Connection, Arc<S>) -> Fut + Copy + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let mut shutdown = state.shutdown().clone();
-    loop {
-        tokio::select! {
-            incoming = endpoint.accept() => {
-                let Some(incoming) = incoming else { break };
-                let state = state.clone();
-                tokio::spawn(async move {
-                    match incoming.await {
-                        Ok(connection) => serve(connection, state).await,
-                        Err(e) => tracing::debug!(error = %e, "handshake failed"),
-                    }
-                });
-            }
-            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
-        }
-    }
-    endpoint.close(0u32.into(), b"shutting down");
+pub(crate) async fn serve<S: Service>(endpoint: quinn::Endpoint, state: Arc<S>) {
+    let shutdown = state.shutdown().clone();
+    crate::quic::accept(endpoint, shutdown, move |connection| {
+        serve_connection(connection, state.clone())
+    })
+    .await;
 }
 
 async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<S>) {
@@ -321,7 +157,7 @@ async fn serve_stream<S: Service>(
         .acquire_many(u32::try_from(payload_len).unwrap_or(u32::MAX))
         .await
         .context("connection closing")?;
-    let payload = payload::read_payload(&mut recv, payload_len).await?;
+    let payload = crate::quic::read_payload(&mut recv, payload_len).await?;
     let frame = Frame { header, payload };
     let message = frame.message(&limits);
     // A fetch reserves its largest possible response before reading the log; the reservation
@@ -441,7 +277,14 @@ async fn respond<S: Service>(
     Ok(())
 }
 
-/// Frame limits the broker applies to requests.
-pub fn frame_limits(limits: &ConnectionLimits) -> FrameLimits {
-    limits.frame_limits()
+/// The connection limits a broker announces by default.
+pub fn default_limits() -> ConnectionLimits {
+    ConnectionLimits {
+        max_frame_bytes: 16 * 1024 * 1024,
+        max_batch_bytes: 8 * 1024 * 1024,
+        max_list_entries: 10_000,
+        max_in_flight_bytes: 64 * 1024 * 1024,
+        // Every batch a producer may have in flight is one whose retry the log recognises.
+        max_in_flight_batches: floe_hot_log::PRODUCER_BATCHES_REMEMBERED as u16,
+    }
 }

@@ -2,28 +2,21 @@
 //! shares, and the background loop that uploads sealed committed segments, applies tier
 //! retention, collects unreferenced objects and finishes stream deletions.
 //!
-//! Uploads never block publishing: each partition's upload runs as its own task, at most
+//! The loop lives in [`schedule`]. Uploads never block publishing: each partition's upload runs as its own task, at most
 //! [`TierSettings::partitions_in_parallel`] at once, and a partition whose store calls hang
 //! holds only its own task. Local retention (in [`crate::partitions::Partitions::maintain`])
 //! deletes a sealed segment only once the manifest holds it.
 
-use std::collections::HashMap;
+mod schedule;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use floe_tier::{
     Collector, DiskCacheConfig, ReaderConfig, RequestObserver, S3Settings, TierReader, TierStore,
-    UploaderConfig, apply_tier_retention,
+    UploaderConfig,
 };
-use tokio::sync::Semaphore;
-
-use crate::partitions::Partition;
-use crate::server::BrokerState;
-
-/// The leader epoch a single broker tiers with (no controlplane assigns epochs yet).
-pub const LOCAL_EPOCH: u32 = 0;
 
 /// Where and how a broker tiers.
 #[derive(Debug, Clone)]
@@ -112,16 +105,16 @@ pub fn disk_cache(dir: PathBuf, bytes: usize, chunk_bytes: u64) -> Option<DiskCa
 
 /// The broker's tier: the store, the shared reader and the collector.
 #[derive(Debug)]
-pub struct Tiering {
-    pub store: TierStore,
-    pub reader: TierReader,
+pub(crate) struct Tiering {
+    store: TierStore,
+    reader: TierReader,
     collector: Collector,
     settings: TierSettings,
 }
 
 impl Tiering {
     /// Opens the store and the reader's cache; `observer` is told every request's duration.
-    pub async fn open(settings: TierSettings, observer: RequestObserver) -> Result<Tiering> {
+    pub(crate) async fn open(settings: TierSettings, observer: RequestObserver) -> Result<Tiering> {
         let store = TierStore::open(&settings.url, &settings.s3)
             .with_context(|| format!("opening object storage {}", settings.url))?
             .with_observer(observer);
@@ -138,235 +131,22 @@ impl Tiering {
         })
     }
 
+    pub(crate) fn store(&self) -> &TierStore {
+        &self.store
+    }
+
+    /// The reader every fetch below the local log shares.
+    pub(crate) fn reader(&self) -> &TierReader {
+        &self.reader
+    }
+
     /// Whether the store holds objects under `stream` (left by an earlier stream of that
     /// name, e.g. when a data directory was wiped but not the bucket).
-    pub async fn has_objects(&self, stream: &str) -> Result<bool> {
+    pub(crate) async fn has_objects(&self, stream: &str) -> Result<bool> {
         Ok(!self.store.list(stream).await?.is_empty())
     }
 }
-
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-type Key = (String, u32);
-
-/// The tiering loop, until shutdown.
-pub(crate) async fn run(state: Arc<BrokerState>) {
-    let settings = state.tiering.settings.clone();
-    let permits = Arc::new(Semaphore::new(settings.partitions_in_parallel.max(1)));
-    let mut uploads: HashMap<Key, tokio::task::JoinHandle<()>> = HashMap::new();
-    let mut last_run: HashMap<Key, Instant> = HashMap::new();
-    let mut collecting: Option<tokio::task::JoinHandle<()>> = None;
-    let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
-    let mut last_collect = Instant::now();
-    let mut tick = tokio::time::interval(settings.upload_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut shutdown = state.shutdown.clone();
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
-        }
-        uploads.retain(|_, task| !task.is_finished());
-        let deleted = state.partitions.deleting();
-        if !deleted.is_empty() && deleting.as_ref().is_none_or(|t| t.is_finished()) {
-            // A deleted stream's uploads stop before its objects go, so that no commit lands
-            // after the deletion listed the bucket.
-            let doomed: Vec<Key> = uploads
-                .keys()
-                .filter(|(stream, _)| deleted.contains(stream))
-                .cloned()
-                .collect();
-            for key in doomed {
-                if let Some(task) = uploads.remove(&key) {
-                    task.abort();
-                    let _ = task.await;
-                }
-            }
-            deleting = Some(tokio::spawn(delete_streams(state.clone(), deleted)));
-        }
-        for partition in state.partitions.all() {
-            let key = (partition.stream.clone(), partition.id);
-            let high_watermark = partition.log.synced_end();
-            let recent = last_run
-                .get(&key)
-                .is_some_and(|at| at.elapsed() < settings.upload_min_interval);
-            if recent
-                || uploads.contains_key(&key)
-                || !partition
-                    .uploader
-                    .has_work(partition.log.sealed_end(), high_watermark)
-            {
-                continue;
-            }
-            last_run.insert(key.clone(), Instant::now());
-            let permits = permits.clone();
-            let state = state.clone();
-            uploads.insert(
-                key,
-                tokio::spawn(async move {
-                    let Ok(_permit) = permits.acquire_owned().await else {
-                        return;
-                    };
-                    upload(&state, &partition).await;
-                }),
-            );
-        }
-        let idle = collecting.as_ref().is_none_or(|task| task.is_finished());
-        if idle && last_collect.elapsed() >= settings.collect_interval {
-            last_collect = Instant::now();
-            collecting = Some(tokio::spawn(collect(state.clone())));
-        }
-    }
-    // Uploads in flight are abandoned: an object whose commit never happens is an orphan the
-    // collector deletes later; nothing local was deleted for it.
-    for (_, task) in uploads {
-        task.abort();
-    }
-    for task in [collecting, deleting].into_iter().flatten() {
-        task.abort();
-    }
-}
-
-/// Uploads what the partition sealed below its high watermark and commits it.
-async fn upload(state: &BrokerState, partition: &Partition) {
-    // A replicated partition is tiered by its leader alone, in its epoch, up to what a
-    // majority holds.
-    let (Some(epoch), Some(high_watermark)) = (partition.tiers_here(), partition.committed_end())
-    else {
-        return;
-    };
-    let sealed = partition.log.sealed_segments();
-    let result = partition
-        .uploader
-        .run(&sealed, high_watermark, epoch, now_ms())
-        .await;
-    match result {
-        Ok(report) if !report.committed.is_empty() => {
-            tracing::debug!(
-                stream = %partition.stream,
-                partition = partition.id,
-                segments = report.committed.len(),
-                version = report.version,
-                tier_end = %report.tier_end,
-                "tiered"
-            );
-        }
-        Ok(_) => {}
-        Err(e) => {
-            state.metrics.tier_upload_failures.inc();
-            tracing::warn!(
-                stream = %partition.stream,
-                partition = partition.id,
-                error = %e,
-                backlog_segments = partition.upload_backlog().segments,
-                "tier upload failed; the data stays on local disk and is retried"
-            );
-        }
-    }
-}
-
-/// Tier retention and collection for every partition.
-async fn collect(state: Arc<BrokerState>) {
-    let tiering = &state.tiering;
-    for partition in state.partitions.all() {
-        let Some(epoch) = partition.tiers_here() else {
-            // A follower only reads the manifest its leader writes, so that its local
-            // retention knows what the tier holds.
-            if partition.replicated
-                && let Err(e) = partition.uploader.refresh().await
-            {
-                tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "reading the manifest on a follower");
-            }
-            continue;
-        };
-        let tier_retention = partition.tier_retention();
-        if tier_retention != floe_tier::TierRetention::default() {
-            let removal = apply_tier_retention(
-                partition.uploader.manifest(),
-                tier_retention,
-                epoch,
-                now_ms(),
-            )
-            .await;
-            match removal {
-                Ok(Some(manifest)) => {
-                    tracing::info!(
-                        stream = %partition.stream,
-                        partition = partition.id,
-                        tier_start = %manifest.start_offset(),
-                        "tier retention removed the oldest segments"
-                    );
-                    if let Err(e) = partition.uploader.refresh().await {
-                        tracing::warn!(stream = %partition.stream, partition = partition.id, error = %e, "reading the manifest after retention");
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(stream = %partition.stream, partition = partition.id, error = %e, "tier retention failed");
-                }
-            }
-        }
-        match tiering
-            .collector
-            .collect_partition(&partition.tier_path, now_ms())
-            .await
-        {
-            Ok(report) if report.segments_deleted > 0 || report.staging_files_deleted > 0 => {
-                tracing::info!(
-                    stream = %partition.stream,
-                    partition = partition.id,
-                    deleted = report.segments_deleted,
-                    staging_files = report.staging_files_deleted,
-                    "collected unreferenced segment objects"
-                )
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(stream = %partition.stream, partition = partition.id, error = %e, "tier collection failed");
-            }
-        }
-    }
-}
-
-/// Deletes the objects of deleted streams; a stream's name is freed once a listing finds
-/// none left.
-async fn delete_streams(state: Arc<BrokerState>, streams: Vec<String>) {
-    let store = &state.tiering.store;
-    for stream in streams {
-        let result = async {
-            let deleted = floe_tier::delete_stream(store, &stream).await?;
-            let left = store.list(&stream).await?.len();
-            Ok::<_, floe_tier::TierError>((deleted, left))
-        }
-        .await;
-        match result {
-            Ok((deleted, 0)) => {
-                tracing::info!(
-                    stream,
-                    objects = deleted,
-                    "deleted a deleted stream's objects"
-                );
-                if let Err(e) = state.partitions.forget_deleted(&stream) {
-                    tracing::warn!(stream, error = %e, "updating the catalog");
-                }
-            }
-            Ok((_, left)) => {
-                tracing::info!(
-                    stream,
-                    left,
-                    "objects of a deleted stream appeared meanwhile; deleting again"
-                );
-            }
-            Err(e) => {
-                tracing::warn!(stream, error = %e, "deleting a deleted stream's objects; retrying");
-            }
-        }
-    }
-}
+pub(crate) use schedule::run;
 
 #[cfg(test)]
 mod tests {

@@ -24,13 +24,13 @@ async fn a_peer_link_on_loopback_reaches_the_largest_datagram() {
     };
     let loopback = "127.0.0.1:0".parse().expect("addr");
     let key = [3u8; 32];
-    let server = floe_broker::server::endpoint(
+    let server = floe_broker::quic::endpoint(
         loopback,
         peer_server_config(&tls).expect("server config"),
         &key,
     )
     .expect("server endpoint");
-    let client = floe_broker::server::endpoint(
+    let client = floe_broker::quic::endpoint(
         loopback,
         peer_server_config(&tls).expect("server config"),
         &key,

@@ -97,7 +97,7 @@ pub async fn quic_bandwidth(
     let transport = tls::transport_config(16, Duration::from_secs(30))?;
     let server_config = tls::server_config(certs, transport)?;
     let listen: SocketAddr = "127.0.0.1:0".parse()?;
-    let server = floe_broker::server::endpoint(listen, server_config, &[7u8; 32])?;
+    let server = floe_broker::quic::endpoint(listen, server_config, &[7u8; 32])?;
     let addr = server.local_addr()?;
     let sink = tokio::spawn(async move {
         let connection = server
@@ -132,7 +132,7 @@ pub async fn quic_bandwidth(
         Duration::from_secs(30),
     )?));
     let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
-    floe_broker::server::set_socket_buffers(&socket);
+    floe_broker::quic::set_socket_buffers(&socket);
     let runtime = quinn::default_runtime().ok_or_else(|| anyhow::anyhow!("no runtime"))?;
     let mut client = quinn::Endpoint::new(
         floe_client::datagrams::endpoint_config(quinn::EndpointConfig::default()),

@@ -10,17 +10,18 @@ use floe_wire::frame::{
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
     StreamSettings, UploadBacklog,
 };
-use floe_wire::{AckMode, Endpoint, Offset, PartitionId, StreamName};
+use floe_wire::{Endpoint, Offset, PartitionId, StreamName};
 use std::time::Duration;
 
-use super::{BrokerState, error, produce::LOCAL_EPOCH};
+use super::{Broker, error};
 use crate::catalog::StreamEntry;
-use crate::managed::Managed;
-use crate::partitions::{Partition, StreamError};
+use crate::partition::{LOCAL_EPOCH, Partition};
+use crate::partitions::StreamError;
+use crate::session::Session;
 
 /// The partition a request names, or the error to answer with.
 pub(crate) fn partition(
-    state: &BrokerState,
+    state: &Broker,
     stream: &StreamName,
     id: PartitionId,
 ) -> Result<Arc<Partition>, Message> {
@@ -45,23 +46,7 @@ pub(crate) fn partition(
     })
 }
 
-fn ack_mode_name(mode: AckMode) -> &'static str {
-    match mode {
-        AckMode::None => "none",
-        AckMode::Leader => "leader",
-        AckMode::Quorum => "quorum",
-    }
-}
-
-fn ack_mode(name: &str) -> AckMode {
-    match name {
-        "none" => AckMode::None,
-        "quorum" => AckMode::Quorum,
-        _ => AckMode::Leader,
-    }
-}
-
-pub(crate) fn metadata(state: &BrokerState, request: MetadataRequest) -> Message {
+pub(crate) fn metadata(state: &Broker, request: MetadataRequest) -> Message {
     let catalog = state.partitions.streams();
     let wanted: Vec<StreamName> = if request.streams.is_empty() {
         catalog
@@ -84,7 +69,7 @@ pub(crate) fn metadata(state: &BrokerState, request: MetadataRequest) -> Message
     Message::MetadataResponse(MetadataResponse { streams })
 }
 
-fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> StreamInfo {
+fn stream_info(state: &Broker, name: &StreamName, entry: &StreamEntry) -> StreamInfo {
     let partitions = (0..entry.partitions)
         .filter_map(|id| state.partitions.get(name.as_str(), id))
         .map(|p| {
@@ -98,12 +83,12 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
                 None => assigned_leader(state, &p),
             };
             PartitionMetadata {
-                id: PartitionId::new(p.id),
+                id: PartitionId::new(p.id()),
                 leader,
                 leader_epoch,
                 log_start: p.log_start(),
                 high_watermark: committed.unwrap_or(Offset::ZERO),
-                local_start: p.log.log_start(),
+                local_start: p.log().log_start(),
                 tier_end: p.tier_end(),
                 upload_backlog: UploadBacklog {
                     segments: backlog.segments,
@@ -114,7 +99,7 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
         .collect();
     let effective = state.partitions.effective(entry);
     StreamInfo {
-        ack_mode: ack_mode(&entry.ack_mode),
+        ack_mode: entry.ack_mode,
         partition_count: entry.partitions,
         settings: StreamSettings {
             segment_bytes: effective.segment_bytes,
@@ -130,26 +115,26 @@ fn stream_info(state: &BrokerState, name: &StreamName, entry: &StreamEntry) -> S
 
 /// The leader's client endpoint and epoch as the latest assignment names them, for a
 /// replica that does not lead.
-fn assigned_leader(state: &BrokerState, partition: &Partition) -> (Option<Endpoint>, u32) {
+fn assigned_leader(state: &Broker, partition: &Partition) -> (Option<Endpoint>, u32) {
     let assigned = partition.replica().and_then(|r| r.assigned_leader());
     let (Some((leader, epoch)), Some(context)) = (assigned, &state.replication) else {
         return (None, LOCAL_EPOCH);
     };
     let epoch = u32::try_from(epoch).unwrap_or(u32::MAX);
-    (context.peers.client_endpoint(leader), epoch)
+    (context.peers().client_endpoint(leader), epoch)
 }
 
 /// How long a forwarded create or delete waits for the assignments that carry it.
 const APPLY_WAIT: Duration = Duration::from_secs(10);
 
-pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) -> Message {
-    if let Some(managed) = &state.managed {
+pub(crate) async fn create_stream(state: &Broker, request: CreateStream) -> Message {
+    if let Some(managed) = &state.session {
         return forward_create(state, managed, request).await;
     }
     let settings = request.settings;
     let entry = StreamEntry {
         partitions: request.partition_count,
-        ack_mode: ack_mode_name(request.ack_mode).to_string(),
+        ack_mode: request.ack_mode,
         segment_bytes: settings.segment_bytes,
         segment_age_ms: settings.segment_age_ms,
         local_retention_bytes: settings.local_retention_bytes,
@@ -199,10 +184,10 @@ pub(crate) async fn create_stream(state: &BrokerState, request: CreateStream) ->
     }
 }
 
-pub(crate) async fn delete_stream(state: &BrokerState, request: DeleteStream) -> Message {
-    if let Some(managed) = &state.managed {
+pub(crate) async fn delete_stream(state: &Broker, request: DeleteStream) -> Message {
+    if let Some(managed) = &state.session {
         return match managed
-            .controlplane
+            .controlplane()
             .delete_stream(request.name.as_str())
             .await
         {
@@ -233,7 +218,7 @@ fn stream_error(e: StreamError) -> Message {
 
 /// Creates the stream through the controlplane, then waits (bounded) until this broker's
 /// assignments carry it, so that a publish right after the answer finds its partitions.
-async fn forward_create(state: &BrokerState, managed: &Managed, request: CreateStream) -> Message {
+async fn forward_create(state: &Broker, managed: &Session, request: CreateStream) -> Message {
     let settings = request.settings;
     let create = CreateStreamRequest {
         name: request.name.clone(),
@@ -243,7 +228,7 @@ async fn forward_create(state: &BrokerState, managed: &Managed, request: CreateS
         segment: SegmentSettings::from_client(&settings),
         retention: RetentionSettings::from_client(&settings),
     };
-    match managed.controlplane.create_stream(&create).await {
+    match managed.controlplane().create_stream(&create).await {
         Ok(info) => {
             let name = request.name.as_str();
             // Served once the catalog holds the new stream and every partition it holds is

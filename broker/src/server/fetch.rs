@@ -15,18 +15,18 @@ use floe_wire::frame::{
 };
 use tokio::sync::watch;
 
-use super::{BrokerState, admin, error_map};
+use super::{Broker, admin, error_map};
 use crate::metrics::StreamLabels;
-use crate::partitions::Partition;
-use crate::replica::Commit;
+use crate::partition::Partition;
+use crate::partition::replica::Commit;
 
-pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant) -> Message {
+pub(crate) async fn fetch(state: &Broker, request: Fetch, started: Instant) -> Message {
     let partition = match admin::partition(state, &request.stream, request.partition) {
         Ok(p) => p,
         Err(message) => return message,
     };
     let labels = StreamLabels {
-        stream: partition.stream.clone(),
+        stream: partition.stream().to_string(),
     };
     state.metrics.fetch_requests.get_or_create(&labels).inc();
     let response = serve(state, &partition, &request).await;
@@ -48,8 +48,8 @@ pub(crate) async fn fetch(state: &BrokerState, request: Fetch, started: Instant)
 
 /// The response to `request`: batches from the tier below the local log, batches from the
 /// log below the committed end, or, at the tail, whatever arrives before the deadline.
-async fn serve(state: &BrokerState, partition: &Arc<Partition>, request: &Fetch) -> Message {
-    let log = &partition.log;
+async fn serve(state: &Broker, partition: &Arc<Partition>, request: &Fetch) -> Message {
+    let log = partition.log();
     let (max_bytes, wait) = bounds(request, &state.limits, state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
     let mut tail = match Tail::watch(partition) {
@@ -127,7 +127,7 @@ const HISTORY_WAIT_MIN: Duration = Duration::from_secs(1);
 /// Waits until the broker's history read rate lets a read of up to `max_bytes` of history
 /// start (`None`: not before `until`), and counts the wait.
 async fn admit_history(
-    state: &BrokerState,
+    state: &Broker,
     max_bytes: usize,
     until: tokio::time::Instant,
 ) -> Option<crate::history_rate::Admission<'_>> {
@@ -151,7 +151,7 @@ async fn read_local(
     max_bytes: usize,
     high_watermark: Offset,
 ) -> Result<Option<ReadBatches>, LogError> {
-    let log = &partition.log;
+    let log = partition.log();
     if from > log.log_end() {
         return Err(LogError::OffsetOutOfRange {
             requested: from,
@@ -167,7 +167,7 @@ async fn read_local(
         // thread, so that a consumer catching up does not hold up the connections this
         // worker serves (publishers among them).
         let reading = partition.clone();
-        tokio::task::spawn_blocking(move || reading.log.read(from, max_bytes, high_watermark))
+        tokio::task::spawn_blocking(move || reading.log().read(from, max_bytes, high_watermark))
             .await
             .unwrap_or_else(|e| {
                 Err(LogError::Io {
@@ -199,7 +199,7 @@ pub(crate) fn bounds(
 /// history read rate lets the read start; none, at `from`, if it does not before
 /// `history_bound`.
 async fn tiered(
-    state: &BrokerState,
+    state: &Broker,
     partition: &Partition,
     from: Offset,
     max_bytes: usize,
@@ -215,10 +215,10 @@ async fn tiered(
     };
     let read = state
         .tiering
-        .reader
-        .read(&partition.tier_path, from, max_bytes)
+        .reader()
+        .read(partition.tier_path(), from, max_bytes)
         .await;
-    let log = &partition.log;
+    let log = partition.log();
     match read {
         Ok(read) => {
             let bytes = read.bytes.len() as u64;
@@ -232,7 +232,7 @@ async fn tiered(
             })
         }
         Err(e) => {
-            tracing::debug!(stream = %partition.stream, partition = partition.id, %from, error = %e, "tiered read failed");
+            tracing::debug!(stream = partition.stream(), partition = partition.id(), %from, error = %e, "tiered read failed");
             error_map::tier_message(&e, partition.log_start(), log.log_end())
         }
     }
@@ -240,11 +240,11 @@ async fn tiered(
 
 /// The offset a position names. History older than the local log is looked up in the tier.
 async fn resolve(
-    state: &BrokerState,
+    state: &Broker,
     partition: &Partition,
     position: FetchPosition,
 ) -> Result<Offset, Message> {
-    let log = &partition.log;
+    let log = partition.log();
     Ok(match position {
         FetchPosition::Offset(offset) => offset,
         FetchPosition::Earliest => partition.log_start(),
@@ -261,8 +261,8 @@ async fn resolve(
                 _ if tiered_history => {
                     let tier = state
                         .tiering
-                        .reader
-                        .offset_for_timestamp(&partition.tier_path, ms)
+                        .reader()
+                        .offset_for_timestamp(partition.tier_path(), ms)
                         .await
                         .map_err(|e| {
                             error_map::tier_message(&e, partition.log_start(), log.log_end())
@@ -285,7 +285,8 @@ fn visible_end(partition: &Partition) -> Result<Offset, Message> {
             ErrorCode::NotLeader,
             format!(
                 "this broker does not lead stream {} partition {}",
-                partition.stream, partition.id
+                partition.stream(),
+                partition.id()
             ),
         )
     })
@@ -299,8 +300,8 @@ enum Tail {
 
 impl Tail {
     fn watch(partition: &Partition) -> Result<Tail, Message> {
-        if !partition.replicated {
-            return Ok(Tail::Synced(partition.log.sync_status()));
+        if !partition.is_replicated() {
+            return Ok(Tail::Synced(partition.log().sync_status()));
         }
         match partition.replica() {
             Some(replica) => Ok(Tail::Committed(replica.watch_commit())),

@@ -7,20 +7,18 @@
 use std::time::Instant;
 
 use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce, ProduceAck};
-use floe_wire::{BatchHeader, Offset};
+use floe_wire::{AckMode, BatchHeader, Offset};
 
 use super::order::Turn;
-use super::{BrokerState, admin, error_map};
+use super::{Broker, admin, error_map};
 use crate::metrics::{ErrorLabels, StreamLabels};
-use crate::partitions::{Durability, Partition};
-use crate::replica::{ReplicaError, ReplicaHandle};
-
-pub(crate) use crate::tiering::LOCAL_EPOCH;
+use crate::partition::replica::{ReplicaError, ReplicaHandle};
+use crate::partition::{LOCAL_EPOCH, Partition};
 
 /// `turn` is this request's place in its connection's order of appends; it is given up once
 /// the batches are appended, before waiting for their sync.
 pub(crate) async fn produce(
-    state: &BrokerState,
+    state: &Broker,
     request: Produce,
     started: Instant,
     turn: Option<Turn<'_>>,
@@ -29,15 +27,12 @@ pub(crate) async fn produce(
         Ok(p) => p,
         Err(message) => return message,
     };
-    if state
-        .disk_high_water
-        .load(std::sync::atomic::Ordering::Relaxed)
-    {
+    if state.disk.is_reached() {
         // Nothing is appended: the producer retries once tiering and local retention have
         // freed space.
         return refuse_all(ErrorCode::DiskHighWater, request.batches.len());
     }
-    let replica = match (partition.replicated, partition.replica()) {
+    let replica = match (partition.is_replicated(), partition.replica()) {
         (false, _) => None,
         (true, Some(replica)) => Some(replica),
         (true, None) => return refuse_all(ErrorCode::NotLeader, request.batches.len()),
@@ -80,13 +75,13 @@ struct Appends {
 /// Appends each batch in turn. Batches after a refused one are not appended: appending them
 /// would reorder the partition relative to the producer's retry.
 fn append_batches(
-    state: &BrokerState,
+    state: &Broker,
     partition: &Partition,
     replica: Option<&ReplicaHandle>,
     batches: &[bytes::Bytes],
 ) -> Appends {
     let labels = StreamLabels {
-        stream: partition.stream.clone(),
+        stream: partition.stream().to_string(),
     };
     let mut appends = Appends {
         results: Vec::with_capacity(batches.len()),
@@ -101,10 +96,10 @@ fn append_batches(
         }
         let appended = match replica {
             None => partition
-                .log
+                .log()
                 .append(batch, LOCAL_EPOCH)
                 .map_err(Refusal::Log),
-            Some(replica) => match replica.append(&partition.log, batch) {
+            Some(replica) => match replica.append(partition.log(), batch) {
                 Ok((appended, epoch)) => {
                     appends.leader_epoch = Some(epoch);
                     Ok(appended)
@@ -134,7 +129,7 @@ fn append_batches(
     appends
 }
 
-fn count_published(state: &BrokerState, labels: &StreamLabels, batch: &[u8]) {
+fn count_published(state: &Broker, labels: &StreamLabels, batch: &[u8]) {
     let metrics = &state.metrics;
     metrics.publish_batches.get_or_create(labels).inc();
     metrics
@@ -150,10 +145,10 @@ fn count_published(state: &BrokerState, labels: &StreamLabels, batch: &[u8]) {
 }
 
 /// The wire code for a refused batch, counted and logged.
-fn refused(state: &BrokerState, partition: &Partition, refusal: &Refusal) -> ErrorCode {
+fn refused(state: &Broker, partition: &Partition, refusal: &Refusal) -> ErrorCode {
     let code = match refusal {
         Refusal::Log(e) => {
-            tracing::debug!(stream = %partition.stream, partition = partition.id, error = %e, "produce refused");
+            tracing::debug!(stream = partition.stream(), partition = partition.id(), error = %e, "produce refused");
             error_map::code(e)
         }
         Refusal::NotLeader => ErrorCode::NotLeader,
@@ -172,15 +167,15 @@ fn refused(state: &BrokerState, partition: &Partition, refusal: &Refusal) -> Err
 /// locally (`leader`), or below the high watermark of `leader_epoch` (`quorum` on a
 /// replicated partition). Ack mode `none` does not wait.
 async fn wait_durable(
-    state: &BrokerState,
+    state: &Broker,
     partition: &Partition,
     replica: Option<&ReplicaHandle>,
     end: Offset,
     leader_epoch: Option<u32>,
 ) -> Result<(), ErrorCode> {
-    match (partition.durability, replica, leader_epoch) {
-        (Durability::None, ..) => Ok(()),
-        (Durability::Quorum, Some(replica), Some(epoch)) => {
+    match (partition.ack_mode(), replica, leader_epoch) {
+        (AckMode::None, ..) => Ok(()),
+        (AckMode::Quorum, Some(replica), Some(epoch)) => {
             let started = Instant::now();
             let committed = replica.wait_committed(end.get(), epoch).await;
             state
@@ -193,7 +188,7 @@ async fn wait_durable(
             })
         }
         _ => partition
-            .log
+            .log()
             .wait_synced(end)
             .await
             .map_err(|e| error_map::code(&e)),

@@ -1,0 +1,181 @@
+//! The controlplane session of a managed broker: it registers (its id is kept in the data directory),
+//! renews its lease with heartbeats that report the partitions it leads, and long-polls its
+//! assignments, applying each version to its partitions.
+//!
+//! Applying never loses data on a guess. A stream missing from this broker's assignments is
+//! deleted here only once the controlplane says the stream itself is gone (or was created
+//! again, which a different creation time shows); a partition merely moved away is closed
+//! and its files stay. A stream created again under a name whose objects are still being
+//! deleted waits until they are, so it never adopts the old stream's history. The last
+//! assignment applied is kept in the local catalog: a broker restarted while the
+//! controlplane is down serves what it served before.
+
+mod assignments;
+mod heartbeat;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use floe_client::rest::{Controlplane, RestError};
+use floe_wire::admin::RegisterBrokerRequest;
+use floe_wire::{BrokerId, Endpoint};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::catalog::write_atomically;
+
+pub(crate) use assignments::{Holdings, follow_assignments};
+pub(crate) use heartbeat::heartbeat;
+
+/// How this broker reaches its controlplane.
+#[derive(Debug, Clone)]
+pub struct ControlplaneSettings {
+    /// Base URL of the REST API, e.g. `http://10.0.0.5:7300`.
+    pub url: String,
+    /// Bearer token for the controlplane's mutating calls (register, heartbeat).
+    pub admin_token: Option<String>,
+    /// Failure domain reported at registration.
+    pub zone: Option<String>,
+    /// Where peers reach this broker; the client address until replication has its port.
+    pub peer_endpoint: Option<String>,
+}
+
+/// The longest an assignments long-poll waits before asking again.
+const LONG_POLL: Duration = Duration::from_secs(30);
+/// Pause after a failed call to the controlplane.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// A managed broker's link to its controlplane, shared with the request handlers.
+#[derive(Debug)]
+pub(crate) struct Session {
+    controlplane: Controlplane,
+    broker_id: BrokerId,
+    registration: RegisterBrokerRequest,
+    /// The epoch of every partition this broker leads, from the assignments last applied.
+    epochs: Mutex<HashMap<(String, u32), u64>>,
+    /// The assignment version last applied in full.
+    applied: watch::Sender<u64>,
+}
+
+/// The broker's identity, kept in `<data-dir>/broker.json` once the controlplane gives it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Identity {
+    broker_id: BrokerId,
+}
+
+impl Session {
+    /// The broker's id: the one in the data directory, or a new one from the controlplane
+    /// (registering, retrying until it answers). `client_endpoint` is where clients reach
+    /// this broker.
+    pub(crate) async fn connect(
+        settings: &ControlplaneSettings,
+        data_dir: &Path,
+        client_endpoint: Endpoint,
+    ) -> Result<Session> {
+        let controlplane = Controlplane::new(&settings.url, settings.admin_token.clone())?;
+        let peer_endpoint = match &settings.peer_endpoint {
+            Some(peer) => Endpoint::new(peer.clone()).context("the peer address")?,
+            None => client_endpoint.clone(),
+        };
+        let mut registration = RegisterBrokerRequest {
+            broker_id: None,
+            client_endpoint,
+            peer_endpoint,
+            zone: settings.zone.clone(),
+        };
+        let path = data_dir.join("broker.json");
+        let broker_id = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let identity: Identity = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("parsing {}", path.display()))?;
+                identity.broker_id
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let id = register_until_answered(&controlplane, &registration).await?;
+                let bytes = serde_json::to_vec_pretty(&Identity { broker_id: id })?;
+                write_atomically(&path, &bytes)?;
+                id
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        registration.broker_id = Some(broker_id);
+        let (applied, _) = watch::channel(0);
+        Ok(Session {
+            controlplane,
+            broker_id,
+            registration,
+            epochs: Mutex::new(HashMap::new()),
+            applied,
+        })
+    }
+
+    /// The controlplane's REST client.
+    pub(crate) fn controlplane(&self) -> &Controlplane {
+        &self.controlplane
+    }
+
+    /// This broker's id, as the controlplane gave it.
+    pub(crate) fn broker_id(&self) -> BrokerId {
+        self.broker_id
+    }
+
+    /// Waits until `done` holds, checking it after every assignment version applied, for
+    /// at most `timeout`; whether it holds.
+    pub(crate) async fn wait_until(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
+        let mut applied = self.applied.subscribe();
+        let wait = async {
+            while !done() {
+                if applied.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        done()
+    }
+
+    fn epoch(&self, stream: &str, partition: u32) -> Option<u64> {
+        let epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
+        epochs.get(&(stream.to_string(), partition)).copied()
+    }
+}
+
+async fn register_until_answered(
+    controlplane: &Controlplane,
+    registration: &RegisterBrokerRequest,
+) -> Result<BrokerId> {
+    let mut warned = false;
+    loop {
+        match controlplane.register_broker(registration).await {
+            Ok(answer) => {
+                tracing::info!(
+                    broker_id = answer.broker_id.get(),
+                    controlplane = controlplane.url(),
+                    "registered"
+                );
+                return Ok(answer.broker_id);
+            }
+            Err(e) if e.is_retryable() => {
+                if !warned {
+                    tracing::warn!(error = %e, "waiting for the controlplane to register");
+                    warned = true;
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(e) => return Err(e).context("registering with the controlplane"),
+        }
+    }
+}
+
+fn note_failure(failing: &mut bool, what: &str, error: &RestError) {
+    if *failing {
+        tracing::debug!(%error, "{what} failed again");
+    } else {
+        tracing::warn!(%error, "{what} failed; serving the last assignments meanwhile");
+        *failing = true;
+    }
+}

@@ -1,0 +1,250 @@
+//! The tiering loop: every partition's uploads of sealed committed segments (each its own
+//! task, a bounded number at once), tier retention and the collection of unreferenced
+//! objects, and the deletion of deleted streams' objects.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use floe_tier::apply_tier_retention;
+use tokio::sync::{Semaphore, watch};
+
+use super::Tiering;
+use crate::clock::now_ms;
+use crate::metrics::Metrics;
+use crate::partition::Partition;
+use crate::partitions::Partitions;
+
+/// What the loop works on.
+#[derive(Debug, Clone)]
+struct Work {
+    tiering: Arc<Tiering>,
+    partitions: Arc<Partitions>,
+    metrics: Arc<Metrics>,
+}
+
+type Key = (String, u32);
+
+/// The tiering loop, until shutdown.
+pub(crate) async fn run(
+    tiering: Arc<Tiering>,
+    partitions: Arc<Partitions>,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let state = Work {
+        tiering,
+        partitions,
+        metrics,
+    };
+    let settings = state.tiering.settings.clone();
+    let permits = Arc::new(Semaphore::new(settings.partitions_in_parallel.max(1)));
+    let mut uploads: HashMap<Key, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut last_run: HashMap<Key, Instant> = HashMap::new();
+    let mut collecting: Option<tokio::task::JoinHandle<()>> = None;
+    let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
+    let mut last_collect = Instant::now();
+    let mut tick = tokio::time::interval(settings.upload_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+        }
+        uploads.retain(|_, task| !task.is_finished());
+        let deleted = state.partitions.deleting();
+        if !deleted.is_empty() && deleting.as_ref().is_none_or(|t| t.is_finished()) {
+            // A deleted stream's uploads stop before its objects go, so that no commit lands
+            // after the deletion listed the bucket.
+            let doomed: Vec<Key> = uploads
+                .keys()
+                .filter(|(stream, _)| deleted.contains(stream))
+                .cloned()
+                .collect();
+            for key in doomed {
+                if let Some(task) = uploads.remove(&key) {
+                    task.abort();
+                    let _ = task.await;
+                }
+            }
+            deleting = Some(tokio::spawn(delete_streams(state.clone(), deleted)));
+        }
+        for partition in state.partitions.all() {
+            let key = (partition.stream().to_string(), partition.id());
+            let high_watermark = partition.log().synced_end();
+            let recent = last_run
+                .get(&key)
+                .is_some_and(|at| at.elapsed() < settings.upload_min_interval);
+            if recent
+                || uploads.contains_key(&key)
+                || !partition
+                    .uploader()
+                    .has_work(partition.log().sealed_end(), high_watermark)
+            {
+                continue;
+            }
+            last_run.insert(key.clone(), Instant::now());
+            let permits = permits.clone();
+            let state = state.clone();
+            uploads.insert(
+                key,
+                tokio::spawn(async move {
+                    let Ok(_permit) = permits.acquire_owned().await else {
+                        return;
+                    };
+                    upload(&state, &partition).await;
+                }),
+            );
+        }
+        let idle = collecting.as_ref().is_none_or(|task| task.is_finished());
+        if idle && last_collect.elapsed() >= settings.collect_interval {
+            last_collect = Instant::now();
+            collecting = Some(tokio::spawn(collect(state.clone())));
+        }
+    }
+    // Uploads in flight are abandoned: an object whose commit never happens is an orphan the
+    // collector deletes later; nothing local was deleted for it.
+    for (_, task) in uploads {
+        task.abort();
+    }
+    for task in [collecting, deleting].into_iter().flatten() {
+        task.abort();
+    }
+}
+
+/// Uploads what the partition sealed below its high watermark and commits it.
+async fn upload(state: &Work, partition: &Partition) {
+    // A replicated partition is tiered by its leader alone, in its epoch, up to what a
+    // majority holds.
+    let (Some(epoch), Some(high_watermark)) = (partition.tiers_here(), partition.committed_end())
+    else {
+        return;
+    };
+    let sealed = partition.log().sealed_segments();
+    let result = partition
+        .uploader()
+        .run(&sealed, high_watermark, epoch, now_ms())
+        .await;
+    match result {
+        Ok(report) if !report.committed.is_empty() => {
+            tracing::debug!(
+                stream = partition.stream(),
+                partition = partition.id(),
+                segments = report.committed.len(),
+                version = report.version,
+                tier_end = %report.tier_end,
+                "tiered"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => {
+            state.metrics.tier_upload_failures.inc();
+            tracing::warn!(
+                stream = partition.stream(),
+                partition = partition.id(),
+                error = %e,
+                backlog_segments = partition.upload_backlog().segments,
+                "tier upload failed; the data stays on local disk and is retried"
+            );
+        }
+    }
+}
+
+/// Tier retention and collection for every partition.
+async fn collect(state: Work) {
+    let tiering = &state.tiering;
+    for partition in state.partitions.all() {
+        let Some(epoch) = partition.tiers_here() else {
+            // A follower only reads the manifest its leader writes, so that its local
+            // retention knows what the tier holds.
+            if partition.is_replicated()
+                && let Err(e) = partition.uploader().refresh().await
+            {
+                tracing::debug!(stream = partition.stream(), partition = partition.id(), error = %e, "reading the manifest on a follower");
+            }
+            continue;
+        };
+        let tier_retention = partition.tier_retention();
+        if tier_retention != floe_tier::TierRetention::default() {
+            let removal = apply_tier_retention(
+                partition.uploader().manifest(),
+                tier_retention,
+                epoch,
+                now_ms(),
+            )
+            .await;
+            match removal {
+                Ok(Some(manifest)) => {
+                    tracing::info!(
+                        stream = partition.stream(),
+                        partition = partition.id(),
+                        tier_start = %manifest.start_offset(),
+                        "tier retention removed the oldest segments"
+                    );
+                    if let Err(e) = partition.uploader().refresh().await {
+                        tracing::warn!(stream = partition.stream(), partition = partition.id(), error = %e, "reading the manifest after retention");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(stream = partition.stream(), partition = partition.id(), error = %e, "tier retention failed");
+                }
+            }
+        }
+        match tiering
+            .collector
+            .collect_partition(partition.tier_path(), now_ms())
+            .await
+        {
+            Ok(report) if report.segments_deleted > 0 || report.staging_files_deleted > 0 => {
+                tracing::info!(
+                    stream = partition.stream(),
+                    partition = partition.id(),
+                    deleted = report.segments_deleted,
+                    staging_files = report.staging_files_deleted,
+                    "collected unreferenced segment objects"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(stream = partition.stream(), partition = partition.id(), error = %e, "tier collection failed");
+            }
+        }
+    }
+}
+
+/// Deletes the objects of deleted streams; a stream's name is freed once a listing finds
+/// none left.
+async fn delete_streams(state: Work, streams: Vec<String>) {
+    let store = &state.tiering.store;
+    for stream in streams {
+        let result = async {
+            let deleted = floe_tier::delete_stream(store, &stream).await?;
+            let left = store.list(&stream).await?.len();
+            Ok::<_, floe_tier::TierError>((deleted, left))
+        }
+        .await;
+        match result {
+            Ok((deleted, 0)) => {
+                tracing::info!(
+                    stream,
+                    objects = deleted,
+                    "deleted a deleted stream's objects"
+                );
+                if let Err(e) = state.partitions.forget_deleted(&stream) {
+                    tracing::warn!(stream, error = %e, "updating the catalog");
+                }
+            }
+            Ok((_, left)) => {
+                tracing::info!(
+                    stream,
+                    left,
+                    "objects of a deleted stream appeared meanwhile; deleting again"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(stream, error = %e, "deleting a deleted stream's objects; retrying");
+            }
+        }
+    }
+}
