@@ -2,12 +2,37 @@
 //! partitions: `catalog.json`, replaced atomically on every change.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
 use floe_wire::AckMode;
 use serde::{Deserialize, Serialize};
+
+use crate::state_file::{StateFileError, write_atomically};
+
+/// Why the catalog could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a catalog")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: unsupported catalog version {version}")]
+    Version { path: PathBuf, version: u32 },
+    #[error("cannot encode the catalog")]
+    Encode(#[source] serde_json::Error),
+    #[error(transparent)]
+    Write(#[from] StateFileError),
+}
+
+type Result<T, E = CatalogError> = std::result::Result<T, E>;
 
 /// A stream's persisted definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,18 +98,21 @@ impl Catalog {
         let path = data_dir.join("catalog.json");
         let streams = match std::fs::read(&path) {
             Ok(bytes) => {
-                let file: CatalogFile = serde_json::from_slice(&bytes)
-                    .with_context(|| format!("parsing {}", path.display()))?;
-                anyhow::ensure!(
-                    file.version == CATALOG_VERSION,
-                    "{}: unsupported catalog version {}",
-                    path.display(),
-                    file.version
-                );
+                let file: CatalogFile =
+                    serde_json::from_slice(&bytes).map_err(|source| CatalogError::Parse {
+                        path: path.clone(),
+                        source,
+                    })?;
+                if file.version != CATALOG_VERSION {
+                    return Err(CatalogError::Version {
+                        path,
+                        version: file.version,
+                    });
+                }
                 file.streams
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            Err(source) => return Err(CatalogError::Read { path, source }),
         };
         Ok(Catalog { path, streams })
     }
@@ -114,26 +142,9 @@ impl Catalog {
             version: CATALOG_VERSION,
             streams: streams.clone(),
         };
-        let bytes = serde_json::to_vec_pretty(&file)?;
-        write_atomically(&self.path, &bytes)
+        let bytes = serde_json::to_vec_pretty(&file).map_err(CatalogError::Encode)?;
+        Ok(write_atomically(&self.path, &bytes)?)
     }
-}
-
-/// Replaces `path` with `bytes`: temp file, fsync, rename, fsync the directory.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("a file path has a parent")?;
-    let temp = path.with_extension("tmp");
-    let mut file =
-        std::fs::File::create(&temp).with_context(|| format!("creating {}", temp.display()))?;
-    file.write_all(bytes)
-        .with_context(|| format!("writing {}", temp.display()))?;
-    file.sync_all()
-        .with_context(|| format!("syncing {}", temp.display()))?;
-    std::fs::rename(&temp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    std::fs::File::open(dir)?
-        .sync_all()
-        .with_context(|| format!("syncing {}", dir.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -169,6 +180,9 @@ mod tests {
         )
         .expect("write");
         let err = Catalog::load(dir.path()).expect_err("unknown field accepted");
-        assert!(format!("{err:#}").contains("extra"), "{err:#}");
+        let CatalogError::Parse { source, .. } = &err else {
+            panic!("{err}");
+        };
+        assert!(source.to_string().contains("extra"), "{source}");
     }
 }

@@ -7,12 +7,52 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
 use floe_wire::ClientProfile;
 
-use crate::catalog::write_atomically;
 use crate::run::Settings;
+use crate::state_file::{StateFileError, write_atomically};
 use crate::tls::DevCertificates;
+
+/// Why `dev` could not set up.
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    #[error("HOME is not set; pass --data-dir")]
+    NoHome,
+    #[error("cannot {op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Tiering(#[from] crate::tiering::TieringError),
+    #[error("--read-replicas ({min}) must not exceed --max-read-replicas ({max})")]
+    ReadReplicaBounds { min: u32, max: u32 },
+    #[error("cannot find this executable")]
+    CurrentExe(#[source] std::io::Error),
+    #[error("cannot start the embedded controlplane")]
+    Controlplane(#[from] floe_controlplane::StartError),
+    #[error("cannot {what} the scaling policy")]
+    ScalingPolicy {
+        what: &'static str,
+        #[source]
+        source: floe_client::rest::RestError,
+    },
+    #[error("cannot encode the client profile")]
+    EncodeProfile(#[source] serde_json::Error),
+    #[error("cannot write the client profile")]
+    WriteProfile(#[from] StateFileError),
+}
+
+type Result<T, E = DevError> = std::result::Result<T, E>;
+
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DevError + use<> {
+    let path = path.to_path_buf();
+    move |source| DevError::Io { op, path, source }
+}
 
 /// Where `dev` keeps its data when not told otherwise: `$FLOE_HOME/dev`, else
 /// `$XDG_DATA_HOME/floe/dev`, else `~/.local/share/floe/dev`.
@@ -23,7 +63,7 @@ pub fn default_data_dir() -> Result<PathBuf> {
     if let Some(data) = std::env::var_os("XDG_DATA_HOME") {
         return Ok(PathBuf::from(data).join("floe").join("dev"));
     }
-    let home = std::env::var_os("HOME").context("HOME is not set; pass --data-dir")?;
+    let home = std::env::var_os("HOME").ok_or(DevError::NoHome)?;
     Ok(PathBuf::from(home).join(".local/share/floe/dev"))
 }
 
@@ -33,8 +73,7 @@ pub fn prepare(
     listen: SocketAddr,
     metrics_listen: SocketAddr,
 ) -> Result<Settings> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("creating {}", data_dir.display()))?;
+    std::fs::create_dir_all(data_dir).map_err(io("create", data_dir))?;
     let certificates = DevCertificates::ensure(&data_dir.join("tls"))?;
     let mut settings = Settings::new(data_dir.to_path_buf(), listen, certificates.server.clone());
     settings.metrics_listen = Some(metrics_listen);
@@ -58,11 +97,10 @@ impl DevReplicas {
     /// Replicas of this executable (`replica` subcommand) that read the broker's object
     /// storage and serve with its certificate, each caching under `<data-dir>/replicas/<id>`.
     pub fn new(settings: &Settings, ca: &Path, min: u32, max: u32) -> Result<DevReplicas> {
-        anyhow::ensure!(
-            min <= max,
-            "--read-replicas ({min}) must not exceed --max-read-replicas ({max})"
-        );
-        let program = std::env::current_exe().context("finding this executable")?;
+        if min > max {
+            return Err(DevError::ReadReplicaBounds { min, max });
+        }
+        let program = std::env::current_exe().map_err(DevError::CurrentExe)?;
         let path = |p: &Path| p.display().to_string();
         let tier = &settings.tier;
         let url = match &settings.object_store {
@@ -127,8 +165,7 @@ pub async fn start_controlplane(
     // The children of an earlier run died with it; their caches are of no use.
     let caches = data_dir.join("replicas");
     if caches.exists() {
-        std::fs::remove_dir_all(&caches)
-            .with_context(|| format!("removing {}", caches.display()))?;
+        std::fs::remove_dir_all(&caches).map_err(io("remove", &caches))?;
     }
     if replicas.max > 0 {
         config.read_replicas = floe_controlplane::ReplicaDriverConfig::Local {
@@ -137,21 +174,18 @@ pub async fn start_controlplane(
             env: Vec::new(),
         };
     }
-    let mut running = floe_controlplane::Controlplane::start(config)
-        .await
-        .context("starting the embedded controlplane")?;
+    let mut running = floe_controlplane::Controlplane::start(config).await?;
     running.wait_for_role(floe_wire::admin::Role::Leader).await;
+    let policy_error = |what| move |source| DevError::ScalingPolicy { what, source };
     let rest =
-        floe_client::rest::Controlplane::new(&format!("http://{}", running.local_addr()), None)?;
-    let mut policy = rest
-        .scaling_policy()
-        .await
-        .context("reading the scaling policy")?;
+        floe_client::rest::Controlplane::new(&format!("http://{}", running.local_addr()), None)
+            .map_err(policy_error("reach"))?;
+    let mut policy = rest.scaling_policy().await.map_err(policy_error("read"))?;
     policy.min_replicas = replicas.min;
     policy.max_replicas = replicas.max;
     rest.set_scaling_policy(&policy)
         .await
-        .context("setting the scaling policy")?;
+        .map_err(policy_error("set"))?;
     Ok(running)
 }
 
@@ -174,9 +208,8 @@ pub fn write_profile(path: &Path, targets: &ProfileTargets, ca: &Path) -> Result
         controlplane: targets.controlplane.map(|c| format!("http://{c}")),
     };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
     }
-    let bytes = serde_json::to_vec_pretty(&profile)?;
-    write_atomically(path, &bytes)
-        .with_context(|| format!("writing the client profile {}", path.display()))
+    let bytes = serde_json::to_vec_pretty(&profile).map_err(DevError::EncodeProfile)?;
+    Ok(write_atomically(path, &bytes)?)
 }

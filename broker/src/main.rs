@@ -372,7 +372,7 @@ async fn run_dev(args: DevArgs) -> Result<()> {
     wait_for_signal().await?;
     let stopped = running.shutdown().await;
     controlplane.shutdown().await;
-    stopped
+    Ok(stopped?)
 }
 
 async fn run_serve(args: ServeArgs) -> Result<()> {
@@ -401,7 +401,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     let _ = tls::ALPN;
     let running = run::start(settings).await?;
     wait_for_signal().await?;
-    running.shutdown().await
+    Ok(running.shutdown().await?)
 }
 
 async fn run_replica(args: ReplicaArgs) -> Result<()> {

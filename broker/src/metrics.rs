@@ -1,10 +1,9 @@
-//! The broker's Prometheus metrics and the `/metrics` HTTP endpoint.
+//! The broker's and the read replica's Prometheus metrics; [`crate::operators`] serves
+//! them.
 
-use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
-use anyhow::{Context, Result};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::{Atomic, Counter};
 use prometheus_client::metrics::family::Family;
@@ -380,37 +379,4 @@ where
     if total > seen {
         counter.inc_by(total - seen);
     }
-}
-
-/// Serves `/metrics` on `addr` until the task is dropped; returns the bound address.
-pub async fn serve(
-    metrics: Arc<Metrics>,
-    addr: SocketAddr,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    use axum::routing::get;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the metrics port {addr}"))?;
-    let bound = listener.local_addr()?;
-    let app = axum::Router::new().route(
-        "/metrics",
-        get(move || {
-            let metrics = metrics.clone();
-            async move {
-                (
-                    [(
-                        "content-type",
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics.encode(),
-                )
-            }
-        }),
-    );
-    let handle = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "metrics server stopped");
-        }
-    });
-    Ok((bound, handle))
 }

@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use floe_hot_log::{FsStorage, Log, LogConfig, RetentionPolicy, SyncObserver};
 use floe_tier::{PartitionPath, TierRetention, TierStore, Uploader, UploaderConfig};
 use floe_wire::Offset;
 
-use crate::catalog::{Catalog, StreamEntry};
+use crate::catalog::{Catalog, CatalogError, StreamEntry};
 use crate::partition::{Partition, PartitionParts};
 
 /// The settings a stream gets when its creator leaves them out.
@@ -62,8 +61,40 @@ pub enum StreamError {
     #[error("invalid stream settings: {0}")]
     Invalid(String),
     #[error(transparent)]
-    Storage(#[from] anyhow::Error),
+    Catalog(#[from] CatalogError),
+    #[error("cannot {op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("stream {stream} partition {partition} cannot be named in the tier")]
+    TierPath {
+        stream: String,
+        partition: u32,
+        #[source]
+        source: floe_tier::TierError,
+    },
+    #[error("cannot read the tier manifest of stream {stream} partition {partition}")]
+    Manifest {
+        stream: String,
+        partition: u32,
+        #[source]
+        source: floe_tier::TierError,
+    },
+    #[error("a stream operation's task failed")]
+    Task(#[source] tokio::task::JoinError),
+    #[error("cannot open stream {stream} partition {partition}")]
+    Log {
+        stream: String,
+        partition: u32,
+        #[source]
+        source: floe_hot_log::LogError,
+    },
 }
+
+type Result<T, E = StreamError> = std::result::Result<T, E>;
 
 impl Partitions {
     /// Opens every partition the catalog in `data_dir` lists; they tier into `tier`.
@@ -74,8 +105,11 @@ impl Partitions {
         tier: TierStore,
         uploader: UploaderConfig,
     ) -> Result<Partitions> {
-        std::fs::create_dir_all(data_dir)
-            .with_context(|| format!("creating {}", data_dir.display()))?;
+        std::fs::create_dir_all(data_dir).map_err(|source| StreamError::Io {
+            op: "create",
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
         let catalog = Catalog::load(data_dir)?;
         let streams = catalog.streams().clone();
         let partitions = Partitions {
@@ -147,22 +181,35 @@ impl Partitions {
     async fn open_partition(&self, name: &str, id: u32, entry: &StreamEntry) -> Result<()> {
         let (local_retention, tier_retention) = self.retentions(entry);
         let dir = self.stream_dir(name).join(id.to_string());
-        let tier_path = PartitionPath::new(name, id)
-            .with_context(|| format!("stream {name} partition {id} in the tier"))?;
+        let tier_path = PartitionPath::new(name, id).map_err(|source| StreamError::TierPath {
+            stream: name.to_string(),
+            partition: id,
+            source,
+        })?;
         let uploader = Uploader::new(self.tier.clone(), tier_path.clone(), self.uploader.clone());
         let start = if dir.exists() {
             Offset::ZERO
         } else {
-            uploader.refresh().await.with_context(|| {
-                format!("reading the tier manifest of stream {name} partition {id}")
-            })?;
+            uploader
+                .refresh()
+                .await
+                .map_err(|source| StreamError::Manifest {
+                    stream: name.to_string(),
+                    partition: id,
+                    source,
+                })?;
             uploader.tier_end()
         };
         if start > Offset::ZERO {
             tracing::info!(stream = name, partition = id, %start, "new local log continues the tiered history");
         }
-        let log = Log::open_at(Arc::new(FsStorage), &dir, self.log_config(entry), start)
-            .with_context(|| format!("opening stream {name} partition {id}"))?;
+        let log = Log::open_at(Arc::new(FsStorage), &dir, self.log_config(entry), start).map_err(
+            |source| StreamError::Log {
+                stream: name.to_string(),
+                partition: id,
+                source,
+            },
+        )?;
         let partition = Arc::new(Partition::new(PartitionParts {
             stream: name.to_string(),
             id,
@@ -291,7 +338,11 @@ impl Partitions {
         }
         let dir = self.stream_dir(name);
         if dir.exists() {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("deleting {}", dir.display()))?;
+            std::fs::remove_dir_all(&dir).map_err(|source| StreamError::Io {
+                op: "delete",
+                path: dir.clone(),
+                source,
+            })?;
         }
         tracing::info!(stream = name, "deleted stream");
         Ok(())
@@ -309,7 +360,7 @@ impl Partitions {
     }
 
     /// Forgets a deleted stream once its objects are gone, freeing its name.
-    pub fn forget_deleted(&self, name: &str) -> Result<()> {
+    pub fn forget_deleted(&self, name: &str) -> Result<(), CatalogError> {
         let mut catalog = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
         if catalog.get(name).is_some_and(|e| e.deleting) {
             catalog.update(name, None)?;

@@ -13,17 +13,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
 use floe_client::rest::Controlplane;
 use floe_replication::WireBatch;
 use floe_wire::frame::{
-    Frame, FrameHeader, FrameLimits, HEADER_LEN, Hello, Message, ProtocolVersion, RequestId,
+    EncodeError, Frame, FrameError, FrameHeader, FrameLimits, HEADER_LEN, Hello, Message,
+    MessageType, PayloadError, ProtocolVersion, RequestId,
 };
 use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
 use tokio::sync::{mpsc, watch};
 
 use crate::budget::ByteBudget;
+use crate::report::ErrorChain;
 
 /// The `Hello` name prefix that identifies a sending broker.
 const PEER_NAME: &str = "floe-peer ";
@@ -37,6 +38,48 @@ const QUEUE_BYTES: usize = 64 << 20;
 const SMALL_FRAME: usize = 4096;
 /// Pause before connecting to a peer again.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Why a peer could not be reached, or a peer stream was dropped. Logged, never sent: the
+/// replication protocol resends what matters.
+#[derive(Debug, thiserror::Error)]
+enum PeerError {
+    #[error("no peer address for broker {0}")]
+    NoAddress(u32),
+    #[error("cannot resolve {address}")]
+    Resolve {
+        address: Endpoint,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} resolves to nothing")]
+    NoSocketAddress(Endpoint),
+    #[error("cannot connect to {address}")]
+    Connect {
+        address: Endpoint,
+        #[source]
+        source: quinn::ConnectError,
+    },
+    #[error("the connection to a peer failed")]
+    Connection(#[from] quinn::ConnectionError),
+    #[error("cannot write to a peer")]
+    Write(#[from] quinn::WriteError),
+    #[error("cannot encode the peer Hello")]
+    Encode(#[from] EncodeError),
+    #[error("cannot read a peer stream")]
+    Read(#[from] quinn::ReadExactError),
+    #[error(transparent)]
+    Payload(#[from] crate::quic::PayloadError),
+    #[error("a malformed frame header")]
+    Header(#[from] FrameError),
+    #[error("a malformed frame payload")]
+    Message(#[from] PayloadError),
+    #[error("a peer stream from `{0}`, which names no broker")]
+    NotAPeer(String),
+    #[error("a peer stream starting with {0:?}")]
+    NoHello(MessageType),
+    #[error("not a replication message: {0:?}")]
+    NotReplication(floe_replication::PeerError),
+}
 
 /// One peer's queue: its frames, and the bytes they hold.
 #[derive(Debug, Clone)]
@@ -203,7 +246,7 @@ async fn send_loop(
                 }
             },
             Err(e) => {
-                tracing::debug!(peer = peer.get(), error = %e, "cannot reach peer");
+                tracing::debug!(peer = peer.get(), error = %ErrorChain(&e), "cannot reach peer");
                 peers.forget(peer);
             }
         }
@@ -215,22 +258,28 @@ async fn send_loop(
     }
 }
 
-async fn connect(peers: &Peers, peer: BrokerId) -> Result<quinn::SendStream> {
+async fn connect(peers: &Peers, peer: BrokerId) -> Result<quinn::SendStream, PeerError> {
     let address = peers
         .address(peer)
         .await
-        .with_context(|| format!("no peer address for broker {}", peer.get()))?;
+        .ok_or(PeerError::NoAddress(peer.get()))?;
     let host = address.host().to_string();
     let socket = tokio::net::lookup_host(address.as_str())
         .await
-        .with_context(|| format!("resolving {address}"))?
+        .map_err(|source| PeerError::Resolve {
+            address: address.clone(),
+            source,
+        })?
         .next()
-        .with_context(|| format!("{address} resolves to nothing"))?;
+        .ok_or_else(|| PeerError::NoSocketAddress(address.clone()))?;
     let connection = peers
         .endpoint
-        .connect_with(peers.client.clone(), socket, host.trim_matches(['[', ']']))?
-        .await
-        .with_context(|| format!("connecting to {address}"))?;
+        .connect_with(peers.client.clone(), socket, host.trim_matches(['[', ']']))
+        .map_err(|source| PeerError::Connect {
+            address: address.clone(),
+            source,
+        })?
+        .await?;
     let mut stream = connection.open_uni().await?;
     let hello = Message::Hello(Hello {
         min_version: 1,
@@ -280,7 +329,7 @@ async fn serve_connection<I: Inbox>(
         let inbox = inbox.clone();
         tokio::spawn(async move {
             if let Err(e) = serve_stream(stream, &limits, inbox.as_ref()).await {
-                tracing::debug!(%remote, error = %e, "peer stream ended");
+                tracing::debug!(%remote, error = %ErrorChain(&e), "peer stream ended");
             }
         });
     }
@@ -290,11 +339,12 @@ async fn serve_stream<I: Inbox>(
     mut stream: quinn::RecvStream,
     limits: &FrameLimits,
     inbox: &I,
-) -> Result<()> {
+) -> Result<(), PeerError> {
     let from = match read_message(&mut stream, limits).await? {
-        Some(Message::Hello(hello)) => sender(&hello.client_name)
-            .with_context(|| format!("a peer stream from `{}`", hello.client_name))?,
-        Some(other) => anyhow::bail!("a peer stream starting with {:?}", other.message_type()),
+        Some(Message::Hello(hello)) => {
+            sender(&hello.client_name).ok_or(PeerError::NotAPeer(hello.client_name))?
+        }
+        Some(other) => return Err(PeerError::NoHello(other.message_type())),
         None => return Ok(()),
     };
     while let Some(message) = read_message(&mut stream, limits).await? {
@@ -302,7 +352,7 @@ async fn serve_stream<I: Inbox>(
             Ok((stream_name, partition, message)) => {
                 inbox.deliver(from, &stream_name, partition, message);
             }
-            Err(e) => anyhow::bail!("not a replication message: {e:?}"),
+            Err(e) => return Err(PeerError::NotReplication(e)),
         }
     }
     Ok(())
@@ -320,14 +370,17 @@ fn sender(name: &str) -> Option<BrokerId> {
 async fn read_message(
     stream: &mut quinn::RecvStream,
     limits: &FrameLimits,
-) -> Result<Option<Message>> {
+) -> Result<Option<Message>, PeerError> {
     let mut head = [0u8; HEADER_LEN];
     match stream.read_exact(&mut head).await {
         Ok(()) => {}
         Err(quinn::ReadExactError::FinishedEarly(0)) => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let header = FrameHeader::decode(&head, limits)?.context("a whole header did not decode")?;
+    // A whole header always decodes to a header or an error.
+    let Some(header) = FrameHeader::decode(&head, limits)? else {
+        return Ok(None);
+    };
     let payload = crate::quic::read_payload(stream, header.payload_len as usize).await?;
     let frame = Frame { header, payload };
     Ok(Some(frame.message(limits)?))

@@ -6,10 +6,47 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
 use bytes::Bytes;
 use floe_wire::BufferPool;
 use tokio::sync::watch;
+
+/// Why an endpoint could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum QuicError {
+    #[error("cannot bind {listen}")]
+    Bind {
+        listen: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no async runtime to drive QUIC")]
+    NoRuntime,
+    #[error("cannot create the QUIC endpoint")]
+    Create(#[source] std::io::Error),
+    #[error("cannot {op} the stateless-reset key {path}")]
+    ResetKey {
+        op: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the stateless-reset key {path} holds {len} bytes, not 32")]
+    ResetKeyLength {
+        path: std::path::PathBuf,
+        len: usize,
+    },
+    #[error("no system randomness for the stateless-reset key")]
+    NoRandomness,
+}
+
+/// Why a frame's payload could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    #[error(transparent)]
+    Read(#[from] quinn::ReadError),
+    #[error("the stream ended {filled} bytes into a {len}-byte payload")]
+    EndedEarly { filled: usize, len: usize },
+}
 
 /// Creates the QUIC endpoint with socket buffers large enough not to drop packets at speed.
 ///
@@ -20,42 +57,51 @@ pub fn endpoint(
     listen: SocketAddr,
     config: quinn::ServerConfig,
     reset_key: &[u8],
-) -> Result<quinn::Endpoint> {
-    let socket = std::net::UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
+) -> Result<quinn::Endpoint, QuicError> {
+    let socket =
+        std::net::UdpSocket::bind(listen).map_err(|source| QuicError::Bind { listen, source })?;
     set_socket_buffers(&socket);
-    let runtime = quinn::default_runtime().context("no async runtime")?;
+    let runtime = quinn::default_runtime().ok_or(QuicError::NoRuntime)?;
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset_key);
     let endpoint_config =
         floe_client::datagrams::endpoint_config(quinn::EndpointConfig::new(Arc::new(key)));
-    quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime)
-        .context("creating the QUIC endpoint")
+    quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime).map_err(QuicError::Create)
 }
 
 /// The stateless-reset key in `data_dir/reset-key`, created (32 random bytes, mode 0600) when
 /// missing.
-pub fn load_reset_key(data_dir: &Path) -> Result<Vec<u8>> {
+pub fn load_reset_key(data_dir: &Path) -> Result<Vec<u8>, QuicError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let path = data_dir.join("reset-key");
+    let failed = |op| {
+        let path = path.clone();
+        move |source| QuicError::ResetKey { op, path, source }
+    };
     match std::fs::read(&path) {
         Ok(key) if key.len() == 32 => return Ok(key),
-        Ok(key) => anyhow::bail!("{} holds {} bytes, not 32", path.display(), key.len()),
+        Ok(key) => {
+            return Err(QuicError::ResetKeyLength {
+                path,
+                len: key.len(),
+            });
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => return Err(failed("read")(e)),
     }
     let mut key = vec![0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-        .map_err(|_| anyhow::anyhow!("no system randomness"))?;
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("creating {}", data_dir.display()))?;
+        .map_err(|_| QuicError::NoRandomness)?;
+    std::fs::create_dir_all(data_dir).map_err(failed("create the directory of"))?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(&key)?;
-    file.sync_all()?;
+        .map_err(failed("create"))?;
+    file.write_all(&key).map_err(failed("write"))?;
+    file.sync_all().map_err(failed("sync"))?;
+    crate::state_file::sync_dir(data_dir).map_err(failed("sync the directory of"))?;
     Ok(key)
 }
 
@@ -109,12 +155,15 @@ static BUFFERS: BufferPool = BufferPool::new(16, 2 << 20);
 /// The next `len` bytes of `recv`: a frame's payload. Copied once out of QUIC's chunks into
 /// a reused buffer (never zero-filled first, and free of page faults once the pool is warm),
 /// or handed over as is when one chunk holds it all.
-pub(crate) async fn read_payload(recv: &mut quinn::RecvStream, len: usize) -> Result<Bytes> {
+pub(crate) async fn read_payload(
+    recv: &mut quinn::RecvStream,
+    len: usize,
+) -> Result<Bytes, PayloadError> {
     let mut payload = None;
     let mut filled = 0;
     while filled < len {
         let Some(chunk) = recv.read_chunk(len - filled, true).await? else {
-            anyhow::bail!("the stream ended {filled} bytes into a {len}-byte payload");
+            return Err(PayloadError::EndedEarly { filled, len });
         };
         if chunk.bytes.len() == len {
             return Ok(chunk.bytes);

@@ -18,18 +18,56 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use floe_client::{Client, ClientConfig};
-use floe_tier::{PartitionPath, RequestObserver, TierReader, TierStore};
-use floe_wire::frame::{ConnectionLimits, ErrorCode, Message};
+use floe_tier::{PartitionPath, RequestObserver, TierReader};
+use floe_wire::frame::{ConnectionLimits, Message};
 use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
-use crate::server::{self, Service};
+use crate::server::{self, Refusal, Service};
 use crate::tiering::{self, TierSettings};
 use crate::tls::{self, CertificatePaths};
 use follow::Tail;
+
+/// Why a read replica could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadReplicaError {
+    #[error("the read replica id `{0}` is not 1 to 64 bytes of [A-Za-z0-9._-]")]
+    InvalidId(String),
+    #[error("cannot create {path}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tiering(#[from] crate::tiering::TieringError),
+    #[error("cannot open the tier cache")]
+    Cache(#[source] floe_tier::TierError),
+    #[error("the controlplane URL")]
+    ControlplaneUrl(#[source] floe_client::rest::RestError),
+    #[error("cannot reach the brokers through {controlplane}: {why}")]
+    NoBrokers { controlplane: String, why: String },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Quic(#[from] crate::quic::QuicError),
+    #[error("cannot read the bound address")]
+    LocalAddr(#[source] std::io::Error),
+    #[error("the advertised address `{address}` is not host:port")]
+    Advertised {
+        address: String,
+        #[source]
+        source: floe_wire::EndpointError,
+    },
+    #[error("registering with the controlplane")]
+    Register(#[source] floe_client::rest::RestError),
+    #[error(transparent)]
+    OperatorsPort(#[from] crate::operators::OperatorsPortError),
+}
+
+type Result<T, E = ReadReplicaError> = std::result::Result<T, E>;
 
 /// Everything a read replica needs to start.
 #[derive(Debug, Clone)]
@@ -191,21 +229,13 @@ impl Service for ReplicaState {
                     .await
                 {
                     Ok(answer) => answer,
-                    Err(e) => server::error(ErrorCode::LeaderNotAvailable, e.to_string()),
+                    Err(e) => Refusal::LeaderUnreachable(e.to_string()).into(),
                 }
             }
             Message::Produce(_) | Message::CreateStream(_) | Message::DeleteStream(_) => {
-                server::error(
-                    ErrorCode::NotLeader,
-                    "a read replica serves fetches only; publish and administer through the \
-                     brokers"
-                        .into(),
-                )
+                Refusal::FetchesOnly.into()
             }
-            other => server::error(
-                ErrorCode::InvalidRequest,
-                format!("{:?} is not a request", other.message_type()),
-            ),
+            other => Refusal::NotARequest(other.message_type()).into(),
         }
     }
 }
@@ -239,14 +269,15 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
     if let Some(id) = &settings.replica_id {
         // Also a directory name: not `.` or `..`.
         let valid = floe_wire::admin::valid_read_replica_id(id) && id != "." && id != "..";
-        anyhow::ensure!(
-            valid,
-            "the replica id `{id}` is not 1 to 64 bytes of [A-Za-z0-9._-]"
-        );
+        if !valid {
+            return Err(ReadReplicaError::InvalidId(id.clone()));
+        }
         settings.data_dir = settings.data_dir.join(id);
     }
-    std::fs::create_dir_all(&settings.data_dir)
-        .with_context(|| format!("creating {}", settings.data_dir.display()))?;
+    std::fs::create_dir_all(&settings.data_dir).map_err(|source| ReadReplicaError::DataDir {
+        path: settings.data_dir.clone(),
+        source,
+    })?;
     let metrics = Metrics::new();
     let mut reader_config = settings.tier.reader.clone();
     reader_config.disk_cache = tiering::disk_cache(
@@ -254,29 +285,31 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
         tiering::cache_disk_bytes(settings.tier_cache_disk_bytes, &settings.tier.url),
         reader_config.chunk_bytes,
     );
-    let store = TierStore::open(&settings.tier.url, &settings.tier.s3)
-        .with_context(|| format!("opening object storage {}", settings.tier.url))?
-        .with_observer(RequestObserver(Arc::new(|_, _| {})));
+    let store =
+        tiering::open_store(&settings.tier)?.with_observer(RequestObserver(Arc::new(|_, _| {})));
     let reader = TierReader::new(store, reader_config)
         .await
-        .context("opening the tier cache")?;
+        .map_err(ReadReplicaError::Cache)?;
 
     let rest =
         floe_client::rest::Controlplane::new(&settings.controlplane, settings.admin_token.clone())
-            .context("the controlplane URL")?;
+            .map_err(ReadReplicaError::ControlplaneUrl)?;
     let brokers = connect_brokers(&rest, &settings).await?;
 
     let transport = tls::transport_config(256, Duration::from_secs(30))?;
     let config = tls::server_config(&settings.certificates, transport)?;
     let reset_key = crate::quic::load_reset_key(&settings.data_dir)?;
     let endpoint = crate::quic::endpoint(settings.listen, config, &reset_key)?;
-    let quic_addr = endpoint.local_addr()?;
+    let quic_addr = endpoint.local_addr().map_err(ReadReplicaError::LocalAddr)?;
     let advertised = settings
         .advertised
         .clone()
         .unwrap_or_else(|| quic_addr.to_string());
     let advertised =
-        Endpoint::new(advertised).context("the advertised address is not host:port")?;
+        Endpoint::new(advertised.clone()).map_err(|source| ReadReplicaError::Advertised {
+            address: advertised,
+            source,
+        })?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let state = Arc::new(ReplicaState {
@@ -306,7 +339,10 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
                 );
             }
         })));
-        let (bound, handle) = crate::metrics::serve(metrics.clone(), addr).await?;
+        // Registered by now: ready from the first probe.
+        let readiness = crate::operators::Readiness::default();
+        readiness.set_ready();
+        let (bound, handle) = crate::operators::serve(metrics.clone(), readiness, addr).await?;
         metrics_addr = Some(bound);
         tasks.push(handle);
     }
@@ -362,10 +398,10 @@ async fn connect_brokers(
                 Ok(_) => "no live broker answered".to_owned(),
                 Err(e) => e.to_string(),
             };
-            anyhow::bail!(
-                "cannot reach the brokers through {}: {why}",
-                settings.controlplane
-            );
+            return Err(ReadReplicaError::NoBrokers {
+                controlplane: settings.controlplane.clone(),
+                why,
+            });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

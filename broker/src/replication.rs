@@ -26,6 +26,7 @@ use crate::partition::replica::{
 };
 use crate::partitions::Partitions;
 use crate::peer::{self, Peers};
+use crate::report::ErrorChain;
 
 /// File in the partition's directory holding the newest epoch this replica promised.
 const PROMISE_FILE: &str = "replica-promise";
@@ -101,15 +102,51 @@ impl peer::Inbox for Replication {
     }
 }
 
+/// Why a replica's driver stopped: a fault it cannot carry out. The replica takes no
+/// further part until the partition is opened again; the others go on without it.
+#[derive(Debug, thiserror::Error)]
+enum Fault {
+    #[error("cannot read the replica's promise {path}")]
+    ReadPromise {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the replica's promise {path} holds `{text}`, not an epoch")]
+    BadPromise { path: PathBuf, text: String },
+    #[error("persisting the promise of epoch {epoch}")]
+    PersistPromise {
+        epoch: u32,
+        #[source]
+        source: crate::state_file::StateFileError,
+    },
+    #[error("epoch {0} out of range")]
+    EpochOutOfRange(u64),
+    #[error("cannot {op}")]
+    Log {
+        op: String,
+        #[source]
+        source: floe_hot_log::LogError,
+    },
+}
+
+fn log_fault(op: impl Into<String>) -> impl FnOnce(floe_hot_log::LogError) -> Fault {
+    let op = op.into();
+    move |source| Fault::Log { op, source }
+}
+
 /// Reads the promise file; 0 when there is none yet.
-fn read_promise(path: &PathBuf) -> anyhow::Result<u32> {
+fn read_promise(path: &PathBuf) -> Result<u32, Fault> {
     match std::fs::read_to_string(path) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map_err(|e| anyhow::anyhow!("{} holds `{}`: {e}", path.display(), text.trim())),
+        Ok(text) => text.trim().parse().map_err(|_| Fault::BadPromise {
+            path: path.clone(),
+            text: text.trim().to_string(),
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(e.into()),
+        Err(source) => Err(Fault::ReadPromise {
+            path: path.clone(),
+            source,
+        }),
     }
 }
 
@@ -132,7 +169,7 @@ struct Driver {
     checkpointed: u64,
     last_checkpoint: Instant,
     /// A fault the driver cannot carry out; the replica stops taking part.
-    failed: Option<String>,
+    failed: Option<Fault>,
 }
 
 async fn run(partition: Arc<Partition>, inbox: DriverInbox, context: Replication) {
@@ -170,7 +207,7 @@ async fn run(partition: Arc<Partition>, inbox: DriverInbox, context: Replication
         }
     }
     if let Some(reason) = &driver.failed {
-        tracing::error!(stream = %driver.stream, partition = driver.partition.id(), %reason, "replica stopped");
+        tracing::error!(stream = %driver.stream, partition = driver.partition.id(), reason = %ErrorChain(reason), "replica stopped");
     }
     *shared.lock() = None;
     shared
@@ -198,7 +235,7 @@ async fn recover(
     let promised = match read_promise(&promise_path) {
         Ok(promised) => promised,
         Err(e) => {
-            tracing::error!(%stream, partition = partition.id(), error = %e, "cannot read the replica's promise");
+            tracing::error!(%stream, partition = partition.id(), error = %ErrorChain(&e), "cannot read the replica's promise");
             return None;
         }
     };
@@ -232,7 +269,7 @@ async fn recover(
 impl Driver {
     fn assign(&mut self, assignment: &Assignment) {
         let Ok(epoch) = u32::try_from(assignment.epoch) else {
-            self.failed = Some(format!("epoch {} out of range", assignment.epoch));
+            self.failed = Some(Fault::EpochOutOfRange(assignment.epoch));
             return;
         };
         let me = self.context.me;
@@ -330,13 +367,15 @@ impl Driver {
         });
     }
 
-    fn carry_out(&mut self, output: Output<WireBatch>) -> Result<(), String> {
+    fn carry_out(&mut self, output: Output<WireBatch>) -> Result<(), Fault> {
         let log = self.partition.log();
         match output {
             Output::PersistEpoch(epoch) => {
                 let path = self.promise_path.clone();
-                blocking(|| crate::catalog::write_atomically(&path, epoch.to_string().as_bytes()))
-                    .map_err(|e| format!("persisting the promise of epoch {epoch}: {e:#}"))?;
+                blocking(|| {
+                    crate::state_file::write_atomically(&path, epoch.to_string().as_bytes())
+                })
+                .map_err(|source| Fault::PersistPromise { epoch, source })?;
             }
             Output::Send { to, message } => {
                 let wire = to_wire(&self.stream, PartitionId::new(self.partition.id()), message);
@@ -345,13 +384,13 @@ impl Driver {
             Output::Write(batches) => {
                 for batch in batches {
                     log.append_replicated(batch.bytes())
-                        .map_err(|e| format!("appending a replicated batch: {e}"))?;
+                        .map_err(log_fault("append a replicated batch"))?;
                 }
             }
             Output::Truncate(to) => {
                 self.shared.recent().clear();
                 blocking(|| log.truncate(Offset::new(to)))
-                    .map_err(|e| format!("truncating at {to}: {e}"))?;
+                    .map_err(log_fault(format!("truncate at {to}")))?;
                 self.context.metrics.replica_truncations.inc();
                 tracing::info!(stream = %self.stream, partition = self.partition.id(), to, "truncated a tail the leader does not hold");
             }
@@ -360,7 +399,7 @@ impl Driver {
                 // The leader's local log starts above where the two logs agree: everything
                 // below `start` is committed and in object storage.
                 blocking(|| log.reset(Offset::new(start), base_epoch))
-                    .map_err(|e| format!("resetting the log to start at {start}: {e}"))?;
+                    .map_err(log_fault(format!("reset the log to start at {start}")))?;
                 self.context.metrics.replica_resets.inc();
                 tracing::warn!(stream = %self.stream, partition = self.partition.id(), start, "reset the log to the leader's start");
             }
@@ -369,7 +408,7 @@ impl Driver {
                 // Under the append lock (this is a step): before any producer's append.
                 let (appended, batch) = log
                     .append_control(ControlKind::EpochStart, epoch, clock::now_ms())
-                    .map_err(|e| format!("appending the start of epoch {epoch}: {e}"))?;
+                    .map_err(log_fault(format!("append the start of epoch {epoch}")))?;
                 if !self.replica.follower_progress().is_empty() {
                     self.shared
                         .recent()
@@ -445,7 +484,7 @@ impl Driver {
                 self.checkpointed = checkpoint;
                 self.last_checkpoint = Instant::now();
             }
-            Err(e) => self.failed = Some(format!("checkpointing the high watermark: {e}")),
+            Err(e) => self.failed = Some(log_fault("checkpoint the high watermark")(e)),
         }
     }
 }

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use floe_hot_log::{LogConfig, SyncActivity};
 use floe_tier::{RequestKind, RequestObserver, YieldToSyncs};
 use floe_wire::frame::ConnectionLimits;
@@ -30,6 +29,41 @@ use crate::tiering::{self, TierSettings, Tiering};
 use crate::tls::{self, CertificatePaths};
 
 pub use crate::session::ControlplaneSettings;
+
+/// Why a broker could not start, or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid connection limits: {0}")]
+    Limits(String),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Quic(#[from] crate::quic::QuicError),
+    #[error("cannot open the peer port")]
+    PeerPort(#[source] crate::quic::QuicError),
+    #[error("a peer port needs a controlplane")]
+    PeerWithoutControlplane,
+    #[error("cannot read a bound address")]
+    LocalAddr(#[source] std::io::Error),
+    #[error("the advertised address `{address}` is not host:port")]
+    Advertised {
+        address: String,
+        #[source]
+        source: floe_wire::EndpointError,
+    },
+    #[error(transparent)]
+    Session(#[from] crate::session::SessionError),
+    #[error(transparent)]
+    Tiering(#[from] crate::tiering::TieringError),
+    #[error(transparent)]
+    Partitions(#[from] crate::partitions::StreamError),
+    #[error(transparent)]
+    OperatorsPort(#[from] crate::operators::OperatorsPortError),
+    #[error("closing the logs failed")]
+    Close(#[source] tokio::task::JoinError),
+}
+
+type Result<T, E = StartError> = std::result::Result<T, E>;
 
 /// Everything a broker needs to start.
 #[derive(Debug, Clone)]
@@ -141,7 +175,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
     settings
         .limits
         .check()
-        .map_err(|e| anyhow::anyhow!("invalid connection limits: {e}"))?;
+        .map_err(|e| StartError::Limits(e.to_string()))?;
     let metrics = Metrics::new();
     let (partitions, tiering, syncs) = open_partitions(&settings, &metrics).await?;
 
@@ -150,13 +184,16 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let config = tls::server_config(&settings.certificates, transport)?;
     let reset_key = crate::quic::load_reset_key(&settings.data_dir)?;
     let endpoint = crate::quic::endpoint(settings.listen, config, &reset_key)?;
-    let quic_addr = endpoint.local_addr()?;
+    let quic_addr = endpoint.local_addr().map_err(StartError::LocalAddr)?;
     let advertised = settings
         .advertised
         .clone()
         .unwrap_or_else(|| quic_addr.to_string());
     let advertised =
-        Endpoint::new(advertised).context("the advertised address is not host:port")?;
+        Endpoint::new(advertised.clone()).map_err(|source| StartError::Advertised {
+            address: advertised,
+            source,
+        })?;
     let (session, peer_endpoint) = join_cluster(&settings, &reset_key, &advertised).await?;
     let broker_id = session
         .as_ref()
@@ -195,9 +232,11 @@ pub async fn start(settings: Settings) -> Result<Running> {
         fetch_bytes_per_connection: settings.fetch_bytes_per_connection,
         history_rate: HistoryRate::new(settings.history_read_bytes_per_second),
     }));
+    let readiness = crate::operators::Readiness::default();
     let (metrics_addr, metrics_server) = match settings.metrics_listen {
         Some(addr) => {
-            let (bound, handle) = crate::metrics::serve(layers.metrics.clone(), addr).await?;
+            let (bound, handle) =
+                crate::operators::serve(layers.metrics.clone(), readiness.clone(), addr).await?;
             (Some(bound), Some(handle))
         }
         None => (None, None),
@@ -211,6 +250,18 @@ pub async fn start(settings: Settings) -> Result<Running> {
         peer_server,
         &shutdown_rx,
     );
+    match &layers.session {
+        // Ready once the controlplane's assignments are applied: until then the broker may
+        // not serve the partitions it was given.
+        Some(session) => {
+            let session = session.clone();
+            tokio::spawn(async move {
+                session.first_applied().await;
+                readiness.set_ready();
+            });
+        }
+        None => readiness.set_ready(),
+    }
     tracing::info!(%quic_addr, ?metrics_addr, data_dir = %settings.data_dir.display(), "broker serving");
     Ok(Running {
         quic_addr,
@@ -312,7 +363,8 @@ fn replication(
         session.controlplane().clone(),
         shutdown.clone(),
     ));
-    tracing::info!(peer_addr = %endpoint.local_addr()?, "peer port open");
+    let peer_addr = endpoint.local_addr().map_err(StartError::LocalAddr)?;
+    tracing::info!(%peer_addr, "peer port open");
     let replication = Replication::new(
         broker_id,
         metrics.clone(),
@@ -359,10 +411,10 @@ async fn join_cluster(
         (Some(peer), Some(_)) => {
             let config = tls::peer_server_config(&peer.tls)?;
             let endpoint = crate::quic::endpoint(peer.listen, config, reset_key)
-                .context("opening the peer port")?;
+                .map_err(StartError::PeerPort)?;
             Some((endpoint, tls::peer_client_config(&peer.tls)?))
         }
-        (Some(_), None) => anyhow::bail!("a peer port needs a controlplane"),
+        (Some(_), None) => return Err(StartError::PeerWithoutControlplane),
         _ => None,
     };
     let session = match &settings.controlplane {
@@ -371,7 +423,8 @@ async fn join_cluster(
             if controlplane.peer_endpoint.is_none()
                 && let Some((endpoint, _)) = &peer_endpoint
             {
-                controlplane.peer_endpoint = Some(endpoint.local_addr()?.to_string());
+                let local = endpoint.local_addr().map_err(StartError::LocalAddr)?;
+                controlplane.peer_endpoint = Some(local.to_string());
             }
             let session =
                 Session::connect(&controlplane, &settings.data_dir, advertised.clone()).await?;
@@ -403,7 +456,7 @@ async fn open_tiering(settings: &Settings, metrics: &Arc<Metrics>) -> Result<Tie
             })
             .observe(took.as_secs_f64());
     }));
-    Tiering::open(tier, observer).await
+    Ok(Tiering::open(tier, observer).await?)
 }
 
 /// Every second: segment ages and local retention on every partition, then the disk's
@@ -444,7 +497,9 @@ impl Running {
             handle.abort();
         }
         let partitions = self.partitions.clone();
-        tokio::task::spawn_blocking(move || partitions.close_all()).await?;
+        tokio::task::spawn_blocking(move || partitions.close_all())
+            .await
+            .map_err(StartError::Close)?;
         tracing::info!("broker stopped; every log synced and closed");
         Ok(())
     }

@@ -17,17 +17,35 @@ mod produce;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use anyhow::{Context, Result};
 use floe_wire::BrokerId;
 use floe_wire::frame::{
-    ConnectionLimits, ErrorCode, ErrorResponse, Frame, FrameHeader, HEADER_LEN, Hello, HelloAck,
-    Message, MessageType, ProtocolVersion, RequestId,
+    ConnectionLimits, Frame, FrameHeader, HEADER_LEN, Hello, HelloAck, Message, MessageType,
+    ProtocolVersion, RequestId,
 };
 use tokio::sync::{Semaphore, watch};
 
 use crate::metrics::{ErrorLabels, Metrics};
 
 pub(crate) use broker::{Broker, BrokerParts};
+pub(crate) use error_map::Refusal;
+
+/// Why a request stream was dropped without an answer (logged at debug: the client sees its
+/// stream reset or the connection gone).
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    #[error("cannot read the request")]
+    Read(#[from] quinn::ReadExactError),
+    #[error(transparent)]
+    Payload(#[from] crate::quic::PayloadError),
+    #[error("the connection is closing")]
+    Closing,
+    #[error("cannot encode the answer")]
+    Encode(#[from] floe_wire::frame::EncodeError),
+    #[error("cannot write the answer")]
+    Write(#[from] quinn::WriteError),
+    #[error("cannot finish the answer")]
+    Finish(#[from] quinn::ClosedStream),
+}
 
 /// What a QUIC server on the client protocol answers: a broker, or a read replica. The
 /// connection handling (the `Hello` handshake, framing, memory bounds, shutdown) is the same
@@ -101,7 +119,7 @@ async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<
         tickets += 1;
         tokio::spawn(async move {
             if let Err(e) = serve_stream(&state, &conn, ticket, send, recv).await {
-                tracing::debug!(%remote, error = %e, "stream ended with an error");
+                tracing::debug!(%remote, error = %crate::report::ErrorChain(&e), "stream ended with an error");
             }
         });
     }
@@ -114,27 +132,24 @@ async fn serve_stream<S: Service>(
     ticket: u64,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
-) -> Result<()> {
+) -> Result<(), ExchangeError> {
     let turn = order::Turn::new(&conn.order, ticket);
     let limits = state.limits().frame_limits();
     let mut head = [0u8; HEADER_LEN];
     recv.read_exact(&mut head).await?;
     let header = match FrameHeader::decode(&head, &limits) {
         Ok(Some(header)) => header,
-        Ok(None) => anyhow::bail!("a whole header did not decode"),
+        // A whole header always decodes to a header or an error.
+        Ok(None) => return Ok(()),
         Err(e) => {
             // Framing is lost on this stream: answer once, then stop reading it.
-            let error = ErrorResponse {
-                code: e.error_code(),
-                message: e.to_string(),
-                details: None,
-            };
+            let refusal = Message::from(Refusal::Frame(e));
             respond(
                 state,
                 &mut send,
                 ProtocolVersion::V1,
                 RequestId::new(0),
-                Message::Error(error),
+                refusal,
             )
             .await?;
             let _ = recv.stop(0u32.into());
@@ -156,7 +171,7 @@ async fn serve_stream<S: Service>(
         .in_flight
         .acquire_many(u32::try_from(payload_len).unwrap_or(u32::MAX))
         .await
-        .context("connection closing")?;
+        .map_err(|_| ExchangeError::Closing)?;
     let payload = crate::quic::read_payload(&mut recv, payload_len).await?;
     let frame = Frame { header, payload };
     let message = frame.message(&limits);
@@ -169,7 +184,7 @@ async fn serve_stream<S: Service>(
                 conn.fetch_budget
                     .acquire_many(want)
                     .await
-                    .context("connection closing")?,
+                    .map_err(|_| ExchangeError::Closing)?,
             )
         }
         _ => None,
@@ -180,7 +195,7 @@ async fn serve_stream<S: Service>(
             handle(state, conn, Message::Fetch(fetch), started, None).await
         }
         Ok(message) => handle(state, conn, message, started, turn).await,
-        Err(e) => error(e.error_code(), e.to_string()),
+        Err(e) => Refusal::Payload(e).into(),
     };
     // Read after the request is handled: a `HelloAck` goes out in the version it negotiated.
     let version = conn
@@ -194,18 +209,13 @@ async fn serve_stream<S: Service>(
 /// Negotiates the connection's version, once: a repeated `Hello` is refused, and the
 /// connection keeps the version it negotiated first.
 fn answer_hello<S: Service>(state: &S, conn: &Connection, hello: &Hello) -> Message {
-    let answered = || {
-        error(
-            ErrorCode::InvalidRequest,
-            "Hello was already answered on this connection".into(),
-        )
-    };
+    let answered = || Message::from(Refusal::HelloRepeated);
     if conn.version.get().is_some() {
         return answered();
     }
     let version = match floe_wire::frame::negotiate(hello.min_version, hello.max_version) {
         Ok(version) => version,
-        Err(e) => return error(ErrorCode::UnsupportedVersion, e.to_string()),
+        Err(e) => return Refusal::Version(e).into(),
     };
     // Two Hellos racing on two streams: the first one's version stands.
     if conn.version.set(version).is_err() {
@@ -229,21 +239,12 @@ async fn handle<S: Service>(
         return answer_hello(state.as_ref(), conn, hello);
     }
     if conn.version.get().is_none() {
-        return error(ErrorCode::HandshakeRequired, "send Hello first".into());
+        return Refusal::HandshakeRequired.into();
     }
     if *state.shutdown().borrow() {
-        return error(ErrorCode::ShuttingDown, "shutting down".into());
+        return Refusal::ShuttingDown.into();
     }
     state.answer(message, started, turn).await
-}
-
-/// An `Error` message.
-pub(crate) fn error(code: ErrorCode, message: String) -> Message {
-    Message::Error(ErrorResponse {
-        code,
-        message,
-        details: None,
-    })
 }
 
 async fn respond<S: Service>(
@@ -252,7 +253,7 @@ async fn respond<S: Service>(
     version: ProtocolVersion,
     request_id: RequestId,
     response: Message,
-) -> Result<()> {
+) -> Result<(), ExchangeError> {
     if let Message::Error(e) = &response {
         state
             .metrics()
@@ -266,9 +267,7 @@ async fn respond<S: Service>(
         Ok(encoded) => encoded,
         Err(e) => {
             tracing::error!(error = %e, "could not encode a response");
-            error(ErrorCode::Internal, "response encoding failed".into())
-                .encode_chunks(version, request_id)
-                .context("encoding an error response")?
+            Message::from(Refusal::Encoding).encode_chunks(version, request_id)?
         }
     };
     let mut chunks = encoded.into_chunks();

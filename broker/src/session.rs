@@ -18,17 +18,45 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use floe_client::rest::{Controlplane, RestError};
 use floe_wire::admin::RegisterBrokerRequest;
 use floe_wire::{BrokerId, Endpoint};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::catalog::write_atomically;
+use crate::state_file::{StateFileError, write_atomically};
 
 pub(crate) use assignments::{Holdings, follow_assignments};
 pub(crate) use heartbeat::heartbeat;
+
+/// Why the session could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("the controlplane URL")]
+    Url(#[source] RestError),
+    #[error("the peer address `{address}`")]
+    PeerAddress {
+        address: String,
+        #[source]
+        source: floe_wire::EndpointError,
+    },
+    #[error("cannot read the broker's identity {path}")]
+    ReadIdentity {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a broker identity")]
+    ParseIdentity {
+        path: std::path::PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    WriteIdentity(#[from] StateFileError),
+    #[error("registering with the controlplane")]
+    Register(#[source] RestError),
+}
 
 /// How this broker reaches its controlplane.
 #[derive(Debug, Clone)]
@@ -56,12 +84,12 @@ pub(crate) struct Session {
     registration: RegisterBrokerRequest,
     /// The epoch of every partition this broker leads, from the assignments last applied.
     epochs: Mutex<HashMap<(String, u32), u64>>,
-    /// The assignment version last applied in full.
-    applied: watch::Sender<u64>,
+    /// The assignment version last applied in full; `None` before the first.
+    applied: watch::Sender<Option<u64>>,
 }
 
 /// The broker's identity, kept in `<data-dir>/broker.json` once the controlplane gives it.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Identity {
     broker_id: BrokerId,
@@ -75,10 +103,16 @@ impl Session {
         settings: &ControlplaneSettings,
         data_dir: &Path,
         client_endpoint: Endpoint,
-    ) -> Result<Session> {
-        let controlplane = Controlplane::new(&settings.url, settings.admin_token.clone())?;
+    ) -> Result<Session, SessionError> {
+        let controlplane = Controlplane::new(&settings.url, settings.admin_token.clone())
+            .map_err(SessionError::Url)?;
         let peer_endpoint = match &settings.peer_endpoint {
-            Some(peer) => Endpoint::new(peer.clone()).context("the peer address")?,
+            Some(peer) => {
+                Endpoint::new(peer.clone()).map_err(|source| SessionError::PeerAddress {
+                    address: peer.clone(),
+                    source,
+                })?
+            }
             None => client_endpoint.clone(),
         };
         let mut registration = RegisterBrokerRequest {
@@ -90,20 +124,24 @@ impl Session {
         let path = data_dir.join("broker.json");
         let broker_id = match std::fs::read(&path) {
             Ok(bytes) => {
-                let identity: Identity = serde_json::from_slice(&bytes)
-                    .with_context(|| format!("parsing {}", path.display()))?;
+                let identity: Identity = serde_json::from_slice(&bytes).map_err(|source| {
+                    SessionError::ParseIdentity {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
                 identity.broker_id
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let id = register_until_answered(&controlplane, &registration).await?;
-                let bytes = serde_json::to_vec_pretty(&Identity { broker_id: id })?;
-                write_atomically(&path, &bytes)?;
+                let bytes = format!("{{\n  \"broker_id\": {}\n}}\n", id.get());
+                write_atomically(&path, bytes.as_bytes())?;
                 id
             }
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            Err(source) => return Err(SessionError::ReadIdentity { path, source }),
         };
         registration.broker_id = Some(broker_id);
-        let (applied, _) = watch::channel(0);
+        let (applied, _) = watch::channel(None);
         Ok(Session {
             controlplane,
             broker_id,
@@ -138,6 +176,13 @@ impl Session {
         done()
     }
 
+    /// Waits until a first version of the assignments is applied in full: until then the
+    /// broker may not yet serve what the controlplane gave it.
+    pub(crate) async fn first_applied(&self) {
+        let mut applied = self.applied.subscribe();
+        let _ = applied.wait_for(Option::is_some).await;
+    }
+
     fn epoch(&self, stream: &str, partition: u32) -> Option<u64> {
         let epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
         epochs.get(&(stream.to_string(), partition)).copied()
@@ -147,7 +192,7 @@ impl Session {
 async fn register_until_answered(
     controlplane: &Controlplane,
     registration: &RegisterBrokerRequest,
-) -> Result<BrokerId> {
+) -> Result<BrokerId, SessionError> {
     let mut warned = false;
     loop {
         match controlplane.register_broker(registration).await {
@@ -166,7 +211,7 @@ async fn register_until_answered(
                 }
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
-            Err(e) => return Err(e).context("registering with the controlplane"),
+            Err(e) => return Err(SessionError::Register(e)),
         }
     }
 }

@@ -12,11 +12,34 @@ mod schedule;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use floe_tier::{
-    Collector, DiskCacheConfig, ReaderConfig, RequestObserver, S3Settings, TierReader, TierStore,
-    UploaderConfig,
+    Collector, DiskCacheConfig, ReaderConfig, RequestObserver, S3Settings, TierError, TierReader,
+    TierStore, UploaderConfig,
 };
+
+/// Why tiering could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TieringError {
+    #[error("cannot {op} the objects directory {path}")]
+    LocalDirectory {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not an absolute path")]
+    NotAbsolute(PathBuf),
+    #[error("cannot open object storage {url}")]
+    Store {
+        url: String,
+        #[source]
+        source: TierError,
+    },
+    #[error("cannot open the tier cache")]
+    Cache(#[source] TierError),
+    #[error("cannot set up the collector")]
+    Collector(#[source] TierError),
+}
 
 /// Where and how a broker tiers.
 #[derive(Debug, Clone)]
@@ -67,16 +90,26 @@ impl Default for TierSettings {
 
 impl TierSettings {
     /// The URL of the embedded default: a directory under the data directory.
-    pub fn local_url(data_dir: &Path) -> Result<String> {
+    pub fn local_url(data_dir: &Path) -> Result<String, TieringError> {
         let dir = data_dir.join("objects");
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let dir = dir
-            .canonicalize()
-            .with_context(|| format!("resolving {}", dir.display()))?;
+        let failed = |op| {
+            let path = dir.clone();
+            move |source| TieringError::LocalDirectory { op, path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(failed("create"))?;
+        let dir = dir.canonicalize().map_err(failed("resolve"))?;
         url::Url::from_directory_path(&dir)
             .map(|u| u.to_string())
-            .map_err(|()| anyhow::anyhow!("{} is not an absolute path", dir.display()))
+            .map_err(|()| TieringError::NotAbsolute(dir))
     }
+}
+
+/// Opens the object store `settings` name.
+pub(crate) fn open_store(settings: &TierSettings) -> Result<TierStore, TieringError> {
+    TierStore::open(&settings.url, &settings.s3).map_err(|source| TieringError::Store {
+        url: settings.url.clone(),
+        source,
+    })
 }
 
 /// The tier cache's disk half when no size is configured and the objects are remote.
@@ -114,15 +147,16 @@ pub(crate) struct Tiering {
 
 impl Tiering {
     /// Opens the store and the reader's cache; `observer` is told every request's duration.
-    pub(crate) async fn open(settings: TierSettings, observer: RequestObserver) -> Result<Tiering> {
-        let store = TierStore::open(&settings.url, &settings.s3)
-            .with_context(|| format!("opening object storage {}", settings.url))?
-            .with_observer(observer);
+    pub(crate) async fn open(
+        settings: TierSettings,
+        observer: RequestObserver,
+    ) -> Result<Tiering, TieringError> {
+        let store = open_store(&settings)?.with_observer(observer);
         let reader = TierReader::new(store.clone(), settings.reader.clone())
             .await
-            .context("opening the tier cache")?;
+            .map_err(TieringError::Cache)?;
         let grace = i64::try_from(settings.collect_grace.as_millis()).unwrap_or(i64::MAX);
-        let collector = Collector::new(store.clone(), grace)?;
+        let collector = Collector::new(store.clone(), grace).map_err(TieringError::Collector)?;
         Ok(Tiering {
             store,
             reader,
@@ -142,7 +176,7 @@ impl Tiering {
 
     /// Whether the store holds objects under `stream` (left by an earlier stream of that
     /// name, e.g. when a data directory was wiped but not the bucket).
-    pub(crate) async fn has_objects(&self, stream: &str) -> Result<bool> {
+    pub(crate) async fn has_objects(&self, stream: &str) -> Result<bool, TierError> {
         Ok(!self.store.list(stream).await?.is_empty())
     }
 }

@@ -5,9 +5,58 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Why certificates could not be made, read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot {op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read PEM from {path}")]
+    Pem {
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{path} holds no certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("a certificate in {path} is not usable")]
+    BadCertificate {
+        path: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("generating a development certificate")]
+    Generate(#[from] rcgen::Error),
+    #[error("the certificate and key do not match, or TLS cannot be set up")]
+    Rustls(#[from] rustls::Error),
+    #[error("the client CA cannot verify certificates")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("TLS 1.3 has no QUIC cipher suite here")]
+    CipherSuite(#[from] quinn::crypto::rustls::NoInitialCipherSuite),
+    #[error("idle timeout out of range")]
+    IdleTimeout(#[from] quinn::VarIntBoundsExceeded),
+}
+
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + use<> {
+    let path = path.to_path_buf();
+    move |source| TlsError::Io { op, path, source }
+}
+
+fn pem(path: &Path) -> impl FnOnce(rustls::pki_types::pem::Error) -> TlsError + '_ {
+    move |source| TlsError::Pem {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+type Result<T, E = TlsError> = std::result::Result<T, E>;
 
 /// The ALPN protocol id of Floe's client protocol, version 1.
 pub const ALPN: &[u8] = floe_wire::frame::ALPN;
@@ -42,11 +91,11 @@ impl DevCertificates {
         if certs.ca.exists() && certs.server.cert.exists() && certs.server.key.exists() {
             return Ok(certs);
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         let (ca_pem, cert_pem, key_pem) = generate_dev_certificates()?;
         write_private(&certs.server.key, key_pem.as_bytes())?;
-        std::fs::write(&certs.server.cert, cert_pem).context("writing the broker certificate")?;
-        std::fs::write(&certs.ca, ca_pem).context("writing the CA certificate")?;
+        std::fs::write(&certs.server.cert, cert_pem).map_err(io("write", &certs.server.cert))?;
+        std::fs::write(&certs.ca, ca_pem).map_err(io("write", &certs.ca))?;
         Ok(certs)
     }
 }
@@ -55,7 +104,7 @@ fn generate_dev_certificates() -> Result<(String, String, String)> {
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     };
-    let ca_key = KeyPair::generate().context("generating the CA key")?;
+    let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
         .distinguished_name
@@ -65,7 +114,7 @@ fn generate_dev_certificates() -> Result<(String, String, String)> {
     let ca_cert = ca_params.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca_params, ca_key);
 
-    let key = KeyPair::generate().context("generating the broker key")?;
+    let key = KeyPair::generate()?;
     let names = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
@@ -88,9 +137,8 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes)
-        .with_context(|| format!("writing {}", path.display()))?;
+        .map_err(io("create", path))?;
+    file.write_all(bytes).map_err(io("write", path))?;
     Ok(())
 }
 
@@ -99,16 +147,15 @@ pub fn load(
     paths: &CertificatePaths,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let chain = CertificateDer::pem_file_iter(&paths.cert)
-        .with_context(|| format!("reading {}", paths.cert.display()))?
+        .map_err(pem(&paths.cert))?
         .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("parsing {}", paths.cert.display()))?;
-    anyhow::ensure!(
-        !chain.is_empty(),
-        "{} holds no certificate",
-        paths.cert.display()
-    );
-    let key = PrivateKeyDer::from_pem_file(&paths.key)
-        .with_context(|| format!("reading {}", paths.key.display()))?;
+        .map_err(pem(&paths.cert))?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: paths.cert.clone(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_file(&paths.key).map_err(pem(&paths.key))?;
     Ok((chain, key))
 }
 
@@ -126,7 +173,7 @@ pub fn transport_config(
         .receive_window((64u32 * 1024 * 1024).into())
         .send_window(16 * 1024 * 1024)
         .keep_alive_interval(Some(idle_timeout / 3))
-        .max_idle_timeout(Some(idle_timeout.try_into().context("idle timeout")?));
+        .max_idle_timeout(Some(idle_timeout.try_into()?));
     floe_client::datagrams::discover_path_mtu(&mut transport);
     Ok(transport)
 }
@@ -141,8 +188,7 @@ pub fn server_config(
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .context("the certificate and key do not match")?;
+        .with_single_cert(chain, key)?;
     tls.alpn_protocols = vec![ALPN.to_vec()];
     tls.max_early_data_size = 0;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)?;
@@ -164,14 +210,19 @@ pub struct PeerTls {
 
 fn ca_roots(ca: &Path) -> Result<rustls::RootCertStore> {
     let mut roots = rustls::RootCertStore::empty();
-    for cert in
-        CertificateDer::pem_file_iter(ca).with_context(|| format!("reading {}", ca.display()))?
-    {
+    for cert in CertificateDer::pem_file_iter(ca).map_err(pem(ca))? {
         roots
-            .add(cert.with_context(|| format!("parsing {}", ca.display()))?)
-            .with_context(|| format!("a certificate in {}", ca.display()))?;
+            .add(cert.map_err(pem(ca))?)
+            .map_err(|source| TlsError::BadCertificate {
+                path: ca.to_path_buf(),
+                source,
+            })?;
     }
-    anyhow::ensure!(!roots.is_empty(), "{} holds no certificate", ca.display());
+    if roots.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: ca.to_path_buf(),
+        });
+    }
     Ok(roots)
 }
 
@@ -191,7 +242,7 @@ fn peer_transport() -> Result<quinn::TransportConfig> {
         .receive_window((64u32 * 1024 * 1024).into())
         .send_window(32 * 1024 * 1024)
         .keep_alive_interval(Some(idle / 3))
-        .max_idle_timeout(Some(idle.try_into().context("idle timeout")?));
+        .max_idle_timeout(Some(idle.try_into()?));
     floe_client::datagrams::discover_path_mtu(&mut transport);
     Ok(transport)
 }
@@ -205,13 +256,11 @@ pub fn peer_server_config(tls: &PeerTls) -> Result<quinn::ServerConfig> {
         Arc::new(ca_roots(&tls.ca)?),
         provider.clone(),
     )
-    .build()
-    .context("the peer CA")?;
+    .build()?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .context("the certificate and key do not match")?;
+        .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![PEER_ALPN.to_vec()];
     config.max_early_data_size = 0;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config)?;
@@ -228,8 +277,7 @@ pub fn peer_client_config(tls: &PeerTls) -> Result<quinn::ClientConfig> {
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_root_certificates(ca_roots(&tls.ca)?)
-        .with_client_auth_cert(chain, key)
-        .context("the certificate and key do not match")?;
+        .with_client_auth_cert(chain, key)?;
     config.alpn_protocols = vec![PEER_ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(config)?;
     let mut client = quinn::ClientConfig::new(Arc::new(crypto));

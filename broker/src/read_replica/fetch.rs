@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use floe_client::Error;
 use floe_wire::Offset;
-use floe_wire::frame::{ErrorCode, ErrorResponse, Fetch, FetchPosition, FetchResponse, Message};
+use floe_wire::frame::{ErrorResponse, Fetch, FetchPosition, FetchResponse, Message};
 
 use super::ReplicaState;
 use super::window::WindowRead;
 use crate::metrics::StreamLabels;
-use crate::server;
+use crate::server::{self, Refusal};
 
 /// How long a fetch from the earliest offset waits for a newly followed partition's first
 /// answer from its leader before the leader is asked instead.
@@ -73,13 +73,12 @@ async fn serve(state: &Arc<ReplicaState>, request: &Fetch) -> Message {
     loop {
         let progress = *changes.borrow_and_update();
         if let Some(code) = progress.failed {
-            return server::error(
+            return Refusal::Unreadable {
+                stream: request.stream.clone(),
+                partition: request.partition.get(),
                 code,
-                format!(
-                    "stream {} partition {} cannot be read",
-                    request.stream, request.partition
-                ),
-            );
+            }
+            .into();
         }
         let read = tail.read(from, max_bytes);
         let wait_for_more = match read {
@@ -133,11 +132,13 @@ async fn history(
                 );
             }
             Ok(_) => {}
-            Err(floe_tier::TierError::Corrupt { key, reason }) => {
-                return server::error(
-                    ErrorCode::CorruptData,
-                    format!("tiered object {key} is corrupt: {reason}"),
-                );
+            Err(source @ floe_tier::TierError::Corrupt { .. }) => {
+                return Refusal::Tier {
+                    source,
+                    log_start: from,
+                    log_end: from,
+                }
+                .into();
             }
             Err(e) => {
                 tracing::debug!(stream = %request.stream, partition = request.partition.get(), %from, error = %e, "not in the tier here; asking the leader");
@@ -172,10 +173,7 @@ async fn relay(state: &Arc<ReplicaState>, request: &Fetch, wait: Duration) -> Me
             message,
             details,
         }),
-        Err(e) => server::error(
-            ErrorCode::LeaderNotAvailable,
-            format!("the partition's leader cannot be asked: {e}"),
-        ),
+        Err(e) => Refusal::LeaderUnreachable(e.to_string()).into(),
     }
 }
 

@@ -8,7 +8,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use floe_client::rest::{Controlplane, RestError};
 use floe_wire::Endpoint;
 use floe_wire::admin::{
@@ -74,7 +73,7 @@ pub async fn register(
     rest: &Controlplane,
     id: Option<String>,
     endpoint: &Endpoint,
-) -> Result<RegisterReadReplicaResponse> {
+) -> Result<RegisterReadReplicaResponse, super::ReadReplicaError> {
     let request = RegisterReadReplicaRequest {
         replica_id: id,
         endpoint: endpoint.clone(),
@@ -88,7 +87,7 @@ pub async fn register(
                 tracing::warn!(error = %e, "registering with the controlplane; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => return Err(e).context("registering with the controlplane"),
+            Err(e) => return Err(super::ReadReplicaError::Register(e)),
         }
     }
 }

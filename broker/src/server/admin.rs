@@ -4,16 +4,16 @@
 use std::sync::Arc;
 
 use floe_client::rest::RestError;
-use floe_wire::admin::{ApiErrorCode, CreateStreamRequest, RetentionSettings, SegmentSettings};
+use floe_wire::admin::{CreateStreamRequest, RetentionSettings, SegmentSettings};
 use floe_wire::frame::{
-    CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, ErrorCode, Message,
+    CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, Message,
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
     StreamSettings, UploadBacklog,
 };
 use floe_wire::{Endpoint, Offset, PartitionId, StreamName};
 use std::time::Duration;
 
-use super::{Broker, error};
+use super::{Broker, Refusal};
 use crate::catalog::StreamEntry;
 use crate::partition::{LOCAL_EPOCH, Partition};
 use crate::partitions::StreamError;
@@ -34,16 +34,14 @@ pub(crate) fn partition(
         .iter()
         .any(|(name, _)| name == stream.as_str());
     Err(if known {
-        error(
-            ErrorCode::UnknownPartition,
-            format!("stream {stream} has no partition {}", id.get()),
-        )
+        Refusal::UnknownPartition {
+            stream: stream.clone(),
+            partition: id.get(),
+        }
     } else {
-        error(
-            ErrorCode::UnknownStream,
-            format!("no stream named {stream}"),
-        )
-    })
+        Refusal::UnknownStream(stream.clone())
+    }
+    .into())
 }
 
 pub(crate) fn metadata(state: &Broker, request: MetadataRequest) -> Message {
@@ -60,7 +58,7 @@ pub(crate) fn metadata(state: &Broker, request: MetadataRequest) -> Message {
         .into_iter()
         .map(|name| {
             let result = match catalog.iter().find(|(n, _)| n == name.as_str()) {
-                None => Err(ErrorCode::UnknownStream),
+                None => Err(Refusal::UnknownStream(name.clone()).code()),
                 Some((_, entry)) => Ok(stream_info(state, &name, entry)),
             };
             StreamMetadata { name, result }
@@ -157,21 +155,13 @@ pub(crate) async fn create_stream(state: &Broker, request: CreateStream) -> Mess
     // its uploader would take them for its own history.
     match state.tiering.has_objects(request.name.as_str()).await {
         Ok(false) => {}
-        Ok(true) => {
-            return error(
-                ErrorCode::StreamExists,
-                format!(
-                    "object storage still holds objects under `{}/` from an earlier stream of \
-                     that name; remove them or choose another name",
-                    request.name
-                ),
-            );
-        }
-        Err(e) => {
-            return error(
-                ErrorCode::TierUnavailable,
-                format!("checking object storage for stream {}: {e:#}", request.name),
-            );
+        Ok(true) => return Refusal::ObjectsLeft(request.name).into(),
+        Err(source) => {
+            return Refusal::TierCheck {
+                stream: request.name,
+                source,
+            }
+            .into();
         }
     }
     match state
@@ -197,7 +187,7 @@ pub(crate) async fn delete_stream(state: &Broker, request: DeleteStream) -> Mess
                 managed.wait_until(APPLY_WAIT, gone).await;
                 Message::DeleteStreamResponse(DeleteStreamResponse { name: request.name })
             }
-            Err(e) => rest_error(&e),
+            Err(e) => rest_error(e),
         };
     }
     match state.partitions.delete_stream(request.name.as_str()) {
@@ -207,13 +197,7 @@ pub(crate) async fn delete_stream(state: &Broker, request: DeleteStream) -> Mess
 }
 
 fn stream_error(e: StreamError) -> Message {
-    let code = match &e {
-        StreamError::Exists(_) | StreamError::Deleting(_) => ErrorCode::StreamExists,
-        StreamError::Unknown(_) => ErrorCode::UnknownStream,
-        StreamError::Invalid(_) => ErrorCode::InvalidRequest,
-        StreamError::Storage(_) => ErrorCode::Internal,
-    };
-    error(code, format!("{e:#}"))
+    Refusal::Stream(e).into()
 }
 
 /// Creates the stream through the controlplane, then waits (bounded) until this broker's
@@ -246,20 +230,11 @@ async fn forward_create(state: &Broker, managed: &Session, request: CreateStream
             managed.wait_until(APPLY_WAIT, served).await;
             Message::CreateStreamResponse(CreateStreamResponse { name: request.name })
         }
-        Err(e) => rest_error(&e),
+        Err(e) => rest_error(e),
     }
 }
 
 /// The client-protocol error for a failed controlplane call.
-fn rest_error(e: &RestError) -> Message {
-    let code = match e.code() {
-        Some(ApiErrorCode::StreamExists) => ErrorCode::StreamExists,
-        Some(ApiErrorCode::StreamNotFound) => ErrorCode::UnknownStream,
-        Some(ApiErrorCode::Unauthorized) => ErrorCode::Unauthorized,
-        Some(ApiErrorCode::BadRequest | ApiErrorCode::InvalidArgument) => ErrorCode::InvalidRequest,
-        Some(_) => ErrorCode::Internal,
-        None if e.is_retryable() => ErrorCode::Timeout,
-        None => ErrorCode::Internal,
-    };
-    error(code, format!("controlplane: {e}"))
+fn rest_error(e: RestError) -> Message {
+    Refusal::Controlplane(e).into()
 }

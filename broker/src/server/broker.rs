@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floe_wire::frame::{ConnectionLimits, ErrorCode, Message};
+use floe_wire::frame::{ConnectionLimits, Message};
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
-use super::{Service, Turn, admin, error, fetch, produce};
+use super::{Refusal, Service, Turn, admin, fetch, produce};
 use crate::disk::DiskWatch;
 use crate::history_rate::HistoryRate;
 use crate::metrics::Metrics;
@@ -116,10 +116,7 @@ impl Service for Broker {
             Message::DeleteStream(request) => admin::delete_stream(broker, request).await,
             Message::Produce(request) => produce::produce(broker, request, started, turn).await,
             Message::Fetch(request) => fetch::fetch(broker, request, started).await,
-            other => error(
-                ErrorCode::InvalidRequest,
-                format!("{:?} is not a request", other.message_type()),
-            ),
+            other => Refusal::NotARequest(other.message_type()).into(),
         }
     }
 }

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use floe_hot_log::{LogError, ReadBatches, SyncStatus};
 use floe_wire::Offset;
 use floe_wire::frame::{
-    ConnectionLimits, ErrorCode, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message,
+    ConnectionLimits, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition, FetchResponse, Message,
 };
 use tokio::sync::watch;
 
-use super::{Broker, admin, error_map};
+use super::{Broker, Refusal, admin};
 use crate::metrics::StreamLabels;
 use crate::partition::Partition;
 use crate::partition::replica::Commit;
@@ -113,9 +113,9 @@ async fn serve(state: &Broker, partition: &Arc<Partition>, request: &Fetch) -> M
                     log_start: partition.log_start(),
                     log_end: log.log_end(),
                 };
-                return error_map::message(&range);
+                return Refusal::Log(range).into();
             }
-            Err(e) => return error_map::message(&e),
+            Err(e) => return Refusal::Log(e).into(),
         }
     }
 }
@@ -233,7 +233,12 @@ async fn tiered(
         }
         Err(e) => {
             tracing::debug!(stream = partition.stream(), partition = partition.id(), %from, error = %e, "tiered read failed");
-            error_map::tier_message(&e, partition.log_start(), log.log_end())
+            Refusal::Tier {
+                source: e,
+                log_start: partition.log_start(),
+                log_end: log.log_end(),
+            }
+            .into()
         }
     }
 }
@@ -252,7 +257,7 @@ async fn resolve(
         FetchPosition::Timestamp(ms) => {
             let local = log
                 .offset_for_timestamp(ms)
-                .map_err(|e| error_map::message(&e))?;
+                .map_err(|e| Message::from(Refusal::Log(e)))?;
             let tiered_history = partition.log_start() < log.log_start();
             match local {
                 // A record at or after `ms` may sit in the tier only if the local answer is
@@ -264,8 +269,12 @@ async fn resolve(
                         .reader()
                         .offset_for_timestamp(partition.tier_path(), ms)
                         .await
-                        .map_err(|e| {
-                            error_map::tier_message(&e, partition.log_start(), log.log_end())
+                        .map_err(|source| {
+                            Message::from(Refusal::Tier {
+                                source,
+                                log_start: partition.log_start(),
+                                log_end: log.log_end(),
+                            })
                         })?;
                     match tier.or(local) {
                         Some(offset) => offset,
@@ -281,14 +290,11 @@ async fn resolve(
 /// The end of what consumers may read, or `NotLeader` on a replica that does not lead.
 fn visible_end(partition: &Partition) -> Result<Offset, Message> {
     partition.committed_end().ok_or_else(|| {
-        super::error(
-            ErrorCode::NotLeader,
-            format!(
-                "this broker does not lead stream {} partition {}",
-                partition.stream(),
-                partition.id()
-            ),
-        )
+        Refusal::NotLeader {
+            stream: partition.stream().to_string(),
+            partition: partition.id(),
+        }
+        .into()
     })
 }
 

@@ -10,7 +10,7 @@ use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce, ProduceAck};
 use floe_wire::{AckMode, BatchHeader, Offset};
 
 use super::order::Turn;
-use super::{Broker, admin, error_map};
+use super::{Broker, Refusal, admin};
 use crate::metrics::{ErrorLabels, StreamLabels};
 use crate::partition::replica::{ReplicaError, ReplicaHandle};
 use crate::partition::{LOCAL_EPOCH, Partition};
@@ -30,12 +30,14 @@ pub(crate) async fn produce(
     if state.disk.is_reached() {
         // Nothing is appended: the producer retries once tiering and local retention have
         // freed space.
-        return refuse_all(ErrorCode::DiskHighWater, request.batches.len());
+        return refuse_all(&Refusal::DiskHighWater, request.batches.len());
     }
     let replica = match (partition.is_replicated(), partition.replica()) {
         (false, _) => None,
         (true, Some(replica)) => Some(replica),
-        (true, None) => return refuse_all(ErrorCode::NotLeader, request.batches.len()),
+        (true, None) => {
+            return refuse_all(&not_leader(&partition), request.batches.len());
+        }
     };
     let appends = append_batches(state, &partition, replica, &request.batches);
     drop(turn);
@@ -104,8 +106,7 @@ fn append_batches(
                     appends.leader_epoch = Some(epoch);
                     Ok(appended)
                 }
-                Err(ReplicaError::Log(e)) => Err(Refusal::Log(e)),
-                Err(ReplicaError::NotLeader) => Err(Refusal::NotLeader),
+                Err(e) => Err(replica_refusal(e, partition)),
             },
         };
         match appended {
@@ -146,13 +147,10 @@ fn count_published(state: &Broker, labels: &StreamLabels, batch: &[u8]) {
 
 /// The wire code for a refused batch, counted and logged.
 fn refused(state: &Broker, partition: &Partition, refusal: &Refusal) -> ErrorCode {
-    let code = match refusal {
-        Refusal::Log(e) => {
-            tracing::debug!(stream = partition.stream(), partition = partition.id(), error = %e, "produce refused");
-            error_map::code(e)
-        }
-        Refusal::NotLeader => ErrorCode::NotLeader,
-    };
+    let code = refusal.code();
+    if let Refusal::Log(e) = refusal {
+        tracing::debug!(stream = partition.stream(), partition = partition.id(), error = %e, "produce refused");
+    }
     state
         .metrics
         .publish_refused
@@ -182,29 +180,34 @@ async fn wait_durable(
                 .metrics
                 .quorum_ack_latency
                 .observe(started.elapsed().as_secs_f64());
-            committed.map_err(|e| match e {
-                ReplicaError::NotLeader => ErrorCode::NotLeader,
-                ReplicaError::Log(e) => error_map::code(&e),
-            })
+            committed.map_err(|e| replica_refusal(e, partition).code())
         }
         _ => partition
             .log()
             .wait_synced(end)
             .await
-            .map_err(|e| error_map::code(&e)),
+            .map_err(|e| Refusal::Log(e).code()),
     }
 }
 
-/// Why a batch was not appended.
-enum Refusal {
-    Log(floe_hot_log::LogError),
-    NotLeader,
+fn not_leader(partition: &Partition) -> Refusal {
+    Refusal::NotLeader {
+        stream: partition.stream().to_string(),
+        partition: partition.id(),
+    }
+}
+
+fn replica_refusal(error: ReplicaError, partition: &Partition) -> Refusal {
+    match error {
+        ReplicaError::NotLeader => not_leader(partition),
+        ReplicaError::Log(e) => Refusal::Log(e),
+    }
 }
 
 /// Every batch refused with `code`, none appended: the disk is above its high-water mark, or
 /// this broker holds the partition but does not lead it (now).
-fn refuse_all(code: ErrorCode, batches: usize) -> Message {
+fn refuse_all(refusal: &Refusal, batches: usize) -> Message {
     Message::ProduceAck(ProduceAck {
-        results: vec![Err(code); batches],
+        results: vec![Err(refusal.code()); batches],
     })
 }

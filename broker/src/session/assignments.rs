@@ -12,6 +12,7 @@ use super::{LONG_POLL, RETRY_PAUSE, Session, note_failure};
 use crate::catalog::StreamEntry;
 use crate::partitions::{Partitions, StreamError};
 use crate::replication::Replication;
+use crate::report::ErrorChain;
 
 /// What applying assignments changes: the partitions held here and their replicas.
 #[derive(Debug, Clone)]
@@ -140,11 +141,9 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
             let deleting = partitions.clone();
             let deleted = tokio::task::spawn_blocking(move || deleting.delete_stream(&name))
                 .await
-                .unwrap_or_else(|e| {
-                    Err(StreamError::Storage(anyhow::anyhow!("a task failed: {e}")))
-                });
+                .unwrap_or_else(|e| Err(StreamError::Task(e)));
             if let Err(e) = deleted {
-                tracing::error!(error = %e, "deleting a stream the controlplane deleted");
+                tracing::error!(error = %ErrorChain(&e), "deleting a stream the controlplane deleted");
                 complete = false;
             }
         } else if !wanted.contains_key(&name) && held.created_at_ms.is_some() {
@@ -154,7 +153,7 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
                 ..held
             };
             if let Err(e) = partitions.set_stream(&name, released).await {
-                tracing::error!(error = %e, "releasing a stream");
+                tracing::error!(error = %ErrorChain(&e), "releasing a stream");
                 complete = false;
             }
         }
@@ -168,7 +167,7 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
                 complete = false;
             }
             Err(e) => {
-                tracing::error!(stream = %name, error = %e, "cannot serve the stream as assigned");
+                tracing::error!(stream = %name, error = %ErrorChain(&e), "cannot serve the stream as assigned");
                 complete = false;
             }
         }
@@ -177,7 +176,7 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
         complete = false;
     }
     if complete {
-        managed.applied.send_replace(assignments.version);
+        managed.applied.send_replace(Some(assignments.version));
     }
     complete
 }

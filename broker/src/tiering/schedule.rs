@@ -14,6 +14,7 @@ use crate::clock::now_ms;
 use crate::metrics::Metrics;
 use crate::partition::Partition;
 use crate::partitions::Partitions;
+use crate::report::ErrorChain;
 
 /// What the loop works on.
 #[derive(Debug, Clone)]
@@ -232,7 +233,7 @@ async fn delete_streams(state: Work, streams: Vec<String>) {
                     "deleted a deleted stream's objects"
                 );
                 if let Err(e) = state.partitions.forget_deleted(&stream) {
-                    tracing::warn!(stream, error = %e, "updating the catalog");
+                    tracing::warn!(stream, error = %ErrorChain(&e), "updating the catalog");
                 }
             }
             Ok((_, left)) => {

@@ -1,0 +1,39 @@
+//! Small state files replaced atomically: temp file, fsync, rename, fsync the directory, so
+//! that a crash leaves either the old content or the new, never a mix or nothing.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Why a state file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {op} {path}")]
+pub struct StateFileError {
+    pub op: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn failed(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateFileError + use<> {
+    let path = path.to_path_buf();
+    move |source| StateFileError { op, path, source }
+}
+
+/// Replaces `path` with `bytes`: temp file, fsync, rename, fsync the directory.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateFileError> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let temp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temp).map_err(failed("create", &temp))?;
+    file.write_all(bytes).map_err(failed("write", &temp))?;
+    file.sync_all().map_err(failed("sync", &temp))?;
+    std::fs::rename(&temp, path).map_err(failed("rename a file to", path))?;
+    sync_dir(dir).map_err(failed("sync the directory", dir))
+}
+
+/// Makes `dir`'s entries (files created, renamed or removed in it) durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
