@@ -9,7 +9,7 @@
 //! transfer takes. Floe's endpoints accept datagrams up to [`MAX_DATAGRAM_BYTES`] and
 //! discover, by probing, how much of that each path carries; a path that drops the probes
 //! stays at what it carried before, and one that starts dropping full-size packets falls
-//! back (quinn's black-hole detection). The figures are in `docs/benchmarks.md`.
+//! back (quinn's black-hole detection). The figures are in `docs/benchmarks-history.md`.
 //!
 //! Why 6,500 and not a jumbo frame's 8,952: quinn hands the kernel up to ten datagrams in one
 //! segmentation-offload (GSO) send, and the kernel refuses a GSO send above 64 KiB. With

@@ -33,31 +33,57 @@ struct Args {
     /// Bearer token every mutating call must carry.
     #[arg(long, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// A broker is declared dead this long after its last heartbeat.
-    #[arg(long, env = "FLOE_LEASE_MS", default_value_t = 10_000)]
-    lease_ms: u64,
-    /// How often brokers heartbeat (default: a third of the lease).
-    #[arg(long, env = "FLOE_HEARTBEAT_INTERVAL_MS")]
-    heartbeat_interval_ms: Option<u64>,
-    /// How often the leader checks leases and placement.
-    #[arg(long, env = "FLOE_RECONCILE_INTERVAL_MS", default_value_t = 1_000)]
-    reconcile_interval_ms: u64,
-    /// How often a standby tries to lead (PostgreSQL).
-    #[arg(long, env = "FLOE_ELECTION_INTERVAL_MS", default_value_t = 2_000)]
-    election_interval_ms: u64,
-    /// How long a partition's leader election may run before it starts again.
+    /// A broker is declared dead this long after its last heartbeat [default: 10s].
+    #[arg(long, env = "FLOE_LEASE", alias = "lease-ms", value_parser = parse_duration)]
+    lease: Option<Duration>,
+    /// How often brokers heartbeat [default: a third of the lease].
     #[arg(
         long,
-        env = "FLOE_PARTITION_ELECTION_TIMEOUT_MS",
-        default_value_t = 3_000
+        env = "FLOE_HEARTBEAT_INTERVAL",
+        alias = "heartbeat-interval-ms",
+        value_parser = parse_duration
     )]
-    partition_election_timeout_ms: u64,
-    /// The longest an assignments long-poll waits.
-    #[arg(long, env = "FLOE_LONG_POLL_MAX_MS", default_value_t = 30_000)]
-    long_poll_max_ms: u64,
-    /// Replace a replicated partition's member on a broker dead this long.
-    #[arg(long, env = "FLOE_REPLACE_DEAD_AFTER_MS", default_value_t = 300_000)]
-    replace_dead_after_ms: u64,
+    heartbeat_interval: Option<Duration>,
+    /// How often the leader checks leases and placement [default: 1s].
+    #[arg(
+        long,
+        env = "FLOE_RECONCILE_INTERVAL",
+        alias = "reconcile-interval-ms",
+        value_parser = parse_duration
+    )]
+    reconcile_interval: Option<Duration>,
+    /// How often a standby tries to lead (PostgreSQL) [default: 2s].
+    #[arg(
+        long,
+        env = "FLOE_ELECTION_INTERVAL",
+        alias = "election-interval-ms",
+        value_parser = parse_duration
+    )]
+    election_interval: Option<Duration>,
+    /// How long a partition's leader election may run before it starts again [default: 3s].
+    #[arg(
+        long,
+        env = "FLOE_PARTITION_ELECTION_TIMEOUT",
+        alias = "partition-election-timeout-ms",
+        value_parser = parse_duration
+    )]
+    partition_election_timeout: Option<Duration>,
+    /// The longest an assignments long-poll waits [default: 30s].
+    #[arg(
+        long,
+        env = "FLOE_LONG_POLL_MAX",
+        alias = "long-poll-max-ms",
+        value_parser = parse_duration
+    )]
+    long_poll_max: Option<Duration>,
+    /// Replace a replicated partition's member on a broker dead this long [default: 5m].
+    #[arg(
+        long,
+        env = "FLOE_REPLACE_DEAD_AFTER",
+        alias = "replace-dead-after-ms",
+        value_parser = parse_duration
+    )]
+    replace_dead_after: Option<Duration>,
     /// Replicas per partition when a create request names none.
     #[arg(long, env = "FLOE_DEFAULT_REPLICATION_FACTOR", default_value_t = 3)]
     default_replication_factor: u32,
@@ -85,16 +111,23 @@ struct Args {
     /// The autoscaling group's region.
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     aws_region: String,
-    /// How often the autoscaler decides.
-    #[arg(long, env = "FLOE_AUTOSCALE_INTERVAL_MS", default_value_t = 2_000)]
-    autoscale_interval_ms: u64,
-    /// A draining read replica is stopped after this long even with consumers left.
+    /// How often the autoscaler decides (at least 10ms) [default: 2s].
     #[arg(
         long,
-        env = "FLOE_READ_REPLICA_DRAIN_TIMEOUT_MS",
-        default_value_t = 300_000
+        env = "FLOE_AUTOSCALE_INTERVAL",
+        alias = "autoscale-interval-ms",
+        value_parser = parse_duration
     )]
-    read_replica_drain_timeout_ms: u64,
+    autoscale_interval: Option<Duration>,
+    /// A draining read replica is stopped after this long even with consumers left
+    /// [default: 5m].
+    #[arg(
+        long,
+        env = "FLOE_READ_REPLICA_DRAIN_TIMEOUT",
+        alias = "read-replica-drain-timeout-ms",
+        value_parser = parse_duration
+    )]
+    read_replica_drain_timeout: Option<Duration>,
 }
 
 impl Args {
@@ -137,8 +170,18 @@ impl Args {
         Ok(ReplicaDriverConfig::None)
     }
 
-    fn config(self) -> anyhow::Result<Config> {
+    /// The settings: [`Config::new`]'s defaults where neither a flag nor its variable is
+    /// given. `variable` reads the environment, for the variables of the old `--*-ms`
+    /// spellings (`FLOE_LEASE_MS`, …), which count when the new one is absent.
+    fn config(self, variable: impl Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
         let driver = self.driver()?;
+        let duration = |given: Option<Duration>, old_variable: &str| match given {
+            Some(duration) => Ok(Some(duration)),
+            None => variable(old_variable)
+                .map(|text| parse_duration(&text))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("{old_variable}: {e}")),
+        };
         let database = match (self.database_url, self.data_dir) {
             (Some(url), _) => Database::Postgres { url },
             (None, Some(dir)) => Database::Sqlite {
@@ -152,22 +195,50 @@ impl Args {
         let mut config = Config::new(database);
         config.listen = self.listen;
         config.admin_token = self.admin_token;
-        config.lease = Duration::from_millis(self.lease_ms);
+        config.lease = duration(self.lease, "FLOE_LEASE_MS")?.unwrap_or(config.lease);
         config.heartbeat_interval =
-            Duration::from_millis(self.heartbeat_interval_ms.unwrap_or(self.lease_ms / 3));
-        config.reconcile_interval = Duration::from_millis(self.reconcile_interval_ms);
-        config.election_interval = Duration::from_millis(self.election_interval_ms);
-        config.long_poll_max = Duration::from_millis(self.long_poll_max_ms);
-        config.partition_election_timeout =
-            Duration::from_millis(self.partition_election_timeout_ms);
+            duration(self.heartbeat_interval, "FLOE_HEARTBEAT_INTERVAL_MS")?
+                .unwrap_or(config.lease / 3);
+        config.reconcile_interval =
+            duration(self.reconcile_interval, "FLOE_RECONCILE_INTERVAL_MS")?
+                .unwrap_or(config.reconcile_interval);
+        config.election_interval = duration(self.election_interval, "FLOE_ELECTION_INTERVAL_MS")?
+            .unwrap_or(config.election_interval);
+        config.long_poll_max =
+            duration(self.long_poll_max, "FLOE_LONG_POLL_MAX_MS")?.unwrap_or(config.long_poll_max);
+        config.partition_election_timeout = duration(
+            self.partition_election_timeout,
+            "FLOE_PARTITION_ELECTION_TIMEOUT_MS",
+        )?
+        .unwrap_or(config.partition_election_timeout);
         config.default_replication_factor = self.default_replication_factor;
-        config.replace_dead_after = Duration::from_millis(self.replace_dead_after_ms);
+        config.replace_dead_after =
+            duration(self.replace_dead_after, "FLOE_REPLACE_DEAD_AFTER_MS")?
+                .unwrap_or(config.replace_dead_after);
         config.read_replicas = driver;
-        config.autoscale_interval = Duration::from_millis(self.autoscale_interval_ms.max(10));
-        config.read_replica_drain_timeout =
-            Duration::from_millis(self.read_replica_drain_timeout_ms);
+        config.autoscale_interval =
+            duration(self.autoscale_interval, "FLOE_AUTOSCALE_INTERVAL_MS")?
+                .unwrap_or(config.autoscale_interval)
+                .max(Duration::from_millis(10));
+        config.read_replica_drain_timeout = duration(
+            self.read_replica_drain_timeout,
+            "FLOE_READ_REPLICA_DRAIN_TIMEOUT_MS",
+        )?
+        .unwrap_or(config.read_replica_drain_timeout);
         Ok(config)
     }
+}
+
+/// A duration such as `10s`, `500ms` or `5m`; a bare number is milliseconds, the unit of the
+/// old `--*-ms` spellings, so that their values keep their meaning.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(millis) = text.parse::<u64>() {
+        return Ok(Duration::from_millis(millis));
+    }
+    humantime::parse_duration(text).map_err(|e| {
+        format!("`{text}` is not a duration (try 10s or 500ms; a bare number is milliseconds): {e}")
+    })
 }
 
 #[tokio::main]
@@ -178,7 +249,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let config = Args::parse().config()?;
+    let config = Args::parse().config(|name| std::env::var(name).ok())?;
     let running = Controlplane::start(config)
         .await
         .context("starting the controlplane")?;
@@ -197,4 +268,122 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down");
     running.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `flags` after a data directory, reading no old variables.
+    fn config(flags: &[&str]) -> Result<Config, String> {
+        config_with(flags, &[])
+    }
+
+    fn config_with(flags: &[&str], variables: &[(&str, &str)]) -> Result<Config, String> {
+        let argv = ["floe-controlplane", "--data-dir", "/nonexistent"]
+            .iter()
+            .chain(flags);
+        let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
+        args.config(|name| {
+            variables
+                .iter()
+                .find(|(variable, _)| *variable == name)
+                .map(|(_, value)| value.to_string())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn durations_take_units() {
+        let config = config(&[
+            "--lease",
+            "4s",
+            "--reconcile-interval",
+            "250ms",
+            "--replace-dead-after",
+            "5m",
+            "--read-replica-drain-timeout",
+            "1h 30m",
+        ])
+        .expect("valid durations");
+        assert_eq!(config.lease, Duration::from_secs(4));
+        assert_eq!(config.reconcile_interval, Duration::from_millis(250));
+        assert_eq!(config.replace_dead_after, Duration::from_secs(300));
+        assert_eq!(config.read_replica_drain_timeout, Duration::from_secs(5400));
+    }
+
+    #[test]
+    fn old_ms_spellings_still_take_milliseconds() {
+        let config = config(&[
+            "--lease-ms",
+            "2500",
+            "--election-interval-ms",
+            "100",
+            "--long-poll-max-ms=100",
+            "--partition-election-timeout-ms",
+            "750",
+        ])
+        .expect("the old spellings");
+        assert_eq!(config.lease, Duration::from_millis(2500));
+        assert_eq!(config.election_interval, Duration::from_millis(100));
+        assert_eq!(config.long_poll_max, Duration::from_millis(100));
+        assert_eq!(
+            config.partition_election_timeout,
+            Duration::from_millis(750)
+        );
+    }
+
+    #[test]
+    fn old_ms_variables_count_when_the_new_ones_are_absent() {
+        let variables = [
+            ("FLOE_LEASE_MS", "3000"),
+            ("FLOE_AUTOSCALE_INTERVAL_MS", "500"),
+        ];
+        let config =
+            config_with(&["--autoscale-interval", "1s"], &variables).expect("valid variables");
+        assert_eq!(config.lease, Duration::from_secs(3));
+        assert_eq!(config.heartbeat_interval, Duration::from_secs(1));
+        // The flag wins over the old variable.
+        assert_eq!(config.autoscale_interval, Duration::from_secs(1));
+
+        let error = config_with(&[], &[("FLOE_REPLACE_DEAD_AFTER_MS", "soon")])
+            .expect_err("not a duration");
+        assert!(
+            error.contains("FLOE_REPLACE_DEAD_AFTER_MS")
+                && error.contains("`soon` is not a duration"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults() {
+        let config = config(&[]).expect("no flags");
+        assert_eq!(config.lease, Duration::from_secs(10));
+        assert_eq!(config.heartbeat_interval, Duration::from_secs(10) / 3);
+        assert_eq!(config.reconcile_interval, Duration::from_secs(1));
+        assert_eq!(config.election_interval, Duration::from_secs(2));
+        assert_eq!(config.partition_election_timeout, Duration::from_secs(3));
+        assert_eq!(config.long_poll_max, Duration::from_secs(30));
+        assert_eq!(config.replace_dead_after, Duration::from_secs(300));
+        assert_eq!(config.autoscale_interval, Duration::from_secs(2));
+        assert_eq!(config.read_replica_drain_timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_bad_duration_is_refused_with_the_flag_and_an_example() {
+        let error = config(&["--lease", "ten seconds"]).expect_err("not a duration");
+        assert!(error.contains("--lease"), "{error}");
+        assert!(
+            error.contains("`ten seconds` is not a duration (try 10s or 500ms"),
+            "{error}"
+        );
+        let error = config(&["--heartbeat-interval-ms=-5"]).expect_err("negative");
+        assert!(error.contains("`-5` is not a duration"), "{error}");
+    }
+
+    #[test]
+    fn a_tiny_autoscale_interval_is_raised_to_ten_milliseconds() {
+        let config = config(&["--autoscale-interval", "1ms"]).expect("valid");
+        assert_eq!(config.autoscale_interval, Duration::from_millis(10));
+    }
 }

@@ -38,7 +38,7 @@ pub struct LogConfig {
     /// Filling new page-cache pages is the log's largest cost where the memory a process
     /// frees goes back to the hypervisor (a VM with free-page reporting): every byte written
     /// lands on a page that must first be faulted in from the host. Pages released here are
-    /// reused for the next writes while they are still the guest's (`docs/benchmarks.md`).
+    /// reused for the next writes while they are still the guest's (`docs/benchmarks-history.md`).
     pub page_cache_bytes: Option<u64>,
 }
 

@@ -18,7 +18,7 @@ use super::window::RetryPolicy;
 pub const MAX_IN_FLIGHT_BATCHES: usize = 16;
 
 /// Batches in flight per partition by default. On one connection the window, not the CPU,
-/// bounds a producer's rate until about this many 1 MiB batches (`docs/benchmarks.md`).
+/// bounds a producer's rate until about this many 1 MiB batches (`docs/benchmarks-history.md`).
 pub const DEFAULT_IN_FLIGHT_BATCHES: usize = 10;
 
 /// How a [`Producer`](crate::Producer) batches, retries and bounds its memory.

@@ -285,7 +285,7 @@ fn stream_to_file(
 /// direct read of the segment and one direct write of the object. Small enough that the
 /// log's syncs, on the same disk, do not queue behind long transfers: a 1 GiB publish
 /// whose sealed segments were uploaded meanwhile ran 11% faster on average than with
-/// 8 MiB, in five pairs of runs (`docs/benchmarks.md`).
+/// 8 MiB, in five pairs of runs (`docs/benchmarks-history.md`).
 const LOCAL_BUFFER_BYTES: usize = 1024 * 1024;
 
 /// Reads up to [`PART_BYTES`] of the segment at `position`, once the syncs pause.
