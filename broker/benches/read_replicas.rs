@@ -10,7 +10,7 @@
 //! 1. the machine's limit: raw 4 MiB ranged GETs of every tiered segment object, one
 //!    partition's objects per task, all partitions at once;
 //! 2. a cold read of every partition from offset 0, one consumer per partition, all at
-//!    once, through one `floe-broker replica` process with an empty cache — throughput, and
+//!    once, through one `floe-broker read-replica` process with an empty cache — throughput, and
 //!    the CPU the dev process (broker and controlplane) and the replica spent;
 //! 3. the same read again through the same replica: its cache hit ratio (chunk lookups
 //!    answered from memory or disk, from its `/metrics`) and throughput;
@@ -91,7 +91,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// One `floe-broker replica` process started by hand, with its metrics.
+/// One `floe-broker read-replica` process started by hand, with its metrics.
 struct Replica {
     child: Child,
     metrics: String,
@@ -109,7 +109,7 @@ impl Replica {
         let log = std::fs::File::create(dir.join(format!("{id}.log"))).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
             .args([
-                "replica",
+                "read-replica",
                 "--controlplane",
                 &controlplane,
                 "--replica-id",
@@ -130,7 +130,7 @@ impl Replica {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("spawn floe-broker replica");
+            .expect("spawn floe-broker read-replica");
         Replica {
             child,
             metrics: format!("127.0.0.1:{port}"),

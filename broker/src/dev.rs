@@ -1,6 +1,6 @@
 //! `floe-broker dev`: the embedded default in one process — a controlplane on SQLite in the
 //! data directory, a broker it manages, object storage in a local directory, and read
-//! replicas the controlplane's autoscaler runs as child processes (`floe-broker replica`,
+//! replicas the controlplane's autoscaler runs as child processes (`floe-broker read-replica`,
 //! through the local driver). It creates its data directory, a local CA and certificate, and
 //! the client profile that lets `floe` on the same machine connect with no flags.
 
@@ -87,7 +87,7 @@ pub struct DevReplicas {
     pub min: u32,
     /// And at most this many; 0 runs no autoscaler at all.
     pub max: u32,
-    /// `floe-broker replica` and its arguments; the controlplane adds `--replica-id` and
+    /// `floe-broker read-replica` and its arguments; the controlplane adds `--replica-id` and
     /// `FLOE_CONTROLPLANE`.
     pub program: PathBuf,
     pub args: Vec<String>,
@@ -108,7 +108,7 @@ impl DevReplicas {
             None => crate::tiering::TierSettings::local_url(&settings.data_dir)?,
         };
         let mut args = vec![
-            "replica".to_owned(),
+            "read-replica".to_owned(),
             "--data-dir".to_owned(),
             path(&settings.data_dir.join("replicas")),
             "--listen".to_owned(),

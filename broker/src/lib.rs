@@ -9,7 +9,7 @@
 //!    side of its replica (`partition`), and every partition held here ([`partitions`]).
 //! 3. Services, each behind a narrow handle: the replication drivers (`replication`, with
 //!    the peer port's transport `peer`), tiering ([`tiering`]), the controlplane session
-//!    ([`session`]) and the cap on history reads ([`history_rate`]).
+//!    ([`session`]) and the cap on history reads ([`history_read_cap`]).
 //! 4. The QUIC server on the client protocol (`server`): connections, framing, and the
 //!    broker's answers to produce, fetch, metadata and administration.
 //! 5. Assembly: [`run`] (start and stop a broker), [`read_replica`], [`dev`] (the
@@ -20,7 +20,7 @@ pub mod catalog;
 mod clock;
 pub mod dev;
 pub mod disk;
-pub mod history_rate;
+pub mod history_read_cap;
 pub mod metrics;
 pub mod operators;
 mod partition;

@@ -30,7 +30,8 @@ enum Command {
     Serve(ServeArgs),
     /// Run a read replica: serves history from object storage through its cache, and the
     /// live tail by following the partitions' leaders; no durable state.
-    Replica(ReplicaArgs),
+    #[command(name = "read-replica", alias = "replica")]
+    ReadReplica(ReadReplicaArgs),
     /// Write a development CA and a broker certificate for localhost (`ca.pem`, `broker.pem`,
     /// `broker.key`) into a directory, for a cluster on one machine; existing files are kept.
     Certs {
@@ -244,7 +245,7 @@ struct ServeArgs {
 }
 
 #[derive(Args, Debug)]
-struct ReplicaArgs {
+struct ReadReplicaArgs {
     /// The controlplane's REST API, e.g. http://10.0.0.5:7300: the replica registers there
     /// and finds the brokers.
     #[arg(long, env = "FLOE_CONTROLPLANE")]
@@ -304,7 +305,7 @@ fn main() -> Result<()> {
         match cli.command {
             Command::Dev(args) => run_dev(args).await,
             Command::Serve(args) => run_serve(args).await,
-            Command::Replica(args) => run_replica(args).await,
+            Command::ReadReplica(args) => run_read_replica(args).await,
             Command::Certs { dir } => {
                 let certs = tls::DevCertificates::ensure(&dir)?;
                 use std::io::Write;
@@ -404,7 +405,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     Ok(running.shutdown().await?)
 }
 
-async fn run_replica(args: ReplicaArgs) -> Result<()> {
+async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     let certificates = CertificatePaths {
         cert: args.cert,
         key: args.key,
@@ -412,7 +413,7 @@ async fn run_replica(args: ReplicaArgs) -> Result<()> {
     let Some(object_store) = args.objects.object_store.clone() else {
         anyhow::bail!("a read replica needs --object-store: the bucket the brokers tier to");
     };
-    let mut settings = read_replica::ReplicaSettings::new(
+    let mut settings = read_replica::ReadReplicaSettings::new(
         args.data_dir,
         certificates,
         args.controlplane,

@@ -1,4 +1,4 @@
-//! `floe-broker replica`: a read replica. It owns no partition and no durable state, only a
+//! `floe-broker read-replica`: a read replica. It owns no partition and no durable state, only a
 //! cache. It answers consumers' fetches over the client protocol: history from the tiered
 //! segments through its hybrid cache, the live tail from a bounded in-memory window that it
 //! fills by following each partition's leader as a consumer does (one feed per partition,
@@ -71,7 +71,7 @@ type Result<T, E = ReadReplicaError> = std::result::Result<T, E>;
 
 /// Everything a read replica needs to start.
 #[derive(Debug, Clone)]
-pub struct ReplicaSettings {
+pub struct ReadReplicaSettings {
     /// The cache's disk half lives here; nothing else is written.
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
@@ -102,7 +102,7 @@ pub struct ReplicaSettings {
     pub fetch_bytes_per_connection: u32,
 }
 
-impl ReplicaSettings {
+impl ReadReplicaSettings {
     /// Defaults for everything but the places and identities.
     pub fn new(
         data_dir: PathBuf,
@@ -110,12 +110,12 @@ impl ReplicaSettings {
         controlplane: String,
         broker_ca: PathBuf,
         object_store: String,
-    ) -> ReplicaSettings {
+    ) -> ReadReplicaSettings {
         let tier = TierSettings {
             url: object_store,
             ..TierSettings::default()
         };
-        ReplicaSettings {
+        ReadReplicaSettings {
             data_dir,
             listen: "127.0.0.1:0".parse().expect("a socket address"),
             metrics_listen: None,
@@ -139,7 +139,7 @@ impl ReplicaSettings {
 
 /// What the replica's connections share.
 #[derive(Debug)]
-pub struct ReplicaState {
+pub struct ReadReplica {
     pub reader: TierReader,
     /// A client of the brokers, routing each partition to its leader.
     pub brokers: Client,
@@ -155,7 +155,7 @@ pub struct ReplicaState {
     pub load: registration::Load,
 }
 
-impl ReplicaState {
+impl ReadReplica {
     /// The tail of a partition, followed from now on if it was not.
     fn tail(self: &Arc<Self>, stream: &StreamName, partition: PartitionId) -> Arc<Tail> {
         let mut tails = self.tails.lock().unwrap_or_else(|e| e.into_inner());
@@ -191,7 +191,7 @@ impl ReplicaState {
     }
 }
 
-impl Service for ReplicaState {
+impl Service for ReadReplica {
     fn limits(&self) -> ConnectionLimits {
         self.limits
     }
@@ -245,7 +245,7 @@ impl Service for ReplicaState {
 pub struct Running {
     pub quic_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
-    pub state: Arc<ReplicaState>,
+    pub state: Arc<ReadReplica>,
     pub replica_id: String,
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -263,7 +263,7 @@ impl Running {
 
 /// Starts a read replica: opens the store and the cache, connects to the brokers, registers
 /// with the controlplane, and serves.
-pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
+pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
     // Replicas started under an id by a scaler may share a parent directory (the local
     // driver's children do): each keeps its cache in its own.
     if let Some(id) = &settings.replica_id {
@@ -312,7 +312,7 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
         })?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let state = Arc::new(ReplicaState {
+    let state = Arc::new(ReadReplica {
         reader,
         brokers,
         metrics: metrics.clone(),
@@ -368,7 +368,7 @@ pub async fn start(mut settings: ReplicaSettings) -> Result<Running> {
 /// A client of every broker the controlplane lists, waiting until at least one is live.
 async fn connect_brokers(
     rest: &floe_client::rest::Controlplane,
-    settings: &ReplicaSettings,
+    settings: &ReadReplicaSettings,
 ) -> Result<Client> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 pub use crate::disk::DiskHighWater;
 use crate::disk::DiskWatch;
-use crate::history_rate::HistoryRate;
+use crate::history_read_cap::HistoryReadCap;
 use crate::metrics::{KindLabels, Metrics};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::peer::Peers;
@@ -92,7 +92,7 @@ pub struct Settings {
     pub stream_defaults: StreamDefaults,
     pub disk_high_water: DiskHighWater,
     /// Bytes per second this broker reads history at, for all consumers together: fetches
-    /// of sealed segments or of the tier (see [`crate::history_rate`]). `None`: no cap.
+    /// of sealed segments or of the tier (see [`crate::history_read_cap`]). `None`: no cap.
     pub history_read_bytes_per_second: Option<u64>,
     /// The controlplane that assigns this broker its partitions; `None`: the local catalog
     /// alone, streams created over the client protocol.
@@ -230,7 +230,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         fetch_wait_max: settings.fetch_wait_max,
         shutdown: shutdown_rx.clone(),
         fetch_bytes_per_connection: settings.fetch_bytes_per_connection,
-        history_rate: HistoryRate::new(settings.history_read_bytes_per_second),
+        history_cap: HistoryReadCap::new(settings.history_read_bytes_per_second),
     }));
     let readiness = crate::operators::Readiness::default();
     let (metrics_addr, metrics_server) = match settings.metrics_listen {

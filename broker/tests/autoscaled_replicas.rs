@@ -1,7 +1,7 @@
 //! The autoscaler with the local driver, end to end with real processes: a cluster whose
 //! policy allows zero to two read replicas and starts with none. A history reader is served
 //! by the leader while the broker's reported history reads make the autoscaler start a
-//! `floe-broker replica` child; the next history reader goes to that replica and the leader
+//! `floe-broker read-replica` child; the next history reader goes to that replica and the leader
 //! reads nothing from the tier for it. When the readers leave, the replica is drained,
 //! stopped and gone from the list.
 

@@ -1,5 +1,5 @@
 //! Read replicas as real processes: a broker whose partition is mostly tiered, two
-//! `floe-broker replica` processes, and a consumer that knows the controlplane. It reads from
+//! `floe-broker read-replica` processes, and a consumer that knows the controlplane. It reads from
 //! offset 0 through a replica — history from the tier, then the live tail while a producer
 //! keeps publishing — and gets every record once, in order; SIGKILLed mid-read, its replica
 //! is replaced by the other with no gap and no duplicate. Meanwhile the broker serves only

@@ -1,6 +1,6 @@
 //! The autoscaler end to end with the local driver and real processes: brokers report
 //! history reads, the controlplane starts replica processes (shell stand-ins that the test
-//! registers and heartbeats for, as `floe-broker replica` would); when the load is gone they
+//! registers and heartbeats for, as `floe-broker read-replica` would); when the load is gone they
 //! are drained, stopped with SIGTERM and leave.
 
 mod common;

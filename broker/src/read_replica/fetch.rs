@@ -12,7 +12,7 @@ use floe_client::Error;
 use floe_wire::Offset;
 use floe_wire::frame::{ErrorResponse, Fetch, FetchPosition, FetchResponse, Message};
 
-use super::ReplicaState;
+use super::ReadReplica;
 use super::window::WindowRead;
 use crate::metrics::StreamLabels;
 use crate::server::{self, Refusal};
@@ -21,7 +21,7 @@ use crate::server::{self, Refusal};
 /// answer from its leader before the leader is asked instead.
 const START_WAIT: Duration = Duration::from_secs(1);
 
-pub(super) async fn fetch(state: &Arc<ReplicaState>, request: Fetch, started: Instant) -> Message {
+pub(super) async fn fetch(state: &Arc<ReadReplica>, request: Fetch, started: Instant) -> Message {
     let labels = StreamLabels {
         stream: request.stream.to_string(),
     };
@@ -42,7 +42,7 @@ pub(super) async fn fetch(state: &Arc<ReplicaState>, request: Fetch, started: In
     answer
 }
 
-async fn serve(state: &Arc<ReplicaState>, request: &Fetch) -> Message {
+async fn serve(state: &Arc<ReadReplica>, request: &Fetch) -> Message {
     let (max_bytes, wait) = server::fetch::bounds(request, &state.limits, state.fetch_wait_max);
     let deadline = tokio::time::Instant::now() + wait;
     let tail = state.tail(&request.stream, request.partition);
@@ -114,13 +114,13 @@ async fn serve(state: &Arc<ReplicaState>, request: &Fetch) -> Message {
 /// History below the window: from the tier, else (a gap after an eviction, or the tier not
 /// reachable from here) from the leader.
 async fn history(
-    state: &Arc<ReplicaState>,
+    state: &Arc<ReadReplica>,
     request: &Fetch,
     from: Offset,
     max_bytes: usize,
     wait: Duration,
 ) -> Message {
-    if let Some(path) = ReplicaState::tier_path(&request.stream, request.partition) {
+    if let Some(path) = ReadReplica::tier_path(&request.stream, request.partition) {
         match state.reader.read(&path, from, max_bytes).await {
             Ok(read) if !read.bytes.is_empty() => {
                 let progress = state.tail(&request.stream, request.partition).progress();
@@ -149,7 +149,7 @@ async fn history(
 }
 
 /// Asks the partition's leader, and passes its answer on.
-async fn relay(state: &Arc<ReplicaState>, request: &Fetch, wait: Duration) -> Message {
+async fn relay(state: &Arc<ReadReplica>, request: &Fetch, wait: Duration) -> Message {
     state.load.relayed();
     let answer = state
         .brokers

@@ -13,7 +13,7 @@ use floe_wire::frame::{ErrorCode, ErrorDetails, FetchPosition};
 use floe_wire::{Offset, PartitionId, StreamName};
 use tokio::sync::watch;
 
-use super::ReplicaState;
+use super::ReadReplica;
 use super::window::{Window, WindowRead};
 
 /// Bytes asked of the leader per fetch.
@@ -49,7 +49,7 @@ pub struct Tail {
 impl Tail {
     /// Starts following `partition` of `stream`.
     pub fn start(
-        state: Arc<ReplicaState>,
+        state: Arc<ReadReplica>,
         stream: StreamName,
         partition: PartitionId,
         window_bytes: usize,
@@ -161,7 +161,7 @@ impl Tail {
 
 /// The follower task: runs until the tail is stopped or the replica is gone.
 async fn follow(
-    state: Weak<ReplicaState>,
+    state: Weak<ReadReplica>,
     tail: Arc<Tail>,
     stream: StreamName,
     partition: PartitionId,
@@ -179,7 +179,7 @@ async fn follow(
             Some(end) => end,
             None => {
                 // Start at the tier's end: older history is read from the tier.
-                let start = match ReplicaState::tier_path(&stream, partition) {
+                let start = match ReadReplica::tier_path(&stream, partition) {
                     Some(path) => match state.reader.manifest(&path).await {
                         Ok(manifest) => manifest.tier_end(),
                         Err(e) => {

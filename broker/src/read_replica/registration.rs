@@ -13,24 +13,39 @@ use floe_wire::Endpoint;
 use floe_wire::admin::{
     ReadReplicaHeartbeat, ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse,
 };
+use hdrhistogram::Histogram;
 use tokio::sync::watch;
 
-use super::ReplicaState;
+use super::ReadReplica;
 
 /// How long registration keeps trying before the replica gives up starting.
 const REGISTER_PATIENCE: Duration = Duration::from_secs(60);
 
 /// What the replica served since the last heartbeat.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Load {
     bytes: AtomicU64,
     relayed: AtomicU64,
-    /// Fetch latencies of the interval, microseconds (a bounded sample).
-    latencies: Mutex<Vec<u64>>,
+    /// Fetch latencies of the interval, microseconds: every fetch counts, in a histogram of
+    /// fixed size (three significant digits up to an hour).
+    latencies: Mutex<Histogram<u64>>,
 }
 
-/// At most this many latencies are kept per interval (the p99 of a sample).
-const LATENCY_SAMPLE: usize = 10_000;
+/// The longest latency the histogram tells apart, in microseconds; longer ones count as it.
+const LATENCY_MAX_MICROS: u64 = 3_600_000_000;
+
+impl Default for Load {
+    fn default() -> Self {
+        Load {
+            bytes: AtomicU64::new(0),
+            relayed: AtomicU64::new(0),
+            latencies: Mutex::new(
+                Histogram::new_with_bounds(1, LATENCY_MAX_MICROS, 3)
+                    .expect("constant bounds are valid"),
+            ),
+        }
+    }
+}
 
 impl Load {
     pub fn served(&self, bytes: u64) {
@@ -48,22 +63,22 @@ impl Load {
     }
 
     pub fn latency(&self, took: Duration) {
-        let mut sample = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
-        if sample.len() < LATENCY_SAMPLE {
-            sample.push(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
-        }
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let mut latencies = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
+        latencies.saturating_record(micros.clamp(1, LATENCY_MAX_MICROS));
     }
 
-    /// The interval's bytes and p99 latency, and a fresh interval.
+    /// The interval's bytes and p99 latency in microseconds (0 without fetches), and a fresh
+    /// interval.
     fn take(&self) -> (u64, u64) {
         let bytes = self.bytes.swap(0, Ordering::Relaxed);
-        let mut sample =
-            std::mem::take(&mut *self.latencies.lock().unwrap_or_else(|e| e.into_inner()));
-        sample.sort_unstable();
-        let p99 = match sample.len() {
-            0 => 0,
-            n => sample[(n * 99 / 100).min(n - 1)],
+        let mut latencies = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
+        let p99 = if latencies.is_empty() {
+            0
+        } else {
+            latencies.value_at_quantile(0.99)
         };
+        latencies.reset();
         (bytes, p99)
     }
 }
@@ -94,7 +109,7 @@ pub async fn register(
 
 /// Heartbeats until shutdown, then leaves the controlplane's list.
 pub async fn heartbeat(
-    state: Arc<ReplicaState>,
+    state: Arc<ReadReplica>,
     rest: Controlplane,
     mut registered: RegisterReadReplicaResponse,
     endpoint: Endpoint,
@@ -156,5 +171,28 @@ pub async fn heartbeat(
     }
     if let Err(e) = rest.remove_read_replica(&registered.replica_id).await {
         tracing::warn!(error = %e, "leaving the controlplane's list failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_p99_counts_every_fetch_of_the_interval_and_starts_again() {
+        let load = Load::default();
+        assert_eq!(load.take(), (0, 0));
+        for _ in 0..990 {
+            load.latency(Duration::from_micros(100));
+        }
+        for _ in 0..20_000 {
+            load.latency(Duration::from_millis(50));
+        }
+        load.served(4096);
+        let (bytes, p99) = load.take();
+        assert_eq!(bytes, 4096);
+        // Past the first 10,000 samples the slow fetches dominate: the p99 is theirs.
+        assert!((49_900..=50_100).contains(&p99), "{p99}");
+        assert_eq!(load.take(), (0, 0), "a fresh interval");
     }
 }

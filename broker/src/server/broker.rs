@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::{Refusal, Service, Turn, admin, fetch, produce};
 use crate::disk::DiskWatch;
-use crate::history_rate::HistoryRate;
+use crate::history_read_cap::HistoryReadCap;
 use crate::metrics::Metrics;
 use crate::partitions::Partitions;
 use crate::replication::Replication;
@@ -41,7 +41,7 @@ pub(crate) struct Broker {
     /// handed to QUIC). A consumer that stops reading stalls at this bound.
     pub(super) fetch_bytes_per_connection: u32,
     /// The cap on history reads, shared by every fetch.
-    pub(super) history_rate: HistoryRate,
+    pub(super) history_cap: HistoryReadCap,
 }
 
 /// What a [`Broker`] is made of.
@@ -59,7 +59,7 @@ pub(crate) struct BrokerParts {
     pub fetch_wait_max: Duration,
     pub shutdown: watch::Receiver<bool>,
     pub fetch_bytes_per_connection: u32,
-    pub history_rate: HistoryRate,
+    pub history_cap: HistoryReadCap,
 }
 
 impl Broker {
@@ -77,7 +77,7 @@ impl Broker {
             fetch_wait_max: parts.fetch_wait_max,
             shutdown: parts.shutdown,
             fetch_bytes_per_connection: parts.fetch_bytes_per_connection.max(1),
-            history_rate: parts.history_rate,
+            history_cap: parts.history_cap,
         }
     }
 }

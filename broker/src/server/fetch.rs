@@ -84,7 +84,7 @@ async fn serve(state: &Broker, partition: &Arc<Partition>, request: &Fetch) -> M
         // the sealed end costs a look at the segment list). A consumer at the high
         // watermark is at the tail, even while the watermark still lies in the segment a
         // roll just sealed.
-        let history = state.history_rate.is_capped() && from < high_watermark.min(log.sealed_end());
+        let history = state.history_cap.is_capped() && from < high_watermark.min(log.sealed_end());
         let mut admission = None;
         if history {
             match admit_history(state, max_bytes, history_bound).await {
@@ -130,11 +130,11 @@ async fn admit_history(
     state: &Broker,
     max_bytes: usize,
     until: tokio::time::Instant,
-) -> Option<crate::history_rate::Admission<'_>> {
+) -> Option<crate::history_read_cap::Admission<'_>> {
     let started = tokio::time::Instant::now();
-    let admission = state.history_rate.admit(max_bytes as u64, until).await;
+    let admission = state.history_cap.admit(max_bytes as u64, until).await;
     let waited = started.elapsed();
-    if state.history_rate.is_capped() && !waited.is_zero() {
+    if state.history_cap.is_capped() && !waited.is_zero() {
         state
             .metrics
             .history_read_throttle_seconds

@@ -38,7 +38,7 @@ impl Default for Timing {
     }
 }
 
-/// One `floe-broker replica` process; killed on drop.
+/// One `floe-broker read-replica` process; killed on drop.
 pub struct ReplicaProcess {
     child: Option<Child>,
     pub id: String,
@@ -204,7 +204,7 @@ impl Cluster {
     }
 
     /// [`Cluster::start`] with the controlplane's autoscaler running read replicas as
-    /// `floe-broker replica` child processes (the local driver), deciding every `interval`.
+    /// `floe-broker read-replica` child processes (the local driver), deciding every `interval`.
     pub async fn start_autoscaled(n: usize, timing: Timing, interval: Duration) -> Cluster {
         Cluster::start_inner(n, timing, Some(interval)).await
     }
@@ -229,7 +229,7 @@ impl Cluster {
             config.read_replicas = floe_controlplane::ReplicaDriverConfig::Local {
                 program: env!("CARGO_BIN_EXE_floe-broker").into(),
                 args: vec![
-                    "replica".into(),
+                    "read-replica".into(),
                     "--data-dir".into(),
                     path(&dir.path().join("replicas")),
                     "--listen".into(),
@@ -433,7 +433,7 @@ impl Cluster {
             .expect("log file");
         let log_filter = std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into());
         let child = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
-            .arg("replica")
+            .arg("read-replica")
             .args(["--controlplane", &self.url, "--replica-id", id])
             .arg("--data-dir")
             .arg(&dir)
@@ -452,7 +452,7 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
-            .expect("spawn floe-broker replica");
+            .expect("spawn floe-broker read-replica");
         ReplicaProcess {
             child: Some(child),
             id: id.to_owned(),

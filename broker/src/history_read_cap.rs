@@ -7,7 +7,7 @@
 //! A token bucket, charged after each read for the bytes it returned: a read waits before it
 //! starts while the reads before it are over the budget, then goes whole. So a read is never
 //! cut short, and over time history is served at the cap. The bucket itself is pure (the
-//! time is an argument); [`HistoryRate`] is its shell.
+//! time is an argument); [`HistoryReadCap`] is its shell.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -74,7 +74,7 @@ impl TokenBucket {
 /// goes back when its [`Admission`] is dropped. So concurrent fetches cannot start together
 /// on one bucket level, and one that waits is not overtaken.
 #[derive(Debug)]
-pub struct HistoryRate {
+pub struct HistoryReadCap {
     bucket: Option<Mutex<TokenBucket>>,
     queue: tokio::sync::Mutex<()>,
 }
@@ -83,10 +83,10 @@ pub struct HistoryRate {
 /// back meanwhile shortens the wait.
 const RECHECK: Duration = Duration::from_millis(100);
 
-impl HistoryRate {
+impl HistoryReadCap {
     /// `None`: no cap.
-    pub fn new(bytes_per_second: Option<u64>) -> HistoryRate {
-        HistoryRate {
+    pub fn new(bytes_per_second: Option<u64>) -> HistoryReadCap {
+        HistoryReadCap {
             bucket: bytes_per_second.map(|rate| Mutex::new(TokenBucket::new(rate, Instant::now()))),
             queue: tokio::sync::Mutex::new(()),
         }
@@ -162,7 +162,7 @@ impl HistoryRate {
 #[derive(Debug)]
 #[must_use = "dropping the admission at once gives its reservation back"]
 pub struct Admission<'a> {
-    rate: &'a HistoryRate,
+    rate: &'a HistoryReadCap,
     reserved: u64,
     used: u64,
     /// How long the read waited for its turn and the budget.
@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn no_cap_never_waits() {
-        let rate = HistoryRate::new(None);
+        let rate = HistoryReadCap::new(None);
         block_on(async {
             let until = tokio::time::Instant::now();
             let admitted = rate.admit(u64::MAX, until).await.expect("admitted");
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_reservation_is_given_back_for_what_the_read_did_not_return() {
-        let rate = HistoryRate::new(Some(10 * MIB));
+        let rate = HistoryReadCap::new(Some(10 * MIB));
         block_on(async {
             let until = tokio::time::Instant::now() + Duration::from_secs(5);
             let mut first = rate.admit(8 * MIB, until).await.expect("admitted");
@@ -281,7 +281,7 @@ mod tests {
 
     #[test]
     fn a_read_that_cannot_start_before_its_bound_gets_nothing_after_waiting_for_it() {
-        let rate = HistoryRate::new(Some(MIB));
+        let rate = HistoryReadCap::new(Some(MIB));
         block_on(async {
             let start = tokio::time::Instant::now();
             let mut big = rate
