@@ -78,13 +78,17 @@ struct Args {
         value_name = "NAMESPACE/NAME"
     )]
     kubernetes_deployment: Option<String>,
-    /// Scale read replicas as an AWS autoscaling group (credentials from AWS_ACCESS_KEY_ID,
-    /// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+    /// Scale read replicas as an AWS autoscaling group. Credentials and region come from the
+    /// AWS SDK's standard chain: AWS_* variables, the shared config and credentials files
+    /// (AWS_PROFILE), web identity, the ECS container endpoint, the EC2 instance role.
     #[arg(long, env = "FLOE_AWS_AUTOSCALING_GROUP", value_name = "NAME")]
     aws_autoscaling_group: Option<String>,
-    /// The autoscaling group's region.
-    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
-    aws_region: String,
+    /// The autoscaling group's region [default: the SDK's chain, e.g. AWS_REGION]
+    #[arg(long, value_name = "REGION")]
+    aws_region: Option<String>,
+    /// The Auto Scaling API's URL, e.g. a local test server [default: AWS's endpoint]
+    #[arg(long, env = "FLOE_AWS_ENDPOINT_URL", value_name = "URL")]
+    aws_endpoint_url: Option<String>,
     /// How often the autoscaler decides.
     #[arg(long, env = "FLOE_AUTOSCALE_INTERVAL_MS", default_value_t = 2_000)]
     autoscale_interval_ms: u64,
@@ -129,9 +133,9 @@ impl Args {
         }
         if let Some(group) = &self.aws_autoscaling_group {
             return Ok(ReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
-                region: self.aws_region.clone(),
                 group_name: group.clone(),
-                endpoint: None,
+                region: self.aws_region.clone(),
+                endpoint: self.aws_endpoint_url.clone(),
             }));
         }
         Ok(ReplicaDriverConfig::None)
@@ -197,4 +201,32 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down");
     running.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_aws_flags_parse() {
+        let args = Args::try_parse_from([
+            "floe-controlplane",
+            "--data-dir",
+            "/tmp/x",
+            "--aws-autoscaling-group",
+            "floe-read-replicas",
+            "--aws-endpoint-url",
+            "http://127.0.0.1:5000",
+        ])
+        .expect("valid flags");
+        let driver = args.driver().expect("one driver");
+        assert_eq!(
+            driver,
+            ReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
+                group_name: "floe-read-replicas".to_owned(),
+                region: None,
+                endpoint: Some("http://127.0.0.1:5000".to_owned()),
+            })
+        );
+    }
 }
