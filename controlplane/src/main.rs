@@ -1,4 +1,4 @@
-//! `floe-controlplane`: runs one controlplane until SIGINT or SIGTERM.
+//! `floe-controlplane`: runs one controlplane until SIGINT or SIGTERM, logging as text or JSON.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -99,6 +99,40 @@ struct Args {
         default_value_t = 300_000
     )]
     read_replica_drain_timeout_ms: u64,
+    /// Log lines as text for people, or JSON objects (one per line) for a log shipper.
+    /// Levels come from FLOE_LOG, else RUST_LOG, else `info`.
+    #[arg(long, env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The log filter: FLOE_LOG wins over RUST_LOG; `info` when neither is set or valid.
+fn log_filter(floe_log: Option<&str>, rust_log: Option<&str>) -> EnvFilter {
+    [floe_log, rust_log]
+        .into_iter()
+        .flatten()
+        .find_map(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"))
+}
+
+fn init_logging(format: LogFormat) {
+    let floe_log = std::env::var("FLOE_LOG").ok();
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = log_filter(floe_log.as_deref(), rust_log.as_deref());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        // JSON lines carry no colour codes; current span fields ride along with each event.
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
 impl Args {
@@ -176,13 +210,9 @@ impl Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let config = Args::parse().config()?;
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let config = args.config()?;
     let running = Controlplane::start(config)
         .await
         .context("starting the controlplane")?;
@@ -208,17 +238,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_aws_flags_parse() {
+    fn floe_log_wins_over_rust_log_and_info_is_the_default() {
+        assert_eq!(log_filter(Some("debug"), Some("warn")).to_string(), "debug");
+        assert_eq!(log_filter(None, Some("warn")).to_string(), "warn");
+        assert_eq!(log_filter(None, None).to_string(), "info");
+        // An unreadable FLOE_LOG falls back to RUST_LOG rather than to nothing.
+        assert_eq!(
+            log_filter(Some("=!bad[["), Some("trace")).to_string(),
+            "trace"
+        );
+    }
+
+    #[test]
+    fn the_log_format_and_aws_flags_parse() {
         let args = Args::try_parse_from([
             "floe-controlplane",
             "--data-dir",
             "/tmp/x",
+            "--log-format",
+            "json",
             "--aws-autoscaling-group",
             "floe-read-replicas",
             "--aws-endpoint-url",
             "http://127.0.0.1:5000",
         ])
         .expect("valid flags");
+        assert_eq!(args.log_format, LogFormat::Json);
         let driver = args.driver().expect("one driver");
         assert_eq!(
             driver,
