@@ -7,14 +7,20 @@
 #
 #   FLOE_BIN_DIR=target/debug deploy/check-metrics.sh
 #
-# A metric counts as exported when a scrape shows a sample of it or declares its family
-# (`# TYPE`): a counter family `x` exports `x_total`, a histogram `x_bucket`, `x_sum` and
-# `x_count`. Families with labels show no sample until something happens (no stream yet).
+# Before scraping, a little work makes the labelled families show samples: a stream is
+# created, published to and consumed from, and a consumer asks for a stream that does not
+# exist. A metric counts as exported when a scrape shows a sample of it or declares its
+# family (`# TYPE`): a counter family `x` exports `x_total`, a histogram `x_bucket`, `x_sum`
+# and `x_count`. A few labelled families cannot show a sample in a one-broker `dev` run
+# (replication lag needs a second broker, request durations an upload, refusals a full
+# disk); for those the check accepts the family's registration in the source
+# (broker/src/metrics.rs, controlplane/src/metrics.rs) and lists them, so that a renamed
+# metric still fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin_dir=${FLOE_BIN_DIR:-${CARGO_TARGET_DIR:-target}/debug}
-broker=$bin_dir/floe-broker
-[ -x "$broker" ] || { echo "no $broker: build the workspace first" >&2; exit 1; }
+broker=$bin_dir/floe-broker floe=$bin_dir/floe
+[ -x "$broker" ] && [ -x "$floe" ] || { echo "no $broker or $floe: build the workspace first" >&2; exit 1; }
 
 work=$(mktemp -d)
 pids=()
@@ -40,7 +46,7 @@ wait_for() {
 
 env -u FLOE_OBJECT_STORE FLOE_LOG=warn "$broker" dev --data-dir "$work/dev" --listen 127.0.0.1:0 \
   --metrics-listen "127.0.0.1:$metrics_port" --controlplane-listen "127.0.0.1:$controlplane_port" \
-  --profile "$work/profile.json" --read-replicas 0 --max-read-replicas 1 >"$work/dev.log" 2>&1 &
+  --profile "$work/profile.json" --read-replicas 1 --max-read-replicas 2 >"$work/dev.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$metrics_port/metrics" || { cat "$work/dev.log"; exit 1; }
 wait_for "http://127.0.0.1:$controlplane_port/metrics" || { cat "$work/dev.log"; exit 1; }
@@ -52,6 +58,12 @@ FLOE_LOG=warn "$broker" replica --controlplane "http://127.0.0.1:$controlplane_p
   --object-store "file://$work/dev/objects/" >"$work/replica.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$replica_metrics_port/metrics" || { cat "$work/replica.log"; exit 1; }
+
+export FLOE_PROFILE=$work/profile.json
+"$floe" stream create metrics-check --partitions 1 >/dev/null
+printf 'one\ntwo\n' | "$floe" publish metrics-check >/dev/null
+"$floe" consume metrics-check --from earliest --count 2 >/dev/null
+"$floe" consume no-such-stream --from earliest --count 1 >/dev/null 2>&1 || true
 
 curl -fsS "http://127.0.0.1:$metrics_port/metrics" >"$work/broker.txt"
 curl -fsS "http://127.0.0.1:$controlplane_port/metrics" >"$work/controlplane.txt"
@@ -100,18 +112,31 @@ def expressions(path):
     # Alert rules: the whole file (expressions, and the metrics descriptions point to).
     return [open(path).read()]
 
+registered = open("broker/src/metrics.rs").read() + open("controlplane/src/metrics.rs").read()
+
+def declared(name):
+    family = re.sub(r"_(total|bucket|sum|count)$", "", name.removeprefix("floe_"))
+    return f'"{family}"' in registered
+
 missing = []
+only_declared = set()
 checked = set()
 for source in sources:
     for expr in expressions(source):
         # Metric names are floe_* identifiers not followed by `=` (label matchers) or `(`.
         for name in re.findall(r"\b(floe_[a-z0-9_]+)\b(?!\s*[=(!~])", expr):
             checked.add(name)
-            if name not in everywhere:
+            if name in everywhere:
+                continue
+            if declared(name):
+                only_declared.add(name)
+            else:
                 missing.append((source, name))
 
 print(f"checked {len(checked)} metric names from {len(sources)} files against "
       + ", ".join(f"{role} ({len(names)} series names)" for role, names in scraped.items()))
+for name in sorted(only_declared):
+    print(f"note: {name} showed no sample in this run; its family is registered in the source")
 if "floe_build_info" not in scraped["broker"]:
     print("note: the broker does not export floe_build_info yet (the controlplane does)")
 for source, name in sorted(set(missing)):

@@ -73,23 +73,19 @@ checkov_pid=$!
 units_pid=$!
 (promtool check rules deploy/prometheus/*.yml >"$work/promtool.log" 2>&1) &
 promtool_pid=$!
+(terraform fmt -recursive -check terraform >"$work/fmt.log" 2>&1) &
+fmt_pid=$!
 (FLOE_BIN_DIR=$bin_dir deploy/check-metrics.sh >"$work/metrics.log" 2>&1) &
 metrics_pid=$!
-pids+=("$checkov_pid" "$units_pid" "$promtool_pid" "$metrics_pid")
+pids+=("$checkov_pid" "$units_pid" "$promtool_pid" "$metrics_pid" "$fmt_pid")
 
 # --- moto ---------------------------------------------------------------------------------
 port=$("$venv/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 endpoint="http://127.0.0.1:$port"
 "$venv/moto_server" -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 100); do
-  "$venv/python" -c "import urllib.request; urllib.request.urlopen('$endpoint/')" 2>/dev/null && break
-  sleep 0.1
-done
 
-# --- fmt, validate, apply ---------------------------------------------------------------
-say "terraform fmt -check"
-terraform fmt -recursive -check terraform
+# --- validate, apply -------------------------------------------------------------------
 mkdir -p "$work/tree"
 cp -r terraform deploy "$work/tree/"
 example=$work/tree/terraform/examples/aws
@@ -98,6 +94,11 @@ cd "$example"
 terraform init -backend=false -input=false -plugin-dir "$mirror" >"$work/init.log"
 say "terraform validate"
 terraform validate -no-color
+# moto started meanwhile.
+for _ in $(seq 1 100); do
+  "$venv/python" -c "import urllib.request; urllib.request.urlopen('$endpoint/')" 2>/dev/null && break
+  sleep 0.1
+done
 say "terraform apply (moto at $endpoint)"
 apply_started=$SECONDS
 terraform apply -auto-approve -input=false -no-color -parallelism=30 \
@@ -147,6 +148,7 @@ check() {
   local name=$1 pid=$2 log=$3
   if wait "$pid"; then say "ok   $name"; else say "FAIL $name"; cat "$log"; status=1; fi
 }
+check "terraform fmt -check" "$fmt_pid" "$work/fmt.log"
 check checkov "$checkov_pid" "$work/checkov.log"
 check "systemd units" "$units_pid" "$work/units.log"
 cat "$work/units.log"

@@ -81,6 +81,8 @@ while True:
     desired = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]["DesiredCapacity"]
     if desired == 2:
         print(f"ok   the controlplane set {group}'s desired capacity to {desired} (DescribeAutoScalingGroups)")
+        # Back to empty, so that destroy does not wait for the instances moto launched.
+        autoscaling.set_desired_capacity(AutoScalingGroupName=group, DesiredCapacity=0)
         break
     if time.monotonic() > deadline:
         print(f"FAIL desired capacity is {desired}, not 2, after 30 s")
