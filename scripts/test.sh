@@ -43,6 +43,14 @@ cargo test --workspace --locked --no-run
 echo "== cargo test (workspace) (at ${SECONDS}s) =="
 cargo test --workspace --locked
 
+echo "== controlplane's autoscaling-group driver against moto (at ${SECONDS}s) =="
+# The aws-asg feature is off in the workspace build (the AWS SDK is heavy to compile); this
+# also leaves target/debug/floe-controlplane built with it, for the deployment test.
+cargo test -p floe-controlplane --features aws-asg --locked --test aws_asg
+
+echo "== deployment: Terraform against moto, units, cloud-init, alerts, dashboard (at ${SECONDS}s) =="
+terraform/tests/run.sh
+
 echo "== REST API fuzzing (schemathesis, ${FLOE_API_FUZZ_SECONDS:=90}s) (at ${SECONDS}s) =="
 FLOE_API_FUZZ_SECONDS="$FLOE_API_FUZZ_SECONDS" scripts/api-fuzz.sh
 

@@ -58,8 +58,17 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/scaling-policy"),
 ];
 
-/// Paths served by standbys too, and without a token.
-const OPEN_PATHS: &[&str] = &["/v1/health", "/v1/ready", "/v1/openapi.json", "/metrics"];
+/// Paths served by standbys too, and without a token. `/healthz` and `/readyz` are the same
+/// as `/v1/health` and `/v1/ready`, at the paths load balancers and orchestrators probe
+/// on every Floe process; like `/metrics`, they are outside the `/v1` API and its document.
+const OPEN_PATHS: &[&str] = &[
+    "/v1/health",
+    "/v1/ready",
+    "/v1/openapi.json",
+    "/metrics",
+    "/healthz",
+    "/readyz",
+];
 
 /// The API's router over `cluster`.
 pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
@@ -67,8 +76,10 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
         .route("/v1/health", get(health::health))
         .route("/v1/ready", get(health::ready::<S>))
         .route("/v1/openapi.json", get(openapi::serve))
-        // Prometheus' text format, outside the `/v1` API and its document.
+        // Prometheus' text format and the probes, outside the `/v1` API and its document.
         .route("/metrics", get(crate::metrics::serve::<S>))
+        .route("/healthz", get(health::health))
+        .route("/readyz", get(health::ready::<S>))
         .route(
             "/v1/streams",
             get(streams::list::<S>).post(streams::create::<S>),

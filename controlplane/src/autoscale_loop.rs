@@ -61,6 +61,14 @@ async fn pass<S: Store, D: ReplicaDriver>(
     autoscaler: &mut Autoscaler,
 ) -> Result<(), PassError> {
     let policy = cluster.store.scaling_policy().await?;
+    cluster
+        .metrics
+        .min_replicas
+        .set(i64::from(policy.min_replicas));
+    cluster
+        .metrics
+        .max_replicas
+        .set(i64::from(policy.max_replicas));
     let replicas = cluster.store.read_replicas().await?;
     let brokers = cluster.store.brokers().await?;
     let reads = cluster.history_reads();

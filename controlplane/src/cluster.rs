@@ -88,11 +88,13 @@ impl<S: Store> Cluster<S> {
         self.elections_lost.store(true, Ordering::SeqCst);
         self.request_repair();
         self.role.send_replace(Role::Leader);
+        self.metrics.leader.set(1);
         Ok(())
     }
 
     pub(crate) fn step_down(&self) {
         self.role.send_replace(Role::Standby);
+        self.metrics.leader.set(0);
     }
 
     pub(crate) async fn write_lock(&self) -> MutexGuard<'_, ()> {

@@ -3,14 +3,14 @@
 //! processes ([`local::LocalDriver`], the default of `floe-broker dev` and the tests), a
 //! Kubernetes Deployment ([`kubernetes`]) and a cloud autoscaling group ([`aws_asg`]).
 //!
-//! The cloud drivers' requests and answers are pure functions, compiled and unit-tested
-//! always; only the HTTP client that sends them sits behind the `kubernetes` and `aws-asg`
-//! cargo features.
+//! The Kubernetes driver's requests and answers are pure functions, compiled and unit-tested
+//! always; only the HTTP client that sends them sits behind the `kubernetes` cargo feature.
+//! The autoscaling-group driver calls the AWS SDK, behind the `aws-asg` feature, and is
+//! tested against a local S3-compatible server that also serves Auto Scaling (moto).
 
 pub mod aws_asg;
 pub mod kubernetes;
 pub mod local;
-mod sigv4;
 
 use std::future::Future;
 use std::path::PathBuf;

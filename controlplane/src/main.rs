@@ -1,4 +1,4 @@
-//! `floe-controlplane`: runs one controlplane until SIGINT or SIGTERM.
+//! `floe-controlplane`: runs one controlplane until SIGINT or SIGTERM, logging as text or JSON.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -104,13 +104,17 @@ struct Args {
         value_name = "NAMESPACE/NAME"
     )]
     kubernetes_deployment: Option<String>,
-    /// Scale read replicas as an AWS autoscaling group (credentials from AWS_ACCESS_KEY_ID,
-    /// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+    /// Scale read replicas as an AWS autoscaling group. Credentials and region come from the
+    /// AWS SDK's standard chain: AWS_* variables, the shared config and credentials files
+    /// (AWS_PROFILE), web identity, the ECS container endpoint, the EC2 instance role.
     #[arg(long, env = "FLOE_AWS_AUTOSCALING_GROUP", value_name = "NAME")]
     aws_autoscaling_group: Option<String>,
-    /// The autoscaling group's region.
-    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
-    aws_region: String,
+    /// The autoscaling group's region [default: the SDK's chain, e.g. AWS_REGION]
+    #[arg(long, value_name = "REGION")]
+    aws_region: Option<String>,
+    /// The Auto Scaling API's URL, e.g. a local test server [default: AWS's endpoint]
+    #[arg(long, env = "FLOE_AWS_ENDPOINT_URL", value_name = "URL")]
+    aws_endpoint_url: Option<String>,
     /// How often the autoscaler decides (at least 10ms) [default: 2s].
     #[arg(
         long,
@@ -128,6 +132,40 @@ struct Args {
         value_parser = parse_duration
     )]
     read_replica_drain_timeout: Option<Duration>,
+    /// Log lines as text for people, or JSON objects (one per line) for a log shipper.
+    /// Levels come from FLOE_LOG, else RUST_LOG, else `info`.
+    #[arg(long, env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The log filter: FLOE_LOG wins over RUST_LOG; `info` when neither is set or valid.
+fn log_filter(floe_log: Option<&str>, rust_log: Option<&str>) -> EnvFilter {
+    [floe_log, rust_log]
+        .into_iter()
+        .flatten()
+        .find_map(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"))
+}
+
+fn init_logging(format: LogFormat) {
+    let floe_log = std::env::var("FLOE_LOG").ok();
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = log_filter(floe_log.as_deref(), rust_log.as_deref());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        // JSON lines carry no colour codes; current span fields ride along with each event.
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
 impl Args {
@@ -162,9 +200,9 @@ impl Args {
         }
         if let Some(group) = &self.aws_autoscaling_group {
             return Ok(ReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
-                region: self.aws_region.clone(),
                 group_name: group.clone(),
-                endpoint: None,
+                region: self.aws_region.clone(),
+                endpoint: self.aws_endpoint_url.clone(),
             }));
         }
         Ok(ReplicaDriverConfig::None)
@@ -243,13 +281,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let config = Args::parse().config(|name| std::env::var(name).ok())?;
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let config = args.config(|name| std::env::var(name).ok())?;
     let running = Controlplane::start(config)
         .await
         .context("starting the controlplane")?;
@@ -385,5 +419,43 @@ mod tests {
     fn a_tiny_autoscale_interval_is_raised_to_ten_milliseconds() {
         let config = config(&["--autoscale-interval", "1ms"]).expect("valid");
         assert_eq!(config.autoscale_interval, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn floe_log_wins_over_rust_log_and_info_is_the_default() {
+        assert_eq!(log_filter(Some("debug"), Some("warn")).to_string(), "debug");
+        assert_eq!(log_filter(None, Some("warn")).to_string(), "warn");
+        assert_eq!(log_filter(None, None).to_string(), "info");
+        // An unreadable FLOE_LOG falls back to RUST_LOG rather than to nothing.
+        assert_eq!(
+            log_filter(Some("=!bad[["), Some("trace")).to_string(),
+            "trace"
+        );
+    }
+
+    #[test]
+    fn the_log_format_and_aws_flags_parse() {
+        let args = Args::try_parse_from([
+            "floe-controlplane",
+            "--data-dir",
+            "/tmp/x",
+            "--log-format",
+            "json",
+            "--aws-autoscaling-group",
+            "floe-read-replicas",
+            "--aws-endpoint-url",
+            "http://127.0.0.1:5000",
+        ])
+        .expect("valid flags");
+        assert_eq!(args.log_format, LogFormat::Json);
+        let driver = args.driver().expect("one driver");
+        assert_eq!(
+            driver,
+            ReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
+                group_name: "floe-read-replicas".to_owned(),
+                region: None,
+                endpoint: Some("http://127.0.0.1:5000".to_owned()),
+            })
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The controlplane's Prometheus metrics, served at `GET /metrics` (text format, outside the
-//! `/v1` API): every read replica's reported load, replicas by state, and the autoscaler's
+//! `/v1` API): the build, leadership, lapsed leases, every read replica's reported load,
+//! replicas by state, and the autoscaler's policy bounds,
 //! desired count, decisions and driver calls.
 
 use std::sync::Mutex;
@@ -31,6 +32,24 @@ pub(crate) struct StateLabels {
     pub(crate) state: &'static str,
 }
 
+/// Labels of the build's identity.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct BuildLabels {
+    pub(crate) version: &'static str,
+    pub(crate) commit: &'static str,
+}
+
+impl BuildLabels {
+    /// This build: the crate's version, and the commit `FLOE_BUILD_COMMIT` named at compile
+    /// time (`scripts/package.sh` sets it), else `unknown`.
+    pub(crate) fn current() -> BuildLabels {
+        BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            commit: option_env!("FLOE_BUILD_COMMIT").unwrap_or("unknown"),
+        }
+    }
+}
+
 /// Labels of autoscaler decisions.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct DirectionLabels {
@@ -44,6 +63,15 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 pub(crate) struct Metrics {
     /// The autoscaler's desired count of live replicas (absent until it decides).
     pub(crate) desired_replicas: Gauge,
+    /// The scaling policy's bounds, as of the autoscaler's last decision: alerts compare the
+    /// desired count with the maximum.
+    pub(crate) min_replicas: Gauge,
+    pub(crate) max_replicas: Gauge,
+    /// 1 while this controlplane leads, 0 while it stands by.
+    pub(crate) leader: Gauge,
+    /// Brokers and read replicas declared dead because their lease lapsed.
+    pub(crate) broker_leases_expired: Counter,
+    pub(crate) read_replica_leases_expired: Counter,
     /// Changes of the desired count, by direction (`up`, `down`).
     pub(crate) decisions: Family<DirectionLabels, Counter>,
     pub(crate) replicas_started: Counter,
@@ -55,6 +83,8 @@ pub(crate) struct Metrics {
     pub(crate) replica_replacements: Counter,
     /// Leaders deposed for losing contact with a majority of their replicas.
     pub(crate) leaders_cut_off: Counter,
+    /// Always 1, labelled with the version and commit (`floe_build_info`).
+    build_info: Family<BuildLabels, Gauge>,
     replicas: Family<StateLabels, Gauge>,
     bytes_served: Family<ReplicaLabels, Gauge>,
     consumers: Family<ReplicaLabels, Gauge>,
@@ -68,12 +98,18 @@ impl Metrics {
     pub(crate) fn new() -> Metrics {
         let metrics = Metrics {
             desired_replicas: Gauge::default(),
+            min_replicas: Gauge::default(),
+            max_replicas: Gauge::default(),
+            leader: Gauge::default(),
+            broker_leases_expired: Counter::default(),
+            read_replica_leases_expired: Counter::default(),
             decisions: Family::default(),
             replicas_started: Counter::default(),
             replicas_stopped: Counter::default(),
             driver_errors: Counter::default(),
             replica_replacements: Counter::default(),
             leaders_cut_off: Counter::default(),
+            build_info: Family::default(),
             replicas: Family::default(),
             bytes_served: Family::default(),
             consumers: Family::default(),
@@ -90,10 +126,43 @@ impl Metrics {
             .registry
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.build_info
+            .get_or_create(&BuildLabels::current())
+            .set(1);
+        registry.register(
+            "build_info",
+            "The running build: always 1, labelled with its version and commit",
+            self.build_info.clone(),
+        );
         registry.register(
             "autoscaler_desired_replicas",
             "Read replicas the autoscaler wants live",
             self.desired_replicas.clone(),
+        );
+        registry.register(
+            "autoscaler_min_replicas",
+            "The scaling policy's minimum of read replicas",
+            self.min_replicas.clone(),
+        );
+        registry.register(
+            "autoscaler_max_replicas",
+            "The scaling policy's maximum of read replicas",
+            self.max_replicas.clone(),
+        );
+        registry.register(
+            "controlplane_leader",
+            "1 while this controlplane leads, 0 while it stands by",
+            self.leader.clone(),
+        );
+        registry.register(
+            "broker_leases_expired",
+            "Brokers declared dead because their lease lapsed",
+            self.broker_leases_expired.clone(),
+        );
+        registry.register(
+            "read_replica_leases_expired",
+            "Read replicas declared dead because their lease lapsed",
+            self.read_replica_leases_expired.clone(),
         );
         registry.register(
             "autoscaler_decisions",

@@ -69,6 +69,10 @@ pub(crate) async fn tick<S: Store>(cluster: &Cluster<S>) -> Result<Option<u64>, 
     let expired = cluster.store.expire_leases(now).await?;
     if !expired.is_empty() {
         tracing::info!(brokers = ?expired, "lease lapsed; broker declared dead");
+        cluster
+            .metrics
+            .broker_leases_expired
+            .inc_by(expired.len() as u64);
     }
     expire_read_replicas(cluster, now).await?;
     let changed = cluster.take_repair_request() || !expired.is_empty();
@@ -98,6 +102,10 @@ async fn expire_read_replicas<S: Store>(cluster: &Cluster<S>, now: u64) -> Resul
     let expired = cluster.store.expire_read_replica_leases(now).await?;
     if !expired.is_empty() {
         tracing::info!(replicas = ?expired, "lease lapsed; read replica declared dead");
+        cluster
+            .metrics
+            .read_replica_leases_expired
+            .inc_by(expired.len() as u64);
     }
     let forget_ms = millis(cluster.config.read_replica_forget_after);
     let forgotten = cluster

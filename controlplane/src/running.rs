@@ -75,7 +75,7 @@ impl Controlplane {
         let cluster = Arc::new(Cluster::new(store.clone(), config, shutdown_rx.clone()));
         let mut tasks = Vec::new();
         // First: a driver that cannot start fails the start before anything runs.
-        if let Some(task) = spawn_autoscaler(&cluster, &shutdown_rx, local_addr)? {
+        if let Some(task) = spawn_autoscaler(&cluster, &shutdown_rx, local_addr).await? {
             tasks.push(task);
         }
         match database {
@@ -120,8 +120,9 @@ impl Controlplane {
     }
 }
 
-/// Starts the autoscaler with the configured driver, if one is.
-fn spawn_autoscaler(
+/// Starts the autoscaler with the configured driver, if one is. A cloud driver checks its
+/// credentials and target here, so that a start without them fails.
+async fn spawn_autoscaler(
     cluster: &Arc<Cluster<SqlStore>>,
     shutdown: &watch::Receiver<bool>,
     api: SocketAddr,
@@ -152,7 +153,7 @@ fn spawn_autoscaler(
         }
         #[cfg(feature = "aws-asg")]
         ReplicaDriverConfig::AwsAutoScalingGroup(config) => {
-            let driver = crate::driver::aws_asg::AsgDriver::new(config)?;
+            let driver = crate::driver::aws_asg::AsgDriver::connect(config).await?;
             tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
         }
         #[allow(unreachable_patterns)]

@@ -1,250 +1,208 @@
 //! The cloud autoscaling-group driver: the read replicas are the instances of an AWS Auto
-//! Scaling group (the one the deployment's Terraform creates), scaled through the Query API
-//! (`SetDesiredCapacity`; `TerminateInstanceInAutoScalingGroup` to stop a drained replica,
-//! which registers under its instance id), SigV4-signed with credentials from the
-//! environment.
+//! Scaling group (the one the deployment's Terraform creates). It sets the group's desired
+//! capacity to start replicas, and terminates a drained replica's instance (a replica
+//! registers under its instance id) with `ShouldDecrementDesiredCapacity` to stop it.
 //!
-//! Requests and answers are pure functions below, always compiled and tested against
-//! recorded answers; [`AsgDriver`], which sends them, needs the `aws-asg` feature.
+//! It calls the Auto Scaling API through the official AWS SDK, which finds credentials and
+//! the region through the SDK's standard chain: environment variables, the shared
+//! `config`/`credentials` files (`AWS_PROFILE`), web identity (`AWS_WEB_IDENTITY_TOKEN_FILE`),
+//! the ECS container endpoint, then the EC2 instance metadata service (IMDSv2) — the instance
+//! role, on a controlplane on EC2. TLS is rustls on ring, like the rest of the program.
+//!
+//! [`AsgDriver::connect`] describes the group once before the controlplane serves anything,
+//! so that missing credentials, a missing region or a wrong group name stop the start with a
+//! clear message instead of failing at the first scaling decision.
+//!
+//! Only [`AsgConfig`] is compiled without the `aws-asg` cargo feature: the SDK is heavy to
+//! build.
 
-use crate::driver::DriverError;
-use crate::driver::sigv4::{self, Credentials, Scope};
-
-/// The Query API's version.
-const API_VERSION: &str = "2011-01-01";
-const API: &str = "autoscaling";
+use std::time::Duration;
 
 /// Where the group is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AsgConfig {
-    /// e.g. `eu-west-1`.
-    pub region: String,
     pub group_name: String,
-    /// The API's base URL; `https://autoscaling.<region>.amazonaws.com` when `None`.
+    /// The group's region; `None`: the SDK's chain (`AWS_REGION`, the profile, the instance
+    /// metadata).
+    pub region: Option<String>,
+    /// The Auto Scaling API's URL, for tests against a local server; `None`: AWS's endpoint
+    /// for the region (or `AWS_ENDPOINT_URL_AUTO_SCALING`, which the SDK reads itself).
     pub endpoint: Option<String>,
 }
 
 impl AsgConfig {
-    /// The API's base URL, without a trailing slash.
-    pub fn endpoint(&self) -> String {
-        self.endpoint
-            .clone()
-            .unwrap_or_else(|| format!("https://autoscaling.{}.amazonaws.com", self.region))
-            .trim_end_matches('/')
-            .to_owned()
+    /// A group found through the SDK's chain alone.
+    pub fn new(group_name: impl Into<String>) -> AsgConfig {
+        AsgConfig {
+            group_name: group_name.into(),
+            region: None,
+            endpoint: None,
+        }
     }
 }
 
-/// One Query API call, ready to send: `POST <url>` with these headers and form body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignedRequest {
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-fn form(pairs: &[(&str, &str)]) -> String {
-    let mut pairs: Vec<(&str, &str)> = pairs.to_vec();
-    pairs.push(("Version", API_VERSION));
-    pairs.sort();
-    pairs
-        .iter()
-        .map(|(name, value)| format!("{}={}", sigv4::encode(name), sigv4::encode(value)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// `SetDesiredCapacity` to `capacity`, without waiting for the group's cooldown.
-pub fn set_desired_capacity(group: &str, capacity: u32) -> String {
-    form(&[
-        ("Action", "SetDesiredCapacity"),
-        ("AutoScalingGroupName", group),
-        ("DesiredCapacity", &capacity.to_string()),
-        ("HonorCooldown", "false"),
-    ])
-}
-
-/// `DescribeAutoScalingGroups` of one group.
-pub fn describe_group(group: &str) -> String {
-    form(&[
-        ("Action", "DescribeAutoScalingGroups"),
-        ("AutoScalingGroupNames.member.1", group),
-    ])
-}
-
-/// `TerminateInstanceInAutoScalingGroup`, lowering the desired capacity by one.
-pub fn terminate_instance(instance_id: &str) -> String {
-    form(&[
-        ("Action", "TerminateInstanceInAutoScalingGroup"),
-        ("InstanceId", instance_id),
-        ("ShouldDecrementDesiredCapacity", "true"),
-    ])
-}
-
-/// Signs a form body for the group's region at `unix_seconds`.
-pub fn sign(
-    config: &AsgConfig,
-    credentials: &Credentials,
-    body: String,
-    unix_seconds: u64,
-) -> Result<SignedRequest, DriverError> {
-    let endpoint = config.endpoint();
-    let host = endpoint
-        .split_once("://")
-        .map(|(_, rest)| rest)
-        .unwrap_or(&endpoint)
-        .split('/')
-        .next()
-        .filter(|host| !host.is_empty())
-        .ok_or_else(|| DriverError::Misconfigured(format!("no host in `{endpoint}`")))?
-        .to_owned();
-    let amz_date = sigv4::amz_date(unix_seconds);
-    let mut headers = vec![
-        (
-            "content-type".to_owned(),
-            "application/x-www-form-urlencoded; charset=utf-8".to_owned(),
-        ),
-        ("host".to_owned(), host),
-        ("x-amz-date".to_owned(), amz_date.clone()),
-    ];
-    if let Some(token) = &credentials.session_token {
-        headers.push(("x-amz-security-token".to_owned(), token.clone()));
-    }
-    let request = sigv4::Request {
-        method: "POST",
-        path: "/",
-        query: "",
-        headers: &headers,
-        payload: body.as_bytes(),
-    };
-    let scope = Scope {
-        region: &config.region,
-        service: API,
-        amz_date: &amz_date,
-    };
-    let authorization = sigv4::authorization(&request, credentials, &scope);
-    headers.push(("authorization".to_owned(), authorization));
-    Ok(SignedRequest {
-        url: format!("{endpoint}/"),
-        headers,
-        body,
-    })
-}
-
-/// The text of the first `<tag>…</tag>` in `xml`.
-fn element<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
-    let open = format!("<{tag}>");
-    let start = xml.find(&open)? + open.len();
-    let end = xml[start..].find(&format!("</{tag}>"))? + start;
-    Some(xml[start..end].trim())
-}
-
-/// Checks an answer's status: an error answer becomes [`DriverError::Refused`] with its
-/// `<Code>` and `<Message>`.
-pub fn check(status: u16, xml: &str) -> Result<(), DriverError> {
-    if (200..300).contains(&status) {
-        return Ok(());
-    }
-    Err(DriverError::Refused {
-        api: API,
-        status,
-        code: element(xml, "Code").unwrap_or("unknown").to_owned(),
-        message: element(xml, "Message").unwrap_or(xml).to_owned(),
-    })
-}
-
-/// The group's desired capacity from a `DescribeAutoScalingGroups` answer.
-pub fn desired_capacity(status: u16, xml: &str, group: &str) -> Result<u32, DriverError> {
-    check(status, xml)?;
-    let members = if xml.contains("<AutoScalingGroups/>") {
-        ""
-    } else {
-        element(xml, "AutoScalingGroups").ok_or_else(|| DriverError::Unexpected {
-            api: API,
-            detail: "no AutoScalingGroups in the answer".to_owned(),
-        })?
-    };
-    if !members.contains("<member>") {
-        return Err(DriverError::Misconfigured(format!(
-            "no autoscaling group named `{group}`"
-        )));
-    }
-    let text = element(members, "DesiredCapacity").unwrap_or("");
-    text.parse().map_err(|_| DriverError::Unexpected {
-        api: API,
-        detail: format!("DesiredCapacity `{text}` is not a count"),
-    })
-}
+/// The longest a connection to the API may take to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The longest one attempt of a call may take.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a call may take, retries included: well under the autoscaler's interval
+/// times a few, so that a stuck API shows as driver errors, not a silent autoscaler.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Attempts per call (the first included), with the SDK's standard backoff between them.
+pub const MAX_ATTEMPTS: u32 = 3;
 
 #[cfg(feature = "aws-asg")]
 pub use client::AsgDriver;
 
 #[cfg(feature = "aws-asg")]
 mod client {
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use aws_config::BehaviorVersion;
+    use aws_config::retry::RetryConfig;
+    use aws_config::timeout::TimeoutConfig;
+    use aws_sdk_autoscaling::config::http::HttpResponse;
+    use aws_sdk_autoscaling::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+    use aws_sdk_autoscaling::types::AutoScalingGroup;
+    use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 
     use super::*;
-    use crate::driver::ReplicaDriver;
+    use crate::driver::{DriverError, ReplicaDriver};
+
+    const API: &str = "Auto Scaling";
 
     /// Scales an autoscaling group; see the module documentation.
     #[derive(Debug)]
     pub struct AsgDriver {
-        config: AsgConfig,
-        http: reqwest::Client,
+        group_name: String,
+        client: aws_sdk_autoscaling::Client,
         /// The capacity last set or read.
         desired: Option<u32>,
     }
 
     impl AsgDriver {
-        pub fn new(config: AsgConfig) -> Result<AsgDriver, DriverError> {
-            if rustls::crypto::CryptoProvider::get_default().is_none() {
-                let _ = rustls::crypto::ring::default_provider().install_default();
+        /// Loads the SDK's configuration, resolves credentials once, and describes the
+        /// group: any of the three missing is an error here.
+        pub async fn connect(config: AsgConfig) -> Result<AsgDriver, DriverError> {
+            let http = aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+                .build_https();
+            let mut loader = aws_config::defaults(BehaviorVersion::latest())
+                .http_client(http)
+                .timeout_config(
+                    TimeoutConfig::builder()
+                        .connect_timeout(CONNECT_TIMEOUT)
+                        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                        .operation_timeout(CALL_TIMEOUT)
+                        .build(),
+                )
+                .retry_config(RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS));
+            if let Some(region) = &config.region {
+                loader = loader.region(aws_config::Region::new(region.clone()));
             }
-            let http = reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(30))
-                .build()
-                .map_err(|e| DriverError::Misconfigured(e.to_string()))?;
-            Ok(AsgDriver {
-                config,
-                http,
+            if let Some(endpoint) = &config.endpoint {
+                loader = loader.endpoint_url(endpoint);
+            }
+            let sdk = loader.load().await;
+            let region = sdk.region().cloned().ok_or_else(|| {
+                DriverError::Misconfigured(
+                    "no AWS region for the autoscaling group: set AWS_REGION, a region in the \
+                     AWS profile, or --aws-region"
+                        .to_owned(),
+                )
+            })?;
+            check_credentials(&sdk).await?;
+            let client = aws_sdk_autoscaling::Client::new(&sdk);
+            let mut driver = AsgDriver {
+                group_name: config.group_name,
+                client,
                 desired: None,
-            })
-        }
-
-        async fn call(&self, body: String) -> Result<String, DriverError> {
-            let credentials = Credentials::from_lookup(|name| std::env::var(name).ok())
-                .ok_or_else(|| {
-                    DriverError::Misconfigured(
-                        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set".to_owned(),
-                    )
-                })?;
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |elapsed| elapsed.as_secs());
-            let signed = sign(&self.config, &credentials, body, now)?;
-            let mut request = self.http.post(&signed.url).body(signed.body);
-            for (name, value) in &signed.headers {
-                if name != "host" {
-                    request = request.header(name.as_str(), value.as_str());
-                }
-            }
-            let unreachable = |e: reqwest::Error| DriverError::Unreachable {
-                api: API,
-                detail: e.to_string(),
             };
-            let response = request.send().await.map_err(unreachable)?;
-            let status = response.status().as_u16();
-            let text = response.text().await.map_err(unreachable)?;
-            check(status, &text)?;
-            Ok(text)
+            let desired = driver.capacity().await?;
+            tracing::info!(
+                group = %driver.group_name,
+                %region,
+                desired,
+                "scaling read replicas through the autoscaling group"
+            );
+            Ok(driver)
         }
 
+        /// The group's desired capacity, read now.
         async fn capacity(&mut self) -> Result<u32, DriverError> {
-            let group = self.config.group_name.clone();
-            let answer = self.call(describe_group(&group)).await?;
-            let capacity = desired_capacity(200, &answer, &group)?;
-            self.desired = Some(capacity);
-            Ok(capacity)
+            let answer = self
+                .client
+                .describe_auto_scaling_groups()
+                .auto_scaling_group_names(&self.group_name)
+                .send()
+                .await
+                .map_err(driver_error)?;
+            let desired = desired_capacity(answer.auto_scaling_groups(), &self.group_name)?;
+            self.desired = Some(desired);
+            Ok(desired)
+        }
+    }
+
+    /// Resolves credentials through the chain once, so that a controlplane without any
+    /// fails at start.
+    async fn check_credentials(sdk: &aws_config::SdkConfig) -> Result<(), DriverError> {
+        use aws_sdk_autoscaling::config::ProvideCredentials;
+        let provider = sdk.credentials_provider().ok_or_else(|| {
+            DriverError::Misconfigured("the AWS SDK has no credentials provider".to_owned())
+        })?;
+        provider
+            .provide_credentials()
+            .await
+            .map(|_| ())
+            .map_err(|error| {
+                DriverError::Misconfigured(format!(
+                    "no AWS credentials for the autoscaling group (looked in the environment, \
+                     the shared config and credentials files, web identity, the ECS container \
+                     endpoint and the EC2 instance metadata): {}",
+                    DisplayErrorContext(&error)
+                ))
+            })
+    }
+
+    /// The desired capacity of the group named `name` in a `DescribeAutoScalingGroups`
+    /// answer.
+    fn desired_capacity(groups: &[AutoScalingGroup], name: &str) -> Result<u32, DriverError> {
+        let group = groups
+            .iter()
+            .find(|group| group.auto_scaling_group_name() == Some(name))
+            .ok_or_else(|| {
+                DriverError::Misconfigured(format!("no autoscaling group named `{name}`"))
+            })?;
+        let desired = group
+            .desired_capacity()
+            .ok_or_else(|| DriverError::Unexpected {
+                api: API,
+                detail: format!("the group `{name}` has no desired capacity"),
+            })?;
+        u32::try_from(desired).map_err(|_| DriverError::Unexpected {
+            api: API,
+            detail: format!("the group `{name}` has a desired capacity of {desired}"),
+        })
+    }
+
+    /// An SDK failure, by what the autoscaler can do about it: a refusal carries the API's
+    /// code and message; everything that kept the call from an answer is `Unreachable`.
+    fn driver_error<E>(error: SdkError<E, HttpResponse>) -> DriverError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        match &error {
+            SdkError::ServiceError(service) => DriverError::Refused {
+                api: API,
+                status: service.raw().status().as_u16(),
+                code: service.err().code().unwrap_or("unknown").to_owned(),
+                message: service.err().message().unwrap_or_default().to_owned(),
+            },
+            SdkError::ConstructionFailure(_) => {
+                DriverError::Misconfigured(DisplayErrorContext(&error).to_string())
+            }
+            _ => DriverError::Unreachable {
+                api: API,
+                detail: DisplayErrorContext(&error).to_string(),
+            },
         }
     }
 
@@ -261,167 +219,33 @@ mod client {
                 None => self.capacity().await?,
             };
             let target = current.saturating_add(count);
-            self.call(set_desired_capacity(&self.config.group_name, target))
-                .await?;
+            self.client
+                .set_desired_capacity()
+                .auto_scaling_group_name(&self.group_name)
+                .desired_capacity(i32::try_from(target).unwrap_or(i32::MAX))
+                // The autoscaler has its own cooldowns.
+                .honor_cooldown(false)
+                .send()
+                .await
+                .map_err(driver_error)?;
             self.desired = Some(target);
             Ok(())
         }
 
         async fn stop(&mut self, replica_ids: &[String]) -> Result<(), DriverError> {
             for id in replica_ids {
-                self.call(terminate_instance(id)).await?;
+                self.client
+                    .terminate_instance_in_auto_scaling_group()
+                    .instance_id(id)
+                    .should_decrement_desired_capacity(true)
+                    .send()
+                    .await
+                    .map_err(driver_error)?;
                 self.desired = self.desired.map(|d| d.saturating_sub(1));
             }
             Ok(())
         }
 
         async fn shutdown(&mut self) {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config() -> AsgConfig {
-        AsgConfig {
-            region: "eu-west-1".to_owned(),
-            group_name: "floe-read-replicas".to_owned(),
-            endpoint: None,
-        }
-    }
-
-    #[test]
-    fn bodies_are_sorted_encoded_forms() {
-        assert_eq!(
-            set_desired_capacity("floe read/replicas", 3),
-            "Action=SetDesiredCapacity&AutoScalingGroupName=floe%20read%2Freplicas&\
-             DesiredCapacity=3&HonorCooldown=false&Version=2011-01-01"
-        );
-        assert_eq!(
-            terminate_instance("i-0123456789abcdef0"),
-            "Action=TerminateInstanceInAutoScalingGroup&InstanceId=i-0123456789abcdef0&\
-             ShouldDecrementDesiredCapacity=true&Version=2011-01-01"
-        );
-        assert_eq!(
-            describe_group("g"),
-            "Action=DescribeAutoScalingGroups&AutoScalingGroupNames.member.1=g&Version=2011-01-01"
-        );
-    }
-
-    #[test]
-    fn a_request_is_signed_for_the_groups_region() {
-        let credentials = Credentials {
-            access_key_id: "AKIDEXAMPLE".to_owned(),
-            secret_access_key: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".to_owned(),
-            session_token: Some("token".to_owned()),
-        };
-        let body = set_desired_capacity("floe-read-replicas", 2);
-        let signed = sign(&config(), &credentials, body.clone(), 1_440_938_160).expect("signed");
-        assert_eq!(signed.url, "https://autoscaling.eu-west-1.amazonaws.com/");
-        assert_eq!(signed.body, body);
-        let header = |name: &str| {
-            signed
-                .headers
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        };
-        assert_eq!(header("host"), Some("autoscaling.eu-west-1.amazonaws.com"));
-        assert_eq!(header("x-amz-date"), Some("20150830T123600Z"));
-        assert_eq!(header("x-amz-security-token"), Some("token"));
-        let authorization = header("authorization").expect("authorization");
-        assert!(
-            authorization.starts_with(
-                "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/eu-west-1/autoscaling/\
-                 aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-security-token, \
-                 Signature="
-            ),
-            "{authorization}"
-        );
-        // Deterministic: the same inputs sign the same.
-        let again = sign(&config(), &credentials, body, 1_440_938_160).expect("signed");
-        assert_eq!(again, signed);
-    }
-
-    const DESCRIBE: &str = r#"<DescribeAutoScalingGroupsResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">
-  <DescribeAutoScalingGroupsResult>
-    <AutoScalingGroups>
-      <member>
-        <AutoScalingGroupName>floe-read-replicas</AutoScalingGroupName>
-        <MinSize>0</MinSize>
-        <MaxSize>8</MaxSize>
-        <DesiredCapacity>3</DesiredCapacity>
-        <Instances>
-          <member>
-            <InstanceId>i-0123456789abcdef0</InstanceId>
-            <LifecycleState>InService</LifecycleState>
-          </member>
-        </Instances>
-      </member>
-    </AutoScalingGroups>
-  </DescribeAutoScalingGroupsResult>
-  <ResponseMetadata>
-    <RequestId>7c6e177f-f082-11e1-ac58-3714bEXAMPLE</RequestId>
-  </ResponseMetadata>
-</DescribeAutoScalingGroupsResponse>"#;
-
-    const NO_GROUP: &str = r#"<DescribeAutoScalingGroupsResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">
-  <DescribeAutoScalingGroupsResult>
-    <AutoScalingGroups/>
-  </DescribeAutoScalingGroupsResult>
-  <ResponseMetadata><RequestId>1</RequestId></ResponseMetadata>
-</DescribeAutoScalingGroupsResponse>"#;
-
-    const EMPTY_LIST: &str = "<DescribeAutoScalingGroupsResponse><DescribeAutoScalingGroupsResult>\
-        <AutoScalingGroups></AutoScalingGroups></DescribeAutoScalingGroupsResult>\
-        </DescribeAutoScalingGroupsResponse>";
-
-    const ERROR: &str = r#"<ErrorResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">
-  <Error>
-    <Type>Sender</Type>
-    <Code>ValidationError</Code>
-    <Message>New SetDesiredCapacity value 9 is above max value 8 for the AutoScalingGroup.</Message>
-  </Error>
-  <RequestId>2a1b4c2e-0000-4d6f-9bd5-EXAMPLE</RequestId>
-</ErrorResponse>"#;
-
-    const SET_OK: &str = r#"<SetDesiredCapacityResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">
-  <ResponseMetadata><RequestId>9fe8d4f2-0000-11e1-a1a1-EXAMPLE</RequestId></ResponseMetadata>
-</SetDesiredCapacityResponse>"#;
-
-    #[test]
-    fn recorded_answers_are_read() {
-        assert_eq!(
-            desired_capacity(200, DESCRIBE, "floe-read-replicas").expect("capacity"),
-            3
-        );
-        assert!(check(200, SET_OK).is_ok());
-        for missing in [NO_GROUP, EMPTY_LIST] {
-            assert!(matches!(
-                desired_capacity(200, missing, "g"),
-                Err(DriverError::Misconfigured(_))
-            ));
-        }
-        match check(400, ERROR) {
-            Err(DriverError::Refused {
-                status,
-                code,
-                message,
-                ..
-            }) => {
-                assert_eq!((status, code.as_str()), (400, "ValidationError"));
-                assert!(message.starts_with("New SetDesiredCapacity value 9"));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            check(503, "Service Unavailable"),
-            Err(DriverError::Refused { status: 503, .. })
-        ));
-        assert!(matches!(
-            desired_capacity(200, "<html/>", "g"),
-            Err(DriverError::Unexpected { .. })
-        ));
     }
 }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Creates a Floe cluster's TLS material and admin token, and stores them in the cluster's
+# bootstrap secret (Terraform output bootstrap_secret_arn), where every machine reads them at
+# boot. Run once per cluster, on an operator's machine, after `terraform apply`:
+#
+#   deploy/cluster-tls.sh --dir floe-tls --name '*.floe.floe.internal' --name floe.floe.internal \
+#     --secret-id "$(terraform output -raw bootstrap_secret_arn)"
+#
+# Writes into --dir: ca.pem and ca.key (the cluster CA: keep ca.key offline, it never goes
+# to a machine), cluster.pem and cluster.key (the certificate every broker and read replica
+# presents, for the names given; brokers also present it to each other on the peer port),
+# and admin-token. Existing files are kept, so a second run only stores the secret again.
+# Needs openssl, python3 and, with --secret-id, the AWS CLI.
+set -euo pipefail
+
+dir=floe-tls secret="" names=() days=825
+while (($#)); do
+  case "$1" in
+    --dir) dir=$2; shift 2 ;;
+    --name) names+=("$2"); shift 2 ;;
+    --secret-id) secret=$2; shift 2 ;;
+    --days) days=$2; shift 2 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+((${#names[@]})) || { echo "give the certificate's names with --name (terraform output certificate_names)" >&2; exit 2; }
+mkdir -p "$dir"
+chmod 0700 "$dir"
+cd "$dir"
+umask 077
+
+if [ ! -f ca.key ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+    -keyout ca.key -out ca.pem -subj "/CN=Floe cluster CA" \
+    -addext "basicConstraints=critical,CA:TRUE,pathlen:0" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+fi
+if [ ! -f cluster.key ]; then
+  san=$(printf 'DNS:%s,' "${names[@]}")
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout cluster.key.pkcs8 -out cluster.csr -subj "/CN=${names[0]}" 2>/dev/null
+  # The broker reads PKCS#8 keys.
+  mv cluster.key.pkcs8 cluster.key
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=%s\n' \
+    "${san%,}" >cluster.ext
+  openssl x509 -req -in cluster.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days "$days" \
+    -extfile cluster.ext -out cluster.pem 2>/dev/null
+  rm -f cluster.csr cluster.ext ca.srl
+fi
+[ -f admin-token ] || openssl rand -hex 32 >admin-token
+chmod 0644 ca.pem cluster.pem
+echo "wrote $(pwd)/{ca.pem,ca.key,cluster.pem,cluster.key,admin-token}"
+
+if [ -n "$secret" ]; then
+  python3 - >secret.json <<'PY'
+import json
+print(json.dumps({
+    "ca_pem": open("ca.pem").read(),
+    "cert_pem": open("cluster.pem").read(),
+    "key_pem": open("cluster.key").read(),
+    "admin_token": open("admin-token").read().strip(),
+}))
+PY
+  aws secretsmanager put-secret-value --secret-id "$secret" --secret-string file://secret.json >/dev/null
+  rm -f secret.json
+  echo "stored in $secret"
+fi
