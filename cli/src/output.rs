@@ -3,43 +3,51 @@
 
 use std::io::{self, Write};
 
-/// Renders rows under a header, each column as wide as its widest cell, two spaces apart.
-/// Numeric-looking cells are right-aligned.
+use base64::Engine;
+use comfy_table::{CellAlignment, ContentArrangement, ContentLineStyle, Table, TableStyle};
+use unicode_width::UnicodeWidthStr;
+
+/// No borders and no rules: cells, and between columns the junction blank after each cell's
+/// one blank of right padding, two blanks in all.
+const PLAIN: TableStyle = TableStyle::new()
+    .header_lines(ContentLineStyle::none().junction(' '))
+    .content_lines(ContentLineStyle::none().junction(' '));
+
+/// Renders rows under a header, each column as wide as its widest cell on a terminal (wide
+/// characters such as CJK and emoji count two columns), two blanks apart, lines never
+/// wrapped. A column whose cells are all digits is right-aligned.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+    let mut table = Table::new();
+    table
+        .load_style(PLAIN)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.to_vec())
+        .add_rows(rows.iter().cloned());
+    for (index, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, 1));
+        if is_numeric(rows, index) {
+            column.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let numeric: Vec<bool> = (0..header.len())
-        .map(|column| {
-            !rows.is_empty()
-                && rows.iter().all(|row| {
-                    row.get(column)
-                        .is_some_and(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
-                })
-        })
-        .collect();
-    let mut out = String::new();
-    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    for row in std::iter::once(&header).chain(rows) {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .zip(&numeric)
-            .map(|((cell, width), numeric)| {
-                if *numeric {
-                    format!("{cell:>width$}")
-                } else {
-                    format!("{cell:<width$}")
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
+    let mut out = table.trim_fmt();
+    out.push('\n');
     out
+}
+
+/// `text` followed by blanks up to `width` terminal columns (wide characters count two);
+/// text that is wider is left as it is. For lines printed one at a time, like a table's.
+pub fn pad_to_width(text: &str, width: usize) -> String {
+    let blanks = width.saturating_sub(text.width());
+    format!("{text}{:blanks$}", "")
+}
+
+/// Whether every row has a cell of only ASCII digits in `column` (and there is a row).
+fn is_numeric(rows: &[Vec<String>], column: usize) -> bool {
+    !rows.is_empty()
+        && rows.iter().all(|row| {
+            row.get(column)
+                .is_some_and(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 /// Writes text to stdout. A reader that went away is not an error for a command-line tool.
@@ -65,26 +73,9 @@ pub fn print_json(value: &serde_json::Value) -> io::Result<()> {
     print(&format!("{value}\n"))
 }
 
-/// Base64 (standard alphabet, padded), for bytes that are not UTF-8 in JSON output.
+/// Base64 (RFC 4648's standard alphabet, padded), for bytes that are not UTF-8 in JSON output.
 pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 #[cfg(test)]
@@ -108,6 +99,39 @@ mod tests {
              orders              3  leader\n\
              clicks-eu         120  none\n"
         );
+    }
+
+    #[test]
+    fn wide_characters_are_aligned_by_their_width_on_a_terminal() {
+        let rows = vec![
+            vec![
+                "東京".to_string(),
+                "7".to_string(),
+                "日本語のキー".to_string(),
+            ],
+            vec![
+                "🚀-launch".to_string(),
+                "12".to_string(),
+                "plain".to_string(),
+            ],
+            vec!["orders".to_string(), "300".to_string(), "é".to_string()],
+        ];
+        let rendered = table(&["NAME", "PARTITIONS", "NOTE"], &rows);
+        // 東京 is 4 columns wide, 🚀 2, é 1: every line's cells start in the same columns.
+        assert_eq!(
+            rendered,
+            "NAME       PARTITIONS  NOTE\n\
+             東京                7  日本語のキー\n\
+             🚀-launch          12  plain\n\
+             orders            300  é\n"
+        );
+    }
+
+    #[test]
+    fn padding_counts_terminal_columns() {
+        assert_eq!(pad_to_width("東京", 6), "東京  ");
+        assert_eq!(pad_to_width("key", 6), "key   ");
+        assert_eq!(pad_to_width("日本語のキー", 6), "日本語のキー");
     }
 
     #[test]
