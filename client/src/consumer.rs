@@ -21,7 +21,7 @@ const STALL: Duration = Duration::from_secs(1);
 
 /// How late past its long-poll wait a read replica's answer may be before the consumer
 /// reads elsewhere.
-const REPLICA_GRACE: Duration = Duration::from_secs(3);
+const READ_REPLICA_GRACE: Duration = Duration::from_secs(3);
 
 /// How a [`Consumer`] fetches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct ConsumerConfig {
     /// controlplane: [`ClientConfig::controlplane`](crate::ClientConfig::controlplane)), so
     /// that history readers do not load the brokers; otherwise, and when none is live, from
     /// the partition's leader. Positions carry over, so a move between them loses nothing.
-    pub read_from_replicas: bool,
+    pub read_from_read_replicas: bool,
     /// After a fetch that came back at least half full (the consumer is behind the tail),
     /// send the next one at once, so that the broker reads and sends it while the
     /// application handles this one. At most one such fetch per consumer; an answer that is
@@ -55,7 +55,7 @@ impl Default for ConsumerConfig {
             max_retries: 10,
             retry_backoff: Duration::from_millis(50),
             retry_backoff_max: Duration::from_secs(2),
-            read_from_replicas: true,
+            read_from_read_replicas: true,
             read_ahead: true,
         }
     }
@@ -322,15 +322,15 @@ async fn fetch_once(
     };
     let mut retries = 0;
     loop {
-        let reader = match config.read_from_replicas {
-            true => client.reader_for(stream, partition).await,
+        let read_replica = match config.read_from_read_replicas {
+            true => client.read_replica_for(stream, partition).await,
             false => None,
         };
-        let answer = match reader {
-            // A replica answers within the wait (it relays what it cannot serve).
-            Some(reader) => {
-                reader
-                    .request_reader(&request, max_wait + REPLICA_GRACE)
+        let answer = match read_replica {
+            // A read replica answers within the wait (it relays what it cannot serve).
+            Some(read_replica) => {
+                read_replica
+                    .request_read_replica(&request, max_wait + READ_REPLICA_GRACE)
                     .await
             }
             None => {
