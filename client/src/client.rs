@@ -12,9 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use floe_wire::frame::{ConnectionLimits, Fetch, FetchPosition, FetchResponse, Message, RequestId};
-use floe_wire::{BrokerId, PartitionId, StreamName};
+use floe_wire::{Backoff, BrokerId, Jitter, PartitionId, StreamName};
 
-use crate::backoff::Backoff;
 use crate::config::ClientConfig;
 use crate::error::Error;
 use connect::{Session, Transport};
@@ -446,13 +445,14 @@ impl Connection {
         }
         let config = &self.config;
         let backoff = Backoff {
-            base: config.reconnect_backoff,
+            initial: config.reconnect_backoff,
             max: config.reconnect_backoff_max,
         };
+        let mut jitter = Jitter::unpredictable();
         let mut last = Error::Closed;
         for attempt in 0..config.reconnect_attempts.max(1) {
             if attempt > 0 {
-                tokio::time::sleep(backoff.delay(attempt - 1, None)).await;
+                tokio::time::sleep(backoff.delay(attempt - 1, jitter.draw())).await;
             }
             if self.closed.load(Ordering::SeqCst) {
                 return Err(Error::Closed);

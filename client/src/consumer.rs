@@ -7,9 +7,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use floe_wire::frame::{FetchPosition, FetchResponse, Message};
-use floe_wire::{Offset, PartitionId, StreamName};
+use floe_wire::{Backoff, Jitter, Offset, PartitionId, StreamName};
 
-use crate::backoff::Backoff;
 use crate::client::{Client, fetch_request};
 use crate::error::{Error, ProtocolViolation};
 use crate::record::ConsumedRecord;
@@ -32,7 +31,9 @@ pub struct ConsumerConfig {
     pub max_bytes: u32,
     /// Consecutive retryable failures of a fetch before [`Consumer::next`] fails.
     pub max_retries: u32,
-    /// Backoff before the first retry; doubles per retry up to `retry_backoff_max`.
+    /// The longest wait before the first retry; it doubles per retry up to
+    /// `retry_backoff_max`. Each wait is random below it ([`floe_wire::Backoff`]), and never
+    /// shorter than a broker's `retry after`.
     pub retry_backoff: Duration,
     pub retry_backoff_max: Duration,
     /// Read from the cluster's read replicas while any are live (the client must know the
@@ -317,9 +318,10 @@ async fn fetch_once(
     let request = fetch_request(stream, partition, position, config.max_bytes, max_wait);
     let timeout = max_wait + client.config().request_timeout;
     let backoff = Backoff {
-        base: config.retry_backoff,
+        initial: config.retry_backoff,
         max: config.retry_backoff_max,
     };
+    let mut jitter = Jitter::unpredictable();
     let mut retries = 0;
     loop {
         let read_replica = match config.read_from_read_replicas {
@@ -350,7 +352,8 @@ async fn fetch_once(
             }
             Err(e) if e.is_retryable() && retries < config.max_retries => {
                 tracing::debug!(error = %e, retries, "fetch failed; retrying");
-                tokio::time::sleep(backoff.delay(retries, e.retry_after())).await;
+                let wait = backoff.delay(retries, jitter.draw());
+                tokio::time::sleep(e.retry_after().map_or(wait, |hint| wait.max(hint))).await;
                 retries += 1;
             }
             Err(e) => return Err(e),

@@ -9,7 +9,8 @@
 //! - [`rest::Controlplane`]: the controlplane's REST API.
 //!
 //! The library depends on `floe-wire` alone among Floe's crates: every byte it sends or
-//! reads is encoded and decoded there. Pure logic (batching, sequence windows, backoff,
+//! reads is encoded and decoded there, and every retry waits `floe_wire::Backoff`'s
+//! exponential backoff with full jitter. Pure logic (batching, sequence windows,
 //! partitioning, decoding fetched records) is kept apart from the code that touches sockets
 //! and clocks, and is tested without either.
 //!
@@ -36,7 +37,6 @@
 //! # Ok(()) }
 //! ```
 
-mod backoff;
 mod client;
 mod config;
 mod consumer;
