@@ -16,7 +16,7 @@ dir=$(realpath -m "${2:-floe-cluster}")
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 controlplane_addr=${FLOE_CONTROLPLANE_LISTEN:-127.0.0.1:7300}
 
-cargo build --release --manifest-path "$root/Cargo.toml" -p floe-broker -p floe-controlplane -p floe-client --bins
+cargo build --release --manifest-path "$root/Cargo.toml" -p floe-broker -p floe-controlplane -p floe-cli --bins
 bin="$root/target/release"
 mkdir -p "$dir/objects"
 "$bin/floe-broker" certs --dir "$dir/tls" >/dev/null

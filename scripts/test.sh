@@ -35,7 +35,7 @@ else
 fi
 
 echo "== cargo test --no-run (workspace build) (at ${SECONDS}s) =="
-# End-to-end tests run the real binaries (client/tests/cli.rs finds floe-broker next to
+# End-to-end tests run the real binaries (cli/tests/cli.rs finds floe-broker next to
 # floe). Building the tests builds every package's binaries too, in the test profile; a
 # separate `cargo build` would compile the workspace a second time in the dev profile.
 cargo test --workspace --locked --no-run

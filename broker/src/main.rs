@@ -366,7 +366,7 @@ async fn run_dev(args: DevArgs) -> Result<()> {
         profile.display()
     );
     eprintln!(
-        "floe dev: {}-{} read replicas (`floe replica list`)",
+        "floe dev: {}-{} read replicas (`floe read-replica list`)",
         replicas.min, replicas.max
     );
     eprintln!("floe dev: try `floe stream create demo` then `echo hi | floe publish demo`");

@@ -4,7 +4,7 @@
 mod admin;
 mod connect;
 mod exchange;
-mod readers;
+mod read_replicas;
 mod routes;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,9 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use floe_wire::frame::{ConnectionLimits, Fetch, FetchPosition, FetchResponse, Message, RequestId};
-use floe_wire::{BrokerId, PartitionId, StreamName};
+use floe_wire::{Backoff, BrokerId, Jitter, PartitionId, StreamName};
 
-use crate::backoff::Backoff;
 use crate::config::ClientConfig;
 use crate::error::Error;
 use connect::{Session, Transport};
@@ -91,7 +90,7 @@ impl Client {
                     reason: e.to_string(),
                 })
             })?;
-            routes.readers = Some(readers::Readers::new(rest));
+            routes.read_replicas = Some(read_replicas::ReadReplicas::new(rest));
         }
         let routes = Arc::new(routes);
         let mut last = None;
@@ -293,21 +292,22 @@ impl Client {
     }
 
     /// A handle on the read replica that serves `partition` of `stream`, when the
-    /// controlplane is known and lists a live replica this client has not seen fail lately.
-    pub(crate) async fn reader_for(
+    /// controlplane is known and lists a live read replica this client has not seen fail
+    /// lately.
+    pub(crate) async fn read_replica_for(
         &self,
         stream: &StreamName,
         partition: PartitionId,
     ) -> Option<Client> {
-        let readers = self.routes.readers.as_ref()?;
-        let reader = readers.choose(stream, partition).await?;
-        Some(self.on(&reader.endpoint))
+        let read_replicas = self.routes.read_replicas.as_ref()?;
+        let chosen = read_replicas.choose(stream, partition).await?;
+        Some(self.on(&chosen.endpoint))
     }
 
-    /// Sends `request` to this handle's read replica. A replica that cannot be reached, or
-    /// that does not answer within `timeout`, is passed over for a while, so the caller's
-    /// retry goes to another replica or to the leader.
-    pub(crate) async fn request_reader(
+    /// Sends `request` to this handle's read replica. A read replica that cannot be reached,
+    /// or that does not answer within `timeout`, is passed over for a while, so the caller's
+    /// retry goes to another read replica or to the leader.
+    pub(crate) async fn request_read_replica(
         &self,
         request: &Message,
         timeout: Duration,
@@ -326,9 +326,9 @@ impl Client {
             Err(e) => points_elsewhere(e),
             Ok(_) => false,
         };
-        if unhealthy && let Some(readers) = &self.routes.readers {
-            tracing::info!(replica = %self.conn.config.endpoint, "read replica failed; reading elsewhere");
-            readers.suspect(&self.conn.config.endpoint);
+        if unhealthy && let Some(read_replicas) = &self.routes.read_replicas {
+            tracing::info!(read_replica = %self.conn.config.endpoint, "read replica failed; reading elsewhere");
+            read_replicas.suspect(&self.conn.config.endpoint);
         }
         answer
     }
@@ -445,13 +445,14 @@ impl Connection {
         }
         let config = &self.config;
         let backoff = Backoff {
-            base: config.reconnect_backoff,
+            initial: config.reconnect_backoff,
             max: config.reconnect_backoff_max,
         };
+        let mut jitter = Jitter::unpredictable();
         let mut last = Error::Closed;
         for attempt in 0..config.reconnect_attempts.max(1) {
             if attempt > 0 {
-                tokio::time::sleep(backoff.delay(attempt - 1, None)).await;
+                tokio::time::sleep(backoff.delay(attempt - 1, jitter.draw())).await;
             }
             if self.closed.load(Ordering::SeqCst) {
                 return Err(Error::Closed);

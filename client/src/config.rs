@@ -38,8 +38,9 @@ pub struct ClientConfig {
     /// Connection attempts a request makes when it finds the connection lost, before it
     /// fails with [`Error::Connect`](crate::Error::Connect).
     pub reconnect_attempts: u32,
-    /// Backoff before the second attempt; it doubles per attempt up to
-    /// [`ClientConfig::reconnect_backoff_max`].
+    /// The longest wait before the second attempt; it doubles per attempt up to
+    /// [`ClientConfig::reconnect_backoff_max`]. Each wait is random below it
+    /// ([`floe_wire::Backoff`]), so clients cut off together do not return together.
     pub reconnect_backoff: Duration,
     /// Longest backoff between connection attempts.
     pub reconnect_backoff_max: Duration,

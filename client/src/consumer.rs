@@ -7,9 +7,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use floe_wire::frame::{FetchPosition, FetchResponse, Message};
-use floe_wire::{Offset, PartitionId, StreamName};
+use floe_wire::{Backoff, Jitter, Offset, PartitionId, StreamName};
 
-use crate::backoff::Backoff;
 use crate::client::{Client, fetch_request};
 use crate::error::{Error, ProtocolViolation};
 use crate::record::ConsumedRecord;
@@ -21,7 +20,7 @@ const STALL: Duration = Duration::from_secs(1);
 
 /// How late past its long-poll wait a read replica's answer may be before the consumer
 /// reads elsewhere.
-const REPLICA_GRACE: Duration = Duration::from_secs(3);
+const READ_REPLICA_GRACE: Duration = Duration::from_secs(3);
 
 /// How a [`Consumer`] fetches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,14 +31,16 @@ pub struct ConsumerConfig {
     pub max_bytes: u32,
     /// Consecutive retryable failures of a fetch before [`Consumer::next`] fails.
     pub max_retries: u32,
-    /// Backoff before the first retry; doubles per retry up to `retry_backoff_max`.
+    /// The longest wait before the first retry; it doubles per retry up to
+    /// `retry_backoff_max`. Each wait is random below it ([`floe_wire::Backoff`]), and never
+    /// shorter than a broker's `retry after`.
     pub retry_backoff: Duration,
     pub retry_backoff_max: Duration,
     /// Read from the cluster's read replicas while any are live (the client must know the
     /// controlplane: [`ClientConfig::controlplane`](crate::ClientConfig::controlplane)), so
     /// that history readers do not load the brokers; otherwise, and when none is live, from
     /// the partition's leader. Positions carry over, so a move between them loses nothing.
-    pub read_from_replicas: bool,
+    pub read_from_read_replicas: bool,
     /// After a fetch that came back at least half full (the consumer is behind the tail),
     /// send the next one at once, so that the broker reads and sends it while the
     /// application handles this one. At most one such fetch per consumer; an answer that is
@@ -55,7 +56,7 @@ impl Default for ConsumerConfig {
             max_retries: 10,
             retry_backoff: Duration::from_millis(50),
             retry_backoff_max: Duration::from_secs(2),
-            read_from_replicas: true,
+            read_from_read_replicas: true,
             read_ahead: true,
         }
     }
@@ -317,20 +318,21 @@ async fn fetch_once(
     let request = fetch_request(stream, partition, position, config.max_bytes, max_wait);
     let timeout = max_wait + client.config().request_timeout;
     let backoff = Backoff {
-        base: config.retry_backoff,
+        initial: config.retry_backoff,
         max: config.retry_backoff_max,
     };
+    let mut jitter = Jitter::unpredictable();
     let mut retries = 0;
     loop {
-        let reader = match config.read_from_replicas {
-            true => client.reader_for(stream, partition).await,
+        let read_replica = match config.read_from_read_replicas {
+            true => client.read_replica_for(stream, partition).await,
             false => None,
         };
-        let answer = match reader {
-            // A replica answers within the wait (it relays what it cannot serve).
-            Some(reader) => {
-                reader
-                    .request_reader(&request, max_wait + REPLICA_GRACE)
+        let answer = match read_replica {
+            // A read replica answers within the wait (it relays what it cannot serve).
+            Some(read_replica) => {
+                read_replica
+                    .request_read_replica(&request, max_wait + READ_REPLICA_GRACE)
                     .await
             }
             None => {
@@ -350,7 +352,8 @@ async fn fetch_once(
             }
             Err(e) if e.is_retryable() && retries < config.max_retries => {
                 tracing::debug!(error = %e, retries, "fetch failed; retrying");
-                tokio::time::sleep(backoff.delay(retries, e.retry_after())).await;
+                let wait = backoff.delay(retries, jitter.draw());
+                tokio::time::sleep(e.retry_after().map_or(wait, |hint| wait.max(hint))).await;
                 retries += 1;
             }
             Err(e) => return Err(e),

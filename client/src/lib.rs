@@ -1,13 +1,16 @@
-//! `floe-client`: the Rust client of Floe.
+//! `floe-client`: the Rust client library of Floe. A library only: the `floe` command-line
+//! tool is the `floe-cli` package (`cli/`), built on this crate.
 //!
 //! - [`Client`]: one QUIC connection to a broker (TLS trusting one CA, `Hello`, reconnection
 //!   on demand), requests one per stream, and stream administration.
 //! - [`Producer`]: batching, idempotent, ordered publishing with retries and bounded memory.
 //! - [`Consumer`]: ordered, validated, long-polling reads of one partition that resume
 //!   without gap or duplicate after a lost connection.
+//! - [`rest::Controlplane`]: the controlplane's REST API.
 //!
 //! The library depends on `floe-wire` alone among Floe's crates: every byte it sends or
-//! reads is encoded and decoded there. Pure logic (batching, sequence windows, backoff,
+//! reads is encoded and decoded there, and every retry waits `floe_wire::Backoff`'s
+//! exponential backoff with full jitter. Pure logic (batching, sequence windows,
 //! partitioning, decoding fetched records) is kept apart from the code that touches sockets
 //! and clocks, and is tested without either.
 //!
@@ -34,7 +37,6 @@
 //! # Ok(()) }
 //! ```
 
-mod backoff;
 mod client;
 mod config;
 mod consumer;

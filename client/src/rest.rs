@@ -340,7 +340,7 @@ impl Controlplane {
     }
 
     /// `POST /v1/read-replicas/{id}/heartbeat`: renews the lease and reports the load. A
-    /// `draining` answer means clients send the replica no new readers; on
+    /// `draining` answer means clients send the read replica no new readers; on
     /// `404 read_replica_not_found` or `409 lease_expired`, register again.
     pub async fn read_replica_heartbeat(
         &self,

@@ -24,7 +24,9 @@ pub use direct::DirectObject;
 pub use error::{CorruptReason, TierError};
 pub use layout::{PartitionPath, SegmentName};
 pub use metrics::{RequestKind, RequestObserver, TierMetrics, TierMetricsSnapshot};
-pub use store::{CreateOutcome, ListedObject, MultipartWriter, S3Settings, TierStore};
+pub use store::{
+    CreateOutcome, ListedObject, MultipartWriter, S3Settings, TierStore, request_retry,
+};
 
 mod collector;
 pub mod reader;

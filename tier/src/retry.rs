@@ -1,8 +1,12 @@
-//! Retrying a fallible object-store operation with exponential backoff. Only errors that
-//! [`TierError::is_retryable`] says may pass are retried.
+//! Retrying a fallible tier operation: [`RetryPolicy`] says how often, and waits Floe's one
+//! [`Backoff`] (exponential, full jitter) between tries. Which errors deserve another try is
+//! the caller's to say: [`TierStore::worth_retrying`](crate::TierStore::worth_retrying) keeps
+//! this loop from stacking on the retries an S3 store already made for each request.
 
 use std::future::Future;
 use std::time::Duration;
+
+use floe_wire::{Backoff, Jitter};
 
 use crate::TierError;
 
@@ -11,44 +15,42 @@ use crate::TierError;
 pub struct RetryPolicy {
     /// Tries in all, the first included (at least 1).
     pub attempts: u32,
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
+    /// The wait before each retry.
+    pub backoff: Backoff,
 }
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 6,
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(10),
+            backoff: Backoff {
+                initial: Duration::from_millis(100),
+                max: Duration::from_secs(10),
+            },
         }
     }
 }
 
 impl RetryPolicy {
-    /// The wait before try number `attempt + 1` (`attempt` counts from 1).
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(attempt.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.initial_backoff
-            .saturating_mul(factor)
-            .min(self.max_backoff)
-    }
-
-    /// Runs `op` until it succeeds, fails for good, or the attempts run out.
-    pub async fn run<T, F, Fut>(&self, mut op: F) -> Result<T, TierError>
+    /// Runs `op` until it succeeds, fails with an error `worth_retrying` refuses, or the
+    /// attempts run out; returns the last error then.
+    pub async fn run<T, F, Fut>(
+        &self,
+        worth_retrying: impl Fn(&TierError) -> bool,
+        mut op: F,
+    ) -> Result<T, TierError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, TierError>>,
     {
+        let mut jitter = Jitter::unpredictable();
         let mut attempt = 1;
         loop {
             match op().await {
                 Ok(value) => return Ok(value),
-                Err(e) if e.is_retryable() && attempt < self.attempts => {
+                Err(e) if attempt < self.attempts && worth_retrying(&e) => {
                     tracing::debug!(error = %e, attempt, "tier operation failed; retrying");
-                    tokio::time::sleep(self.backoff(attempt)).await;
+                    tokio::time::sleep(self.backoff.delay(attempt - 1, jitter.draw())).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -64,25 +66,13 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let p = RetryPolicy {
-            attempts: 10,
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(1),
-        };
-        let waits: Vec<_> = (1..=6).map(|a| p.backoff(a).as_millis()).collect();
-        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
-        assert_eq!(p.backoff(200), Duration::from_secs(1));
-    }
-
     #[tokio::test(start_paused = true)]
-    async fn retryable_errors_are_retried_and_others_are_not() {
+    async fn errors_worth_retrying_are_retried_and_others_are_not() {
         let calls = Arc::new(AtomicU32::new(0));
         let policy = RetryPolicy::default();
         let c = calls.clone();
         let result = policy
-            .run(|| {
+            .run(TierError::is_retryable, || {
                 let c = c.clone();
                 async move {
                     if c.fetch_add(1, Ordering::SeqCst) < 2 {
@@ -99,7 +89,7 @@ mod tests {
         let c = calls.clone();
         c.store(0, Ordering::SeqCst);
         let result: Result<(), _> = policy
-            .run(|| {
+            .run(TierError::is_retryable, || {
                 c.fetch_add(1, Ordering::SeqCst);
                 async {
                     Err(TierError::Fenced {
@@ -109,7 +99,40 @@ mod tests {
                 }
             })
             .await;
-        assert!(matches!(result, Err(TierError::Fenced { .. })));
+        assert!(
+            matches!(result, Err(TierError::Fenced { .. })),
+            "{result:?}"
+        );
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_attempts_bound_the_tries_and_the_waits_stay_under_the_ceilings() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let policy = RetryPolicy {
+            attempts: 4,
+            backoff: Backoff {
+                initial: Duration::from_secs(1),
+                max: Duration::from_secs(3),
+            },
+        };
+        let started = tokio::time::Instant::now();
+        let result: Result<(), _> = policy
+            .run(
+                |_| true,
+                || {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    async { Err(TierError::Cache("down".into())) }
+                },
+            )
+            .await;
+        assert!(matches!(result, Err(TierError::Cache(_))), "{result:?}");
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        // Three waits, under ceilings of 1 s, 2 s and 3 s.
+        assert!(
+            started.elapsed() <= Duration::from_secs(6),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 use std::sync::{Arc, Once};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -11,8 +12,8 @@ use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
-    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
-    WriteMultipart,
+    BackoffConfig, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    PutPayload, RetryConfig, WriteMultipart,
 };
 
 use crate::TierError;
@@ -40,6 +41,9 @@ pub struct TierStore {
     /// The same store when it is a local directory: its objects can be streamed to their
     /// files directly ([`TierStore::put_streamed`]).
     local: Option<Arc<LocalFileSystem>>,
+    /// Whether `inner` retries each failed request itself (an S3 store, per
+    /// [`request_retry`]): its errors have been retried already.
+    retries_requests: bool,
     prefix: String,
     metrics: Arc<TierMetrics>,
     observer: Option<RequestObserver>,
@@ -95,7 +99,9 @@ impl TierStore {
                     .filter(|b| !b.is_empty())
                     .ok_or_else(|| TierError::Config(format!("tier URL {url:?} has no bucket")))?;
                 let store = s3_store(bucket, s3)?;
-                Ok(TierStore::new(store, parsed.path()))
+                let mut store = TierStore::new(store, parsed.path());
+                store.retries_requests = true;
+                Ok(store)
             }
             other => Err(TierError::Config(format!(
                 "tier URL scheme {other:?} is not supported (file or s3)"
@@ -108,6 +114,7 @@ impl TierStore {
         TierStore {
             inner,
             local: None,
+            retries_requests: false,
             prefix: prefix.trim_matches('/').to_string(),
             metrics: Arc::new(TierMetrics::default()),
             observer: None,
@@ -122,6 +129,17 @@ impl TierStore {
 
     pub fn metrics(&self) -> &Arc<TierMetrics> {
         &self.metrics
+    }
+
+    /// Whether an operation on this store that failed with `error` deserves another try by
+    /// the caller: the error is retryable, and it is not a request failure the store's client
+    /// has already retried. An S3 store retries each request itself ([`request_retry`]): a
+    /// second loop around it would multiply the tries and the waits. A local directory
+    /// retries nothing, and a store passed to [`TierStore::new`] is taken to retry nothing:
+    /// Floe's loop retries for them.
+    pub fn worth_retrying(&self, error: &TierError) -> bool {
+        let retried_below = self.retries_requests && matches!(error, TierError::Unavailable { .. });
+        error.is_retryable() && !retried_below
     }
 
     /// Runs one request, reporting its duration to the observer.
@@ -444,9 +462,30 @@ fn s3_store(bucket: &str, s3: &S3Settings) -> Result<Arc<dyn ObjectStore>, TierE
         builder = builder.with_allow_http(true);
     }
     let store = builder
+        .with_retry(request_retry())
         .build()
         .map_err(|e| TierError::Config(format!("s3 bucket {bucket}: {e}")))?;
     Ok(Arc::new(store))
+}
+
+/// How an S3 store retries one request, set here rather than left to object_store's
+/// defaults (10 retries over up to 3 minutes). object_store retries what it knows is safe to
+/// send again: a connection that failed before the request went out, a 5xx, a 429 or a
+/// `SlowDown`, a timeout of an idempotent request. It waits with jitter of its own between
+/// `initial` and twice the previous wait. Floe's [`RetryPolicy`](crate::RetryPolicy) does not
+/// retry these failures again ([`TierStore::worth_retrying`]): a request that keeps failing
+/// fails within about half a minute, and the caller's own loop (tiering's next run, a
+/// consumer's next fetch) takes over.
+pub fn request_retry() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            base: 2.0,
+        },
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(30),
+    }
 }
 
 /// The workspace's TLS runs on ring alone; the HTTP client needs it installed as rustls'

@@ -193,7 +193,12 @@ impl Uploader {
         self.note_waiting(sealed, high_watermark);
         let state = match known.take() {
             Some(state) => self.manifest.catch_up(state).await?,
-            None => self.config.retry.run(|| self.manifest.load()).await?,
+            None => {
+                let retry = &self.config.retry;
+                retry
+                    .run(|e| self.store.worth_retrying(e), || self.manifest.load())
+                    .await?
+            }
         };
         self.note_state(&state);
         if state.epoch > epoch {
@@ -228,7 +233,10 @@ impl Uploader {
             state = self
                 .config
                 .retry
-                .run(|| self.manifest.commit(Some(state.clone()), &change))
+                .run(
+                    |e| self.store.worth_retrying(e),
+                    || self.manifest.commit(Some(state.clone()), &change),
+                )
                 .await?;
             report = UploadReport {
                 committed: change.added,
@@ -326,9 +334,19 @@ impl Uploader {
                 };
                 self.config
                     .retry
-                    .run(move || {
-                        upload_segment(&self.store, partition, &p.segment, p.from, epoch, settings)
-                    })
+                    .run(
+                        |e| self.store.worth_retrying(e),
+                        move || {
+                            upload_segment(
+                                &self.store,
+                                partition,
+                                &p.segment,
+                                p.from,
+                                epoch,
+                                settings,
+                            )
+                        },
+                    )
                     .await
             })
             .collect();

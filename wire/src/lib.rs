@@ -7,9 +7,12 @@
 //! REST API ([`admin`]). Pure: no I/O, no clock, no allocation
 //! beyond what an encoder is asked to produce or a decoder's input justifies. The
 //! [`BufferPool`] lets producers and brokers reuse the allocations of batches and payloads.
+//! [`Backoff`] is the one retry schedule (exponential, full jitter) of the client and the
+//! tier: it lives here, pure like the rest, because both depend on this crate.
 
 mod ack_mode;
 pub mod admin;
+mod backoff;
 pub mod batch;
 mod broker_id;
 mod buffer_pool;
@@ -22,6 +25,7 @@ mod stream_name;
 pub mod units;
 
 pub use ack_mode::AckMode;
+pub use backoff::{Backoff, Jitter};
 pub use batch::{
     BatchBuilder, BatchError, BatchHeader, ControlKind, Record, RecordBatch, RecordFault,
 };

@@ -85,10 +85,11 @@ impl Client {
         wait: std::time::Duration,
     ) -> Result<StreamInfo, Error> {
         let deadline = tokio::time::Instant::now() + wait;
-        let backoff = crate::backoff::Backoff {
-            base: std::time::Duration::from_millis(20),
+        let backoff = floe_wire::Backoff {
+            initial: std::time::Duration::from_millis(20),
             max: std::time::Duration::from_millis(500),
         };
+        let mut jitter = floe_wire::Jitter::unpredictable();
         let mut retry = 0;
         loop {
             let result = self.stream(name).await;
@@ -97,7 +98,7 @@ impl Client {
             if !unknown || now >= deadline {
                 return result;
             }
-            let delay = backoff.delay(retry, None).min(deadline - now);
+            let delay = backoff.delay(retry, jitter.draw()).min(deadline - now);
             tokio::time::sleep(delay).await;
             retry += 1;
         }

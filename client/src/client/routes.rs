@@ -12,7 +12,7 @@ use floe_wire::{PartitionId, StreamName};
 use tokio::task::JoinSet;
 
 use super::connect::Transport;
-use super::readers::Readers;
+use super::read_replicas::ReadReplicas;
 use super::{Client, Connection};
 use crate::config::ClientConfig;
 use crate::error::Error;
@@ -51,7 +51,7 @@ pub(crate) struct Routes {
     /// Held while asking the brokers, so that concurrent lookups share one round.
     refreshing: tokio::sync::Mutex<()>,
     /// The read replicas, when the controlplane is known.
-    pub readers: Option<Readers>,
+    pub read_replicas: Option<ReadReplicas>,
 }
 
 impl Routes {
@@ -64,7 +64,7 @@ impl Routes {
             known: Mutex::new(endpoints.to_vec()),
             leaders: Mutex::new(HashMap::new()),
             refreshing: tokio::sync::Mutex::new(()),
-            readers: None,
+            read_replicas: None,
         }
     }
 

@@ -6,7 +6,6 @@ use std::time::Duration;
 use floe_wire::batch::HEADER_LEN;
 use floe_wire::frame::{ConnectionLimits, FRAME_OVERHEAD_BYTES};
 
-use crate::backoff::Backoff;
 use crate::error::ConfigError;
 
 use super::window::RetryPolicy;
@@ -37,7 +36,9 @@ pub struct ProducerConfig {
     pub max_retries: u32,
     /// A batch not acknowledged this long after its first send fails.
     pub delivery_timeout: Duration,
-    /// Backoff before the first resend; doubles per resend up to `retry_backoff_max`.
+    /// The longest wait before the first resend; it doubles per resend up to
+    /// `retry_backoff_max`. Each wait is random below it ([`floe_wire::Backoff`]), and never
+    /// shorter than a broker's `retry after`.
     pub retry_backoff: Duration,
     pub retry_backoff_max: Duration,
     /// How long [`Producer::new`](crate::Producer::new) waits for a stream the brokers do not
@@ -120,8 +121,8 @@ impl Settings {
             buffer_bytes: config.buffer_bytes,
             request_bytes,
             retry: RetryPolicy {
-                backoff: Backoff {
-                    base: config.retry_backoff,
+                backoff: floe_wire::Backoff {
+                    initial: config.retry_backoff,
                     max: config.retry_backoff_max,
                 },
                 max_retries: config.max_retries,

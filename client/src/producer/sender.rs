@@ -102,7 +102,11 @@ impl Shared {
                     settings.linger,
                     buffers.clone(),
                 ),
-                window: SequenceWindow::new(settings.max_in_flight, settings.retry),
+                window: SequenceWindow::new(
+                    settings.max_in_flight,
+                    settings.retry,
+                    floe_wire::Jitter::unpredictable(),
+                ),
             })
             .collect();
         Shared {

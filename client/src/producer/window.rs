@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use floe_wire::frame::{BatchAck, ErrorCode};
+use floe_wire::{Backoff, Jitter};
 
-use crate::backoff::Backoff;
 use crate::error::{Error, ProtocolViolation};
 
 /// How long and how often a batch is retried.
@@ -103,6 +103,8 @@ pub(crate) struct SequenceWindow<A> {
     next_sequence: i64,
     max_in_flight: usize,
     policy: RetryPolicy,
+    /// The random numbers of the backoff's jitter; seeded, so tests pin the waits.
+    jitter: Jitter,
     /// Sent batches in sequence order from the first unacknowledged one.
     entries: VecDeque<Entry<A>>,
     requests_in_flight: usize,
@@ -119,12 +121,14 @@ pub(crate) struct SequenceWindow<A> {
 }
 
 impl<A> SequenceWindow<A> {
-    pub fn new(max_in_flight: usize, policy: RetryPolicy) -> SequenceWindow<A> {
+    /// A window of at most `max_in_flight` batches; `jitter` draws the backoff's waits.
+    pub fn new(max_in_flight: usize, policy: RetryPolicy, jitter: Jitter) -> SequenceWindow<A> {
         SequenceWindow {
             epoch: 0,
             next_sequence: 0,
             max_in_flight: max_in_flight.max(1),
             policy,
+            jitter,
             entries: VecDeque::new(),
             requests_in_flight: 0,
             recovery: None,
@@ -284,7 +288,12 @@ impl<A> SequenceWindow<A> {
         match classify(&error, sent_as_head) {
             Verdict::Retry { after } if !exhausted => {
                 entry.state = EntryState::AwaitingResend;
-                let at = now + self.policy.backoff.delay(entry.sends - 1, after);
+                // A broker's `retry after` is a floor under the jittered wait.
+                let wait = self
+                    .policy
+                    .backoff
+                    .delay(entry.sends - 1, self.jitter.draw());
+                let at = now + after.map_or(wait, |hint| wait.max(hint));
                 self.recovery = Some(self.recovery.map_or(at, |r| r.max(at)));
             }
             Verdict::Retry { .. } | Verdict::Fail => {
@@ -365,9 +374,12 @@ mod tests {
 
     use super::*;
 
+    /// Pins the jittered waits of every test.
+    const SEED: u64 = 11;
+
     const POLICY: RetryPolicy = RetryPolicy {
         backoff: Backoff {
-            base: Duration::from_millis(100),
+            initial: Duration::from_millis(100),
             max: Duration::from_secs(1),
         },
         max_retries: 3,
@@ -384,7 +396,7 @@ mod tests {
     impl Harness {
         fn new(max_in_flight: usize) -> Harness {
             Harness {
-                window: SequenceWindow::new(max_in_flight, POLICY),
+                window: SequenceWindow::new(max_in_flight, POLICY, Jitter::new(SEED)),
                 now: Instant::now(),
                 sent: 0,
             }
@@ -550,6 +562,31 @@ mod tests {
     }
 
     #[test]
+    fn producers_that_failed_together_resend_at_different_times_under_the_ceiling() {
+        let mut waits: Vec<Duration> = (0..8)
+            .map(|seed| {
+                let mut h = Harness::new(5);
+                h.window = SequenceWindow::new(5, POLICY, Jitter::new(seed));
+                let s = h.send().expect("room");
+                let lost = Error::Timeout {
+                    operation: "Produce",
+                    after: Duration::from_secs(1),
+                };
+                assert!(h.window.on_results(&[s], Err(lost), h.now).is_empty());
+                h.window.next_deadline().expect("a resend waits") - h.now
+            })
+            .collect();
+        // The first resend waits at most the first ceiling, 100 ms, and not all alike.
+        assert!(
+            waits.iter().all(|w| *w <= Duration::from_millis(100)),
+            "{waits:?}"
+        );
+        waits.sort();
+        waits.dedup();
+        assert!(waits.len() >= 6, "jitter spreads the resends: {waits:?}");
+    }
+
+    #[test]
     fn a_resend_is_split_to_fit_the_frame() {
         let mut h = Harness::known(5);
         let seqs: Vec<i32> = (0..3).map(|_| h.send().expect("room")).collect();
@@ -667,7 +704,7 @@ mod tests {
 
     #[test]
     fn numbering_rolls_over_to_a_new_epoch_before_passing_i32_max() {
-        let mut window: SequenceWindow<()> = SequenceWindow::new(5, POLICY);
+        let mut window: SequenceWindow<()> = SequenceWindow::new(5, POLICY, Jitter::new(SEED));
         let now = Instant::now();
         window.next_sequence = i64::from(i32::MAX) - 5;
         assert_eq!(window.sequence_for(6), Some((0, i32::MAX - 5)));

@@ -1,5 +1,6 @@
-//! Read replicas and their scaling policy through the controlplane: `floe replica list|drain`
-//! and `floe cluster policy show|set`.
+//! Read replicas and their scaling policy through the controlplane: `floe read-replica
+//! list|drain` and `floe cluster policy show|set`. ("Replica" alone is a partition's replica
+//! on a broker; `floe replica` stays as a hidden alias of `floe read-replica`.)
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use crate::size::{duration_ms, parse_duration, parse_size};
 use crate::stream::{age_text, human_bytes};
 
 #[derive(Subcommand, Debug)]
-pub enum ReplicaCommand {
+pub enum ReadReplicaCommand {
     /// List read replicas: endpoint, zone, state and their last reported load.
     List,
     /// Send a read replica no new readers; the autoscaler stops it once it is idle.
@@ -37,10 +38,10 @@ pub struct PolicyArgs {
     /// Never more read replicas than this.
     #[arg(long)]
     max: Option<u32>,
-    /// Bytes per second one replica should serve, e.g. 100MiB (0: not a signal).
+    /// Bytes per second one read replica should serve, e.g. 100MiB (0: not a signal).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     target_bytes_per_second: Option<u64>,
-    /// Consumers one replica should serve (0: not a signal).
+    /// Consumers one read replica should serve (0: not a signal).
     #[arg(long)]
     target_consumers: Option<u32>,
     /// How far from the target the load must be before the count changes, 0 to 100.
@@ -85,8 +86,8 @@ pub fn state_name(state: ReadReplicaState) -> &'static str {
     }
 }
 
-fn replica_rows(replicas: &[ReadReplicaInfo]) -> Vec<Vec<String>> {
-    replicas
+fn read_replica_rows(read_replicas: &[ReadReplicaInfo]) -> Vec<Vec<String>> {
+    read_replicas
         .iter()
         .map(|r| {
             vec![
@@ -103,7 +104,7 @@ fn replica_rows(replicas: &[ReadReplicaInfo]) -> Vec<Vec<String>> {
         .collect()
 }
 
-pub const REPLICA_HEADER: [&str; 8] = [
+pub const READ_REPLICA_HEADER: [&str; 8] = [
     "ID",
     "ENDPOINT",
     "ZONE",
@@ -114,15 +115,16 @@ pub const REPLICA_HEADER: [&str; 8] = [
     "CACHE HITS",
 ];
 
-/// The replicas as a table.
-pub fn replica_table(replicas: &[ReadReplicaInfo]) -> String {
-    table(&REPLICA_HEADER, &replica_rows(replicas))
+/// The read replicas as a table.
+pub fn read_replica_table(read_replicas: &[ReadReplicaInfo]) -> String {
+    table(&READ_REPLICA_HEADER, &read_replica_rows(read_replicas))
 }
 
-/// One line for people: `min 0, max 8, target 100.0 MiB/s and 1000 consumers per replica…`.
+/// One line for people: `min 0, max 8, target 100.0 MiB/s and 1000 consumers per read
+/// replica…`.
 pub fn policy_text(policy: &ScalingPolicy) -> String {
     format!(
-        "min {}, max {}, target {}/s and {} consumers per replica, hysteresis {}%, \
+        "min {}, max {}, target {}/s and {} consumers per read replica, hysteresis {}%, \
          cooldown {} up / {} down",
         policy.min_replicas,
         policy.max_replicas,
@@ -134,14 +136,14 @@ pub fn policy_text(policy: &ScalingPolicy) -> String {
     )
 }
 
-/// `floe replica …`.
-pub async fn replica(
+/// `floe read-replica …`.
+pub async fn read_replica(
     controlplane: &Controlplane,
-    command: ReplicaCommand,
+    command: ReadReplicaCommand,
     json: bool,
 ) -> Result<()> {
     match command {
-        ReplicaCommand::List => {
+        ReadReplicaCommand::List => {
             let list = controlplane
                 .read_replicas()
                 .await
@@ -149,20 +151,20 @@ pub async fn replica(
             if json {
                 print_json(&serde_json::to_value(&list.replicas)?)?;
             } else {
-                print(&replica_table(&list.replicas))?;
+                print(&read_replica_table(&list.replicas))?;
             }
         }
-        ReplicaCommand::Drain { id } => {
-            let replica = controlplane
+        ReadReplicaCommand::Drain { id } => {
+            let read_replica = controlplane
                 .drain_read_replica(&id)
                 .await
                 .with_context(|| format!("draining read replica {id}"))?;
             if json {
-                print_json(&serde_json::to_value(&replica)?)?;
+                print_json(&serde_json::to_value(&read_replica)?)?;
             } else {
                 print(&format!(
                     "read replica {id} is {}: it gets no new readers\n",
-                    state_name(replica.state)
+                    state_name(read_replica.state)
                 ))?;
             }
         }

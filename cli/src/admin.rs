@@ -12,7 +12,7 @@ use floe_wire::admin::{
 use serde_json::json;
 
 use crate::output::{print, print_json, table};
-use crate::replica::{PolicyCommand, policy_text, replica_table};
+use crate::read_replica::{PolicyCommand, policy_text, read_replica_table};
 use crate::stream::{
     StreamCommand, ack_mode_name, age_text, human_bytes, print_created, stream_name,
 };
@@ -330,7 +330,7 @@ pub async fn cluster(
     json: bool,
 ) -> Result<()> {
     if let ClusterCommand::Policy { command } = command {
-        return crate::replica::policy(controlplane, command, json).await;
+        return crate::read_replica::policy(controlplane, command, json).await;
     }
     let ready = controlplane
         .ready()
@@ -346,7 +346,7 @@ pub async fn cluster(
         .await
         .context("listing streams")?
         .streams;
-    let replicas = controlplane
+    let read_replicas = controlplane
         .read_replicas()
         .await
         .context("listing read replicas")?
@@ -356,8 +356,8 @@ pub async fn cluster(
         .await
         .context("reading the scaling policy")?;
     let count = |state: BrokerState| brokers.iter().filter(|b| b.state == state).count();
-    let replicas_in =
-        |state: ReadReplicaState| replicas.iter().filter(|r| r.state == state).count();
+    let read_replicas_in =
+        |state: ReadReplicaState| read_replicas.iter().filter(|r| r.state == state).count();
     let partitions: u64 = streams.iter().map(|s| u64::from(s.config.partitions)).sum();
     if json {
         print_json(&json!({
@@ -370,9 +370,9 @@ pub async fn cluster(
             "streams": streams.len(),
             "partitions": partitions,
             "read_replicas": {
-                "live": replicas_in(ReadReplicaState::Live),
-                "draining": replicas_in(ReadReplicaState::Draining),
-                "dead": replicas_in(ReadReplicaState::Dead),
+                "live": read_replicas_in(ReadReplicaState::Live),
+                "draining": read_replicas_in(ReadReplicaState::Draining),
+                "dead": read_replicas_in(ReadReplicaState::Dead),
             },
             "scaling_policy": policy,
         }))?;
@@ -392,15 +392,15 @@ pub async fn cluster(
         count(BrokerState::Draining),
         count(BrokerState::Dead),
         streams.len(),
-        replicas_in(ReadReplicaState::Live),
-        replicas_in(ReadReplicaState::Draining),
-        replicas_in(ReadReplicaState::Dead),
+        read_replicas_in(ReadReplicaState::Live),
+        read_replicas_in(ReadReplicaState::Draining),
+        read_replicas_in(ReadReplicaState::Dead),
         policy_text(&policy),
         table(&BROKER_HEADER, &broker_rows(&brokers)),
-        if replicas.is_empty() {
+        if read_replicas.is_empty() {
             String::new()
         } else {
-            format!("\n{}", replica_table(&replicas))
+            format!("\n{}", read_replica_table(&read_replicas))
         },
     ))?;
     Ok(())

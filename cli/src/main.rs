@@ -9,7 +9,7 @@ mod output;
 mod position;
 mod progress;
 mod publish;
-mod replica;
+mod read_replica;
 mod size;
 mod stream;
 
@@ -72,9 +72,11 @@ enum Command {
         command: admin::BrokerCommand,
     },
     /// List and drain read replicas (controlplane).
-    Replica {
+    // `replica`, the old name, stays as a hidden alias so that scripts keep working.
+    #[command(name = "read-replica", alias = "replica")]
+    ReadReplica {
         #[command(subcommand)]
-        command: replica::ReplicaCommand,
+        command: read_replica::ReadReplicaCommand,
     },
     /// The cluster at a glance, and the read-replica scaling policy (controlplane).
     Cluster {
@@ -134,15 +136,15 @@ fn run(cli: Cli) -> Result<()> {
                 Command::Cluster { command } => {
                     return admin::cluster(controlplane, command, cli.json).await;
                 }
-                Command::Replica { command } => {
-                    return replica::replica(controlplane, command, cli.json).await;
+                Command::ReadReplica { command } => {
+                    return read_replica::read_replica(controlplane, command, cli.json).await;
                 }
                 _ => {}
             }
         }
         let config = client_config(&cli.connection, profile.as_ref())?;
         match cli.command {
-            Command::Broker { .. } | Command::Cluster { .. } | Command::Replica { .. } => {
+            Command::Broker { .. } | Command::Cluster { .. } | Command::ReadReplica { .. } => {
                 Err(anyhow::anyhow!(
                     "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
                  the profile `floe-broker dev` writes"
@@ -254,6 +256,29 @@ mod tests {
         assert_eq!(overridden.endpoint, "broker.example:7100");
         assert_eq!(overridden.ca_cert, PathBuf::from("/other.pem"));
         assert_eq!(overridden.server_name, "localhost");
+        Ok(())
+    }
+
+    #[test]
+    fn read_replica_commands_answer_to_their_old_name_too() -> Result<()> {
+        for name in ["read-replica", "replica"] {
+            let cli = Cli::try_parse_from(["floe", name, "drain", "r-1"])?;
+            let Command::ReadReplica { command } = cli.command else {
+                anyhow::bail!("`floe {name} drain` parsed as {:?}", cli.command);
+            };
+            assert!(
+                matches!(&command, read_replica::ReadReplicaCommand::Drain { id } if id == "r-1"),
+                "{command:?}"
+            );
+        }
+        let help = <Cli as clap::CommandFactory>::command()
+            .render_help()
+            .to_string();
+        assert!(help.contains("read-replica"), "{help}");
+        assert!(
+            !help.lines().any(|l| l.trim_start().starts_with("replica")),
+            "the old name is hidden: {help}"
+        );
         Ok(())
     }
 

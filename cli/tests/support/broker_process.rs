@@ -1,7 +1,7 @@
 //! A real `floe-broker dev` process for the CLI's end-to-end tests: its own data directory
 //! and client profile in a temporary directory, an ephemeral QUIC port, killed and reaped on
-//! drop. The client package cannot name the broker binary with `CARGO_BIN_EXE_*`, so the
-//! caller passes its path (next to `floe` in the target directory).
+//! drop. The CLI's package cannot name another package's binary with `CARGO_BIN_EXE_*`, so
+//! the caller passes its path (next to `floe` in the target directory).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,9 @@
-//! Which read replica serves a partition's reads: the live replicas come from the
-//! controlplane (looked up again every few seconds), and each partition goes to the replica
-//! with the highest rendezvous score of (stream, partition, replica id), so that every
-//! replica caches a distinct share of history and a replica's departure moves only its own
-//! share. A replica that failed a request is passed over for a while.
+//! Which read replica serves a partition's reads: the live read replicas come from the
+//! controlplane (looked up again every few seconds), and each partition goes to the read
+//! replica with the highest rendezvous score of (stream, partition, read replica id), so that
+//! every read replica caches a distinct share of history and a read replica's departure
+//! moves only its own share. A read replica that failed a request is passed over for a while.
+//! ("Replica" alone means a partition's replica on a broker, never one of these.)
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,46 +14,46 @@ use floe_wire::{PartitionId, StreamName};
 
 use crate::rest::Controlplane;
 
-/// How long a looked-up replica list is used.
+/// How long a looked-up list of read replicas is used.
 const LIST_TTL: Duration = Duration::from_secs(5);
-/// How long a replica that failed is passed over.
+/// How long a read replica that failed is passed over.
 const SUSPECT_FOR: Duration = Duration::from_secs(10);
 
 /// A live read replica: its id (the rendezvous key) and where clients reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reader {
+pub(crate) struct ReadReplica {
     pub id: String,
     pub endpoint: String,
 }
 
 #[derive(Debug)]
-pub(crate) struct Readers {
+pub(crate) struct ReadReplicas {
     rest: Controlplane,
-    list: tokio::sync::Mutex<Option<(Instant, Vec<Reader>)>>,
+    list: tokio::sync::Mutex<Option<(Instant, Vec<ReadReplica>)>>,
     suspects: Mutex<HashMap<String, Instant>>,
 }
 
-impl Readers {
-    pub fn new(rest: Controlplane) -> Readers {
-        Readers {
+impl ReadReplicas {
+    pub fn new(rest: Controlplane) -> ReadReplicas {
+        ReadReplicas {
             rest,
             list: tokio::sync::Mutex::new(None),
             suspects: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The replica that serves `partition` of `stream`, if any is live and not suspect.
-    pub async fn choose(&self, stream: &StreamName, partition: PartitionId) -> Option<Reader> {
-        let readers = self.live().await;
+    /// The read replica that serves `partition` of `stream`, if any is live and not suspect.
+    pub async fn choose(&self, stream: &StreamName, partition: PartitionId) -> Option<ReadReplica> {
+        let live = self.live().await;
         let suspects = self.suspects.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let candidates = readers
+        let candidates = live
             .into_iter()
             .filter(|r| suspects.get(&r.endpoint).is_none_or(|until| *until <= now));
         rendezvous(candidates, stream, partition)
     }
 
-    /// Passes over the replica at `endpoint` for a while.
+    /// Passes over the read replica at `endpoint` for a while.
     pub fn suspect(&self, endpoint: &str) {
         let mut suspects = self.suspects.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
@@ -60,28 +61,28 @@ impl Readers {
         suspects.insert(endpoint.to_owned(), now + SUSPECT_FOR);
     }
 
-    /// The live replicas, looked up when the last list is stale. When the controlplane
+    /// The live read replicas, looked up when the last list is stale. When the controlplane
     /// cannot be asked the last list stays in use (or none: reads go to the leaders).
-    async fn live(&self) -> Vec<Reader> {
+    async fn live(&self) -> Vec<ReadReplica> {
         let mut list = self.list.lock().await;
-        if let Some((at, readers)) = list.as_ref()
+        if let Some((at, read_replicas)) = list.as_ref()
             && at.elapsed() < LIST_TTL
         {
-            return readers.clone();
+            return read_replicas.clone();
         }
         match self.rest.read_replicas().await {
             Ok(answer) => {
-                let readers: Vec<Reader> = answer
+                let live: Vec<ReadReplica> = answer
                     .replicas
                     .into_iter()
                     .filter(|r| r.state == ReadReplicaState::Live)
-                    .map(|r| Reader {
+                    .map(|r| ReadReplica {
                         id: r.replica_id,
                         endpoint: r.endpoint.to_string(),
                     })
                     .collect();
-                *list = Some((Instant::now(), readers.clone()));
-                readers
+                *list = Some((Instant::now(), live.clone()));
+                live
             }
             Err(e) => {
                 tracing::debug!(error = %e, "listing read replicas");
@@ -95,19 +96,19 @@ impl Readers {
 
 /// The candidate with the highest score for (stream, partition); ties go to the smaller id.
 fn rendezvous(
-    candidates: impl Iterator<Item = Reader>,
+    candidates: impl Iterator<Item = ReadReplica>,
     stream: &StreamName,
     partition: PartitionId,
-) -> Option<Reader> {
+) -> Option<ReadReplica> {
     candidates
         .map(|r| (score(stream, partition, &r.id), r))
         .max_by(|(a, ra), (b, rb)| a.cmp(b).then_with(|| rb.id.cmp(&ra.id)))
         .map(|(_, r)| r)
 }
 
-/// FNV-1a over the stream, the partition and the replica id, then a 64-bit finaliser: the
-/// same in every client, whatever its build.
-fn score(stream: &StreamName, partition: PartitionId, replica: &str) -> u64 {
+/// FNV-1a over the stream, the partition and the read replica's id, then a 64-bit
+/// finaliser: the same in every client, whatever its build.
+fn score(stream: &StreamName, partition: PartitionId, read_replica: &str) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for byte in bytes {
@@ -119,7 +120,7 @@ fn score(stream: &StreamName, partition: PartitionId, replica: &str) -> u64 {
     eat(&[0]);
     eat(&partition.get().to_be_bytes());
     eat(&[0]);
-    eat(replica.as_bytes());
+    eat(read_replica.as_bytes());
     // splitmix64's finaliser spreads FNV's weak low bits.
     hash ^= hash >> 30;
     hash = hash.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -132,9 +133,9 @@ fn score(stream: &StreamName, partition: PartitionId, replica: &str) -> u64 {
 mod tests {
     use super::*;
 
-    fn readers(ids: &[&str]) -> Vec<Reader> {
+    fn read_replicas(ids: &[&str]) -> Vec<ReadReplica> {
         ids.iter()
-            .map(|id| Reader {
+            .map(|id| ReadReplica {
                 id: (*id).to_owned(),
                 endpoint: format!("{id}:7150"),
             })
@@ -143,23 +144,23 @@ mod tests {
 
     fn owner(ids: &[&str], stream: &StreamName, partition: u32) -> String {
         rendezvous(
-            readers(ids).into_iter(),
+            read_replicas(ids).into_iter(),
             stream,
             PartitionId::new(partition),
         )
-        .expect("a reader")
+        .expect("a read replica")
         .id
     }
 
     #[test]
-    fn partitions_spread_over_replicas_and_only_a_leaver_share_moves() {
+    fn partitions_spread_over_read_replicas_and_only_a_leaver_share_moves() {
         let stream = StreamName::new("orders").expect("name");
         let all = ["r-1", "r-2", "r-3", "r-4"];
         let mut counts: HashMap<String, usize> = HashMap::new();
         for p in 0..400 {
             *counts.entry(owner(&all, &stream, p)).or_default() += 1;
         }
-        // Every replica gets a fair share (400 / 4 = 100, give or take).
+        // Every read replica gets a fair share (400 / 4 = 100, give or take).
         for id in all {
             let n = counts.get(id).copied().unwrap_or(0);
             assert!((60..=140).contains(&n), "{id} owns {n} of 400");
@@ -172,14 +173,14 @@ mod tests {
             if before != "r-3" {
                 assert_eq!(
                     before, after,
-                    "partition {p} moved though its replica stayed"
+                    "partition {p} moved though its read replica stayed"
                 );
             }
         }
     }
 
     #[test]
-    fn the_choice_is_the_same_in_any_order_and_none_without_replicas() {
+    fn the_choice_is_the_same_in_any_order_and_none_without_read_replicas() {
         let stream = StreamName::new("orders").expect("name");
         for p in 0..50 {
             assert_eq!(

@@ -18,7 +18,7 @@ use floe_client::{
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::output::{base64, write_stdout};
+use crate::output::{base64, pad_to_width, write_stdout};
 use crate::position::parse_position;
 use crate::stream::stream_name;
 
@@ -152,8 +152,9 @@ fn header() -> String {
     )
 }
 
-/// One record for people: fixed-width columns; bytes that are not UTF-8 are shown lossily
-/// and line breaks escaped, so that one record stays one line.
+/// One record for people: fixed-width columns (a key's width counted in terminal columns);
+/// bytes that are not UTF-8 are shown lossily and line breaks escaped, so that one record
+/// stays one line.
 fn human_line(record: &ConsumedRecord) -> String {
     let text = |bytes: &[u8]| {
         String::from_utf8_lossy(bytes)
@@ -161,12 +162,13 @@ fn human_line(record: &ConsumedRecord) -> String {
             .replace('\n', "\\n")
             .replace('\r', "\\r")
     };
+    let key = record.key.as_deref().map_or_else(|| "-".to_string(), text);
     format!(
-        "{:<9}  {:>10}  {:<24}  {:<16}  {}\n",
+        "{:<9}  {:>10}  {:<24}  {}  {}\n",
         record.partition,
         record.offset,
         rfc3339(record.timestamp),
-        record.key.as_deref().map_or_else(|| "-".to_string(), text),
+        pad_to_width(&key, 16),
         text(&record.value)
     )
 }
@@ -221,6 +223,7 @@ fn insert_bytes(object: &mut Map<String, Value>, field: &str, bytes: &[u8]) {
 mod tests {
     use bytes::Bytes;
     use floe_client::Offset;
+    use unicode_width::UnicodeWidthStr;
 
     use super::*;
 
@@ -263,5 +266,19 @@ mod tests {
         assert!(line.contains("two\\nlines"));
         assert!(line.contains("2024-05-01T12:00:00.123Z"));
         assert!(line.starts_with("1 "));
+    }
+
+    #[test]
+    fn human_lines_align_values_after_wide_keys() {
+        let wide = human_line(&record(Some("東京".as_bytes()), b"v"));
+        let narrow = human_line(&record(Some(b"tokyo"), b"v"));
+        let header = header();
+        // The VALUE column starts at the same terminal column whatever the key.
+        let value_column = |line: &str| {
+            let at = line.rfind("  ").expect("a column gap");
+            line[..at + 2].width()
+        };
+        assert_eq!(value_column(&wide), value_column(&narrow));
+        assert_eq!(value_column(&wide), value_column(&header));
     }
 }
