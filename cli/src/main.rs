@@ -206,7 +206,13 @@ fn client_config(args: &ConnectionArgs, profile: Option<&ClientProfile>) -> Resu
         .clone()
         .or_else(|| profile.map(|p| p.server_name.clone()))
         .unwrap_or_else(|| host_of(&endpoint).to_string());
-    Ok(ClientConfig::new(endpoint, server_name, ca_cert))
+    let mut config = ClientConfig::new(endpoint, server_name, ca_cert);
+    // With the controlplane known, consumers read history through the read replicas.
+    config.controlplane = args
+        .controlplane
+        .clone()
+        .or_else(|| profile.and_then(|p| p.controlplane.clone()));
+    Ok(config)
 }
 
 /// The host part of `host:port` (without the brackets of an IPv6 address).
@@ -233,7 +239,8 @@ mod tests {
         let path = dir.path().join("profile.json");
         std::fs::write(
             &path,
-            br#"{"endpoint":"127.0.0.1:7100","server_name":"localhost","ca_cert":"/ca.pem"}"#,
+            br#"{"endpoint":"127.0.0.1:7100","server_name":"localhost","ca_cert":"/ca.pem",
+                "controlplane":"http://127.0.0.1:7300"}"#,
         )?;
         let args = ConnectionArgs {
             profile: Some(path.clone()),
@@ -244,11 +251,17 @@ mod tests {
         assert_eq!(from_profile.endpoint, "127.0.0.1:7100");
         assert_eq!(from_profile.server_name, "localhost");
         assert_eq!(from_profile.ca_cert, PathBuf::from("/ca.pem"));
+        // Consumers learn the read replicas from the profile's controlplane.
+        assert_eq!(
+            from_profile.controlplane.as_deref(),
+            Some("http://127.0.0.1:7300")
+        );
         let overridden = client_config(
             &ConnectionArgs {
                 profile: Some(path),
                 endpoint: Some("broker.example:7100".into()),
                 ca_cert: Some("/other.pem".into()),
+                controlplane: Some("http://controlplane.example:7300".into()),
                 ..ConnectionArgs::default()
             },
             profile.as_ref(),
@@ -256,6 +269,10 @@ mod tests {
         assert_eq!(overridden.endpoint, "broker.example:7100");
         assert_eq!(overridden.ca_cert, PathBuf::from("/other.pem"));
         assert_eq!(overridden.server_name, "localhost");
+        assert_eq!(
+            overridden.controlplane.as_deref(),
+            Some("http://controlplane.example:7300")
+        );
         Ok(())
     }
 
