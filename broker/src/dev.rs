@@ -168,7 +168,7 @@ pub async fn start_controlplane(
         std::fs::remove_dir_all(&caches).map_err(io("remove", &caches))?;
     }
     if replicas.max > 0 {
-        config.read_replicas = floe_controlplane::ReplicaDriverConfig::Local {
+        config.read_replicas = floe_controlplane::ReadReplicaDriverConfig::Local {
             program: replicas.program.clone(),
             args: replicas.args.clone(),
             env: Vec::new(),

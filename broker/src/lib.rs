@@ -29,7 +29,6 @@ mod peer;
 pub mod quic;
 pub mod read_replica;
 mod replication;
-pub mod report;
 pub mod run;
 mod server;
 pub mod session;

@@ -24,7 +24,7 @@ use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
 use tokio::sync::{mpsc, watch};
 
 use crate::budget::ByteBudget;
-use crate::report::ErrorChain;
+use floe_wire::ErrorChain;
 
 /// The `Hello` name prefix that identifies a sending broker.
 const PEER_NAME: &str = "floe-peer ";

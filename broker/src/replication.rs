@@ -26,7 +26,7 @@ use crate::partition::replica::{
 };
 use crate::partitions::Partitions;
 use crate::peer::{self, Peers};
-use crate::report::ErrorChain;
+use floe_wire::ErrorChain;
 
 /// File in the partition's directory holding the newest epoch this replica promised.
 const PROMISE_FILE: &str = "replica-promise";

@@ -119,7 +119,7 @@ async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<
         tickets += 1;
         tokio::spawn(async move {
             if let Err(e) = serve_stream(&state, &conn, ticket, send, recv).await {
-                tracing::debug!(%remote, error = %crate::report::ErrorChain(&e), "stream ended with an error");
+                tracing::debug!(%remote, error = %floe_wire::ErrorChain(&e), "stream ended with an error");
             }
         });
     }

@@ -7,12 +7,13 @@
 
 use std::sync::Arc;
 
+use floe_wire::ErrorChain;
 use floe_wire::admin::{BrokerState, ReadReplicaState, Role};
 use tokio::sync::watch;
 
 use crate::autoscale::{Autoscaler, Decision, Observation, ReplicaLoad};
 use crate::cluster::{Cluster, now_ms};
-use crate::driver::{DriverError, ReplicaDriver};
+use crate::driver::{DriverError, ReadReplicaDriver};
 use crate::store::{Store, StoreError};
 
 /// Why one pass did not complete; the next pass decides again.
@@ -26,7 +27,7 @@ enum PassError {
 
 /// Runs until `shutdown` turns true, acting only while this controlplane leads; then shuts
 /// the driver down (local replica processes end with the controlplane).
-pub(crate) async fn run<S: Store, D: ReplicaDriver>(
+pub(crate) async fn run<S: Store, D: ReadReplicaDriver>(
     cluster: Arc<Cluster<S>>,
     mut driver: D,
     mut shutdown: watch::Receiver<bool>,
@@ -48,14 +49,14 @@ pub(crate) async fn run<S: Store, D: ReplicaDriver>(
             if matches!(error, PassError::Driver(_)) {
                 cluster.metrics.driver_errors.inc();
             }
-            tracing::warn!(%error, "autoscaler pass failed; deciding again next interval");
+            tracing::warn!(error = %ErrorChain(&error), "autoscaler pass failed; deciding again next interval");
         }
     }
     driver.shutdown().await;
 }
 
 /// One decision, carried out.
-async fn pass<S: Store, D: ReplicaDriver>(
+async fn pass<S: Store, D: ReadReplicaDriver>(
     cluster: &Cluster<S>,
     driver: &mut D,
     autoscaler: &mut Autoscaler,

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::driver::ReplicaDriverConfig;
+use crate::driver::ReadReplicaDriverConfig;
 
 /// Where the metadata lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub struct Config {
     /// after its lease lapsed.
     pub read_replica_forget_after: Duration,
     /// How the autoscaler starts and stops read replicas; `None` (the default): it does not.
-    pub read_replicas: ReplicaDriverConfig,
+    pub read_replicas: ReadReplicaDriverConfig,
     /// How often the leader's autoscaler decides.
     pub autoscale_interval: Duration,
     /// A draining read replica is stopped once it has no consumers, or this long after it
@@ -78,7 +78,7 @@ impl Config {
             default_replication_factor: 3,
             max_partitions_per_stream: 100_000,
             read_replica_forget_after: Duration::from_secs(600),
-            read_replicas: ReplicaDriverConfig::None,
+            read_replicas: ReadReplicaDriverConfig::None,
             autoscale_interval: Duration::from_secs(2),
             read_replica_drain_timeout: Duration::from_secs(300),
         }

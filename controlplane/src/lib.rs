@@ -22,5 +22,5 @@ mod running;
 pub mod store;
 
 pub use config::{Config, Database};
-pub use driver::ReplicaDriverConfig;
+pub use driver::ReadReplicaDriverConfig;
 pub use running::{Controlplane, Running, StartError};

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Parser;
 use floe_controlplane::driver::aws_asg::AsgConfig;
 use floe_controlplane::driver::kubernetes::KubernetesConfig;
-use floe_controlplane::{Config, Controlplane, Database, ReplicaDriverConfig};
+use floe_controlplane::{Config, Controlplane, Database, ReadReplicaDriverConfig};
 use tracing_subscriber::EnvFilter;
 
 /// Floe's controlplane: the REST API, metadata store, placement, leases and the read
@@ -170,7 +170,7 @@ fn init_logging(format: LogFormat) {
 
 impl Args {
     /// The read replica driver the flags name (at most one).
-    fn driver(&self) -> anyhow::Result<ReplicaDriverConfig> {
+    fn driver(&self) -> anyhow::Result<ReadReplicaDriverConfig> {
         let named = [
             self.read_replica_program.is_some(),
             self.kubernetes_deployment.is_some(),
@@ -183,7 +183,7 @@ impl Args {
             );
         }
         if let Some(program) = &self.read_replica_program {
-            return Ok(ReplicaDriverConfig::Local {
+            return Ok(ReadReplicaDriverConfig::Local {
                 program: program.clone(),
                 args: self.read_replica_args.clone(),
                 env: Vec::new(),
@@ -194,18 +194,18 @@ impl Args {
                 .split_once('/')
                 .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
                 .context("--kubernetes-deployment is NAMESPACE/NAME")?;
-            return Ok(ReplicaDriverConfig::Kubernetes(
+            return Ok(ReadReplicaDriverConfig::Kubernetes(
                 KubernetesConfig::in_cluster(namespace, name),
             ));
         }
         if let Some(group) = &self.aws_autoscaling_group {
-            return Ok(ReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
+            return Ok(ReadReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
                 group_name: group.clone(),
                 region: self.aws_region.clone(),
                 endpoint: self.aws_endpoint_url.clone(),
             }));
         }
-        Ok(ReplicaDriverConfig::None)
+        Ok(ReadReplicaDriverConfig::None)
     }
 
     /// The settings: [`Config::new`]'s defaults where neither a flag nor its variable is
@@ -451,7 +451,7 @@ mod tests {
         let driver = args.driver().expect("one driver");
         assert_eq!(
             driver,
-            ReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
+            ReadReplicaDriverConfig::AwsAutoScalingGroup(AsgConfig {
                 group_name: "floe-read-replicas".to_owned(),
                 region: None,
                 endpoint: Some("http://127.0.0.1:5000".to_owned()),

@@ -49,7 +49,7 @@ pub(crate) async fn run<S: Store>(cluster: Arc<Cluster<S>>, mut shutdown: watch:
             }
             Ok(None) => {}
             Err(error) => {
-                tracing::warn!(%error, "reconciliation failed; retrying");
+                tracing::warn!(error = %floe_wire::ErrorChain(&error), "reconciliation failed; retrying");
                 cluster.request_repair();
             }
         }

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::Cluster;
 use crate::config::{Config, Database};
-use crate::driver::{DriverError, ReplicaDriverConfig};
+use crate::driver::{DriverError, ReadReplicaDriverConfig};
 use crate::store::{SqlStore, StoreError};
 use crate::{api, autoscale_loop, election, reconcile};
 
@@ -129,8 +129,8 @@ async fn spawn_autoscaler(
 ) -> Result<Option<JoinHandle<()>>, DriverError> {
     let (cluster, shutdown) = (cluster.clone(), shutdown.clone());
     Ok(Some(match cluster.config.read_replicas.clone() {
-        ReplicaDriverConfig::None => return Ok(None),
-        ReplicaDriverConfig::Local { program, args, env } => {
+        ReadReplicaDriverConfig::None => return Ok(None),
+        ReadReplicaDriverConfig::Local { program, args, env } => {
             // Children learn where to register from FLOE_CONTROLPLANE (a `--controlplane`
             // among `args` still wins): this API, bound by now, even on port 0.
             let host = match api.ip() {
@@ -147,21 +147,28 @@ async fn spawn_autoscaler(
             tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
         }
         #[cfg(feature = "kubernetes")]
-        ReplicaDriverConfig::Kubernetes(config) => {
+        ReadReplicaDriverConfig::Kubernetes(config) => {
             let driver = crate::driver::kubernetes::KubernetesDriver::new(config)?;
             tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
         }
         #[cfg(feature = "aws-asg")]
-        ReplicaDriverConfig::AwsAutoScalingGroup(config) => {
+        ReadReplicaDriverConfig::AwsAutoScalingGroup(config) => {
             let driver = crate::driver::aws_asg::AsgDriver::connect(config).await?;
             tokio::spawn(autoscale_loop::run(cluster, driver, shutdown))
         }
-        #[allow(unreachable_patterns)]
-        other => {
-            return Err(DriverError::Misconfigured(format!(
-                "this build has no driver for {other:?}: enable the `kubernetes` or \
-                 `aws-asg` feature"
-            )));
+        #[cfg(not(feature = "kubernetes"))]
+        ReadReplicaDriverConfig::Kubernetes(_) => {
+            return Err(DriverError::NotBuilt {
+                driver: "Kubernetes",
+                feature: "kubernetes",
+            });
+        }
+        #[cfg(not(feature = "aws-asg"))]
+        ReadReplicaDriverConfig::AwsAutoScalingGroup(_) => {
+            return Err(DriverError::NotBuilt {
+                driver: "AWS autoscaling group",
+                feature: "aws-asg",
+            });
         }
     }))
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::{call, eventually, get, post, start_sqlite};
-use floe_controlplane::ReplicaDriverConfig;
+use floe_controlplane::ReadReplicaDriverConfig;
 use serde_json::json;
 
 /// `sh replica.sh MARKERS --replica-id ID`: writes `ID.started`, and `ID.term` on SIGTERM.
@@ -52,7 +52,7 @@ async fn history_reads_start_replicas_and_an_idle_cluster_stops_them() {
         markers.to_string_lossy().into_owned(),
     ];
     let running = start_sqlite(dir.path(), |config| {
-        config.read_replicas = ReplicaDriverConfig::Local {
+        config.read_replicas = ReadReplicaDriverConfig::Local {
             program,
             args,
             env: Vec::new(),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::eventually;
-use floe_controlplane::driver::ReplicaDriver;
+use floe_controlplane::driver::ReadReplicaDriver;
 use floe_controlplane::driver::local::LocalDriver;
 
 /// A replica stand-in: `sh script MARKERS --replica-id ID` writes `MARKERS/ID.pid`, and

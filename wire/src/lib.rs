@@ -21,6 +21,7 @@ pub mod frame;
 mod offset;
 mod partition_id;
 pub mod profile;
+mod report;
 mod stream_name;
 pub mod units;
 
@@ -36,4 +37,5 @@ pub use frame::{ErrorCode, Frame, FrameError, FrameLimits, Message, RetryClass};
 pub use offset::Offset;
 pub use partition_id::PartitionId;
 pub use profile::ClientProfile;
+pub use report::ErrorChain;
 pub use stream_name::{StreamName, StreamNameError};

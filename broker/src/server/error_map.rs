@@ -13,7 +13,7 @@ use floe_wire::frame::{
 use floe_wire::{Offset, StreamName};
 
 use crate::partitions::StreamError;
-use crate::report::ErrorChain;
+use floe_wire::ErrorChain;
 
 /// Why a request, or a batch in it, is refused.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@ use super::{LONG_POLL, RETRY_PAUSE, Session, note_failure};
 use crate::catalog::StreamEntry;
 use crate::partitions::{Partitions, StreamError};
 use crate::replication::Replication;
-use crate::report::ErrorChain;
+use floe_wire::ErrorChain;
 
 /// What applying assignments changes: the partitions held here and their replicas.
 #[derive(Debug, Clone)]

@@ -14,7 +14,7 @@ use crate::clock::now_ms;
 use crate::metrics::Metrics;
 use crate::partition::Partition;
 use crate::partitions::Partitions;
-use crate::report::ErrorChain;
+use floe_wire::ErrorChain;
 
 /// What the loop works on.
 #[derive(Debug, Clone)]

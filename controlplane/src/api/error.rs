@@ -93,7 +93,7 @@ impl IntoResponse for Failure {
     fn into_response(self) -> Response {
         let (status, code) = self.status();
         if matches!(code, ApiErrorCode::Internal | ApiErrorCode::Unavailable) {
-            tracing::warn!(error = %self, source = ?std::error::Error::source(&self), "API call failed");
+            tracing::warn!(error = %floe_wire::ErrorChain(&self), "API call failed");
         }
         let mut message = self.to_string();
         if let Failure::Store(StoreError::Backend { source }) = &self {

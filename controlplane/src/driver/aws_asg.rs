@@ -60,12 +60,12 @@ mod client {
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;
     use aws_sdk_autoscaling::config::http::HttpResponse;
-    use aws_sdk_autoscaling::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+    use aws_sdk_autoscaling::error::{ProvideErrorMetadata, SdkError};
     use aws_sdk_autoscaling::types::AutoScalingGroup;
     use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 
     use super::*;
-    use crate::driver::{DriverError, ReplicaDriver};
+    use crate::driver::{DriverError, ReadReplicaDriver, Unexpected};
 
     const API: &str = "Auto Scaling";
 
@@ -102,13 +102,7 @@ mod client {
                 loader = loader.endpoint_url(endpoint);
             }
             let sdk = loader.load().await;
-            let region = sdk.region().cloned().ok_or_else(|| {
-                DriverError::Misconfigured(
-                    "no AWS region for the autoscaling group: set AWS_REGION, a region in the \
-                     AWS profile, or --aws-region"
-                        .to_owned(),
-                )
-            })?;
+            let region = sdk.region().cloned().ok_or(DriverError::NoRegion)?;
             check_credentials(&sdk).await?;
             let client = aws_sdk_autoscaling::Client::new(&sdk);
             let mut driver = AsgDriver {
@@ -146,20 +140,13 @@ mod client {
     async fn check_credentials(sdk: &aws_config::SdkConfig) -> Result<(), DriverError> {
         use aws_sdk_autoscaling::config::ProvideCredentials;
         let provider = sdk.credentials_provider().ok_or_else(|| {
-            DriverError::Misconfigured("the AWS SDK has no credentials provider".to_owned())
+            DriverError::NoCredentials("the SDK has no credentials provider".into())
         })?;
         provider
             .provide_credentials()
             .await
             .map(|_| ())
-            .map_err(|error| {
-                DriverError::Misconfigured(format!(
-                    "no AWS credentials for the autoscaling group (looked in the environment, \
-                     the shared config and credentials files, web identity, the ECS container \
-                     endpoint and the EC2 instance metadata): {}",
-                    DisplayErrorContext(&error)
-                ))
-            })
+            .map_err(|error| DriverError::NoCredentials(Box::new(error)))
     }
 
     /// The desired capacity of the group named `name` in a `DescribeAutoScalingGroups`
@@ -168,18 +155,21 @@ mod client {
         let group = groups
             .iter()
             .find(|group| group.auto_scaling_group_name() == Some(name))
-            .ok_or_else(|| {
-                DriverError::Misconfigured(format!("no autoscaling group named `{name}`"))
-            })?;
+            .ok_or_else(|| DriverError::NoGroup(name.to_owned()))?;
         let desired = group
             .desired_capacity()
             .ok_or_else(|| DriverError::Unexpected {
                 api: API,
-                detail: format!("the group `{name}` has no desired capacity"),
+                what: Unexpected::NoDesiredCapacity {
+                    group: name.to_owned(),
+                },
             })?;
         u32::try_from(desired).map_err(|_| DriverError::Unexpected {
             api: API,
-            detail: format!("the group `{name}` has a desired capacity of {desired}"),
+            what: Unexpected::DesiredCapacityOutOfRange {
+                group: name.to_owned(),
+                desired,
+            },
         })
     }
 
@@ -196,17 +186,18 @@ mod client {
                 code: service.err().code().unwrap_or("unknown").to_owned(),
                 message: service.err().message().unwrap_or_default().to_owned(),
             },
-            SdkError::ConstructionFailure(_) => {
-                DriverError::Misconfigured(DisplayErrorContext(&error).to_string())
-            }
+            SdkError::ConstructionFailure(_) => DriverError::Request {
+                api: API,
+                source: Box::new(error),
+            },
             _ => DriverError::Unreachable {
                 api: API,
-                detail: DisplayErrorContext(&error).to_string(),
+                source: Box::new(error),
             },
         }
     }
 
-    impl ReplicaDriver for AsgDriver {
+    impl ReadReplicaDriver for AsgDriver {
         async fn starting(&mut self, registered: &[String]) -> Result<u32, DriverError> {
             let desired = self.capacity().await?;
             let registered = u32::try_from(registered.len()).unwrap_or(u32::MAX);

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::driver::DriverError;
+use crate::driver::{DriverError, Unexpected};
 
 const API: &str = "Kubernetes";
 
@@ -86,9 +86,9 @@ pub fn deletion_cost_patch() -> Vec<u8> {
 pub fn check(status: u16, body: &[u8]) -> Result<Value, DriverError> {
     let value: Option<Value> = serde_json::from_slice(body).ok();
     if (200..300).contains(&status) {
-        return value.ok_or_else(|| DriverError::Unexpected {
+        return value.ok_or(DriverError::Unexpected {
             api: API,
-            detail: format!("HTTP {status} without a JSON body"),
+            what: Unexpected::NoBody { status },
         });
     }
     let field = |name: &str| {
@@ -116,9 +116,9 @@ fn replicas_of(value: &Value) -> Result<u32, DriverError> {
         .as_u64()
         .or_else(|| value["spec"].is_object().then_some(0))
         .and_then(|n| u32::try_from(n).ok())
-        .ok_or_else(|| DriverError::Unexpected {
+        .ok_or(DriverError::Unexpected {
             api: API,
-            detail: "a Scale without spec.replicas".to_owned(),
+            what: Unexpected::NoReplicas,
         })
 }
 
@@ -130,7 +130,7 @@ mod client {
     use reqwest::Method;
 
     use super::*;
-    use crate::driver::ReplicaDriver;
+    use crate::driver::ReadReplicaDriver;
 
     /// Scales a Deployment; see the module documentation.
     #[derive(Debug)]
@@ -151,13 +151,18 @@ mod client {
                 path: config.ca_path.clone(),
                 source,
             })?;
-            let ca = reqwest::Certificate::from_pem(&pem)
-                .map_err(|e| DriverError::Misconfigured(format!("the CA: {e}")))?;
+            let ca = reqwest::Certificate::from_pem(&pem).map_err(|e| DriverError::HttpClient {
+                api: API,
+                source: Box::new(e),
+            })?;
             let http = reqwest::Client::builder()
                 .tls_certs_only([ca])
                 .timeout(std::time::Duration::from_secs(30))
                 .build()
-                .map_err(|e| DriverError::Misconfigured(e.to_string()))?;
+                .map_err(|e| DriverError::HttpClient {
+                    api: API,
+                    source: Box::new(e),
+                })?;
             Ok(KubernetesDriver {
                 config,
                 http,
@@ -189,7 +194,7 @@ mod client {
             }
             let unreachable = |e: reqwest::Error| DriverError::Unreachable {
                 api: API,
-                detail: e.to_string(),
+                source: Box::new(e),
             };
             let response = request.send().await.map_err(unreachable)?;
             let status = response.status().as_u16();
@@ -213,7 +218,7 @@ mod client {
         }
     }
 
-    impl ReplicaDriver for KubernetesDriver {
+    impl ReadReplicaDriver for KubernetesDriver {
         async fn starting(&mut self, registered: &[String]) -> Result<u32, DriverError> {
             let desired = self.replicas().await?;
             let registered = u32::try_from(registered.len()).unwrap_or(u32::MAX);

@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 
-use crate::driver::{DriverError, ReplicaDriver};
+use crate::driver::{DriverError, ReadReplicaDriver};
 
 /// One child process.
 #[derive(Debug)]
@@ -130,7 +130,7 @@ impl LocalDriver {
     }
 }
 
-impl ReplicaDriver for LocalDriver {
+impl ReadReplicaDriver for LocalDriver {
     async fn starting(&mut self, registered: &[String]) -> Result<u32, DriverError> {
         self.reap();
         let registered: HashSet<&str> = registered.iter().map(String::as_str).collect();
@@ -209,7 +209,7 @@ impl ReplicaDriver for LocalDriver {
 }
 
 /// A child must not outlive a controlplane that was killed (SIGKILL skips
-/// [`ReplicaDriver::shutdown`]): Linux sends it SIGKILL when the thread that started it
+/// [`ReadReplicaDriver::shutdown`]): Linux sends it SIGKILL when the thread that started it
 /// ends, and the autoscaler runs on the runtime's worker threads, which live as long as the
 /// process. A replica holds nothing durable, so the kill loses nothing.
 #[cfg(target_os = "linux")]
