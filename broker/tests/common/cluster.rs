@@ -88,7 +88,7 @@ impl BrokerProcess {
             .open(dir.join("broker.log"))
             .expect("log file");
         let log_filter = std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into());
-        let child = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
+        let child = Command::new(super::broker_program())
             .arg("serve")
             .arg("--data-dir")
             .arg(dir.join("data"))
@@ -226,8 +226,8 @@ impl Cluster {
         if let Some(interval) = autoscale {
             let path = |p: &Path| p.display().to_string();
             config.autoscale_interval = interval;
-            config.read_replicas = floe_controlplane::ReplicaDriverConfig::Local {
-                program: env!("CARGO_BIN_EXE_floe-broker").into(),
+            config.read_replicas = floe_controlplane::ReadReplicaDriverConfig::Local {
+                program: super::broker_program(),
                 args: vec![
                     "read-replica".into(),
                     "--data-dir".into(),
@@ -432,7 +432,7 @@ impl Cluster {
             .open(dir.join("replica.log"))
             .expect("log file");
         let log_filter = std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into());
-        let child = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
+        let child = Command::new(super::broker_program())
             .arg("read-replica")
             .args(["--controlplane", &self.url, "--replica-id", id])
             .arg("--data-dir")

@@ -14,6 +14,15 @@ use floe_wire::frame::{self, FrameLimits, Hello, Message, ProtocolVersion, Reque
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+/// The `floe-broker` binary the tests and benchmarks start: this build's, or the one
+/// `FLOE_BENCH_BROKER_BIN` names (a benchmark comparing two builds of the broker in one run,
+/// the client side unchanged).
+pub fn broker_program() -> std::path::PathBuf {
+    std::env::var_os("FLOE_BENCH_BROKER_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_floe-broker").into())
+}
+
 pub fn install_crypto() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -160,7 +169,7 @@ impl BrokerProcess {
         let _ = std::fs::remove_file(&profile_path);
         let data_dir = dir.join("data");
         let log_path = dir.join("broker.log");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_floe-broker"))
+        let mut child = std::process::Command::new(broker_program())
             .args(["dev", "--listen", listen, "--metrics-listen", "127.0.0.1:0"])
             .args(["--controlplane-listen", "127.0.0.1:0"])
             .arg("--data-dir")
