@@ -60,7 +60,9 @@ async fn create(
             retention: Default::default(),
         })
         .await?;
-    let (leader, _) = cluster.leader_after(name, 0, 0).await;
+    let (leader, _) = cluster
+        .leader_after(name, 0, floe_wire::LeaderEpoch::ZERO)
+        .await;
     Ok(cluster.client(leader).await)
 }
 

@@ -12,13 +12,13 @@ use std::sync::{Mutex, OnceLock};
 
 use floe_hot_log::{Log, RetentionPolicy};
 use floe_tier::{PartitionPath, TierRetention, Uploader};
-use floe_wire::{AckMode, Offset};
+use floe_wire::{AckMode, LeaderEpoch, Offset};
 
 use replica::ReplicaHandle;
 
 /// The leader epoch a partition without replicas is written and tiered in: its one broker
 /// is its leader for good, and only a partition with replicas has elections.
-pub const LOCAL_EPOCH: u32 = 0;
+pub const LOCAL_EPOCH: LeaderEpoch = LeaderEpoch::ZERO;
 
 /// One partition of a stream held by this broker.
 #[derive(Debug)]
@@ -131,7 +131,7 @@ impl Partition {
 
     /// Whether this broker writes the partition's tier, and in which epoch: the leader of a
     /// replicated partition, or the only holder of an unreplicated one.
-    pub(crate) fn tiers_here(&self) -> Option<u32> {
+    pub(crate) fn tiers_here(&self) -> Option<LeaderEpoch> {
         if self.replicated {
             self.replica()?.commit().leading
         } else {

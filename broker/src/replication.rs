@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use floe_client::rest::Controlplane;
 use floe_replication::{Config, Message, Output, Replica, WireBatch, log_view, to_wire};
 use floe_wire::admin::{ElectionOutcome, ElectionReport};
-use floe_wire::{BrokerId, ControlKind, Offset, PartitionId, StreamName};
+use floe_wire::{BrokerId, ControlKind, LeaderEpoch, Offset, PartitionId, StreamName};
 
 use crate::clock;
 use crate::partition::Partition;
@@ -116,12 +116,10 @@ enum Fault {
     BadPromise { path: PathBuf, text: String },
     #[error("persisting the promise of epoch {epoch}")]
     PersistPromise {
-        epoch: u32,
+        epoch: LeaderEpoch,
         #[source]
         source: crate::state_file::StateFileError,
     },
-    #[error("epoch {0} out of range")]
-    EpochOutOfRange(u64),
     #[error("cannot {op}")]
     Log {
         op: String,
@@ -136,13 +134,17 @@ fn log_fault(op: impl Into<String>) -> impl FnOnce(floe_hot_log::LogError) -> Fa
 }
 
 /// Reads the promise file; 0 when there is none yet.
-fn read_promise(path: &PathBuf) -> Result<u32, Fault> {
+fn read_promise(path: &PathBuf) -> Result<LeaderEpoch, Fault> {
     match std::fs::read_to_string(path) {
-        Ok(text) => text.trim().parse().map_err(|_| Fault::BadPromise {
-            path: path.clone(),
-            text: text.trim().to_string(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map(LeaderEpoch::new)
+            .map_err(|_| Fault::BadPromise {
+                path: path.clone(),
+                text: text.trim().to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LeaderEpoch::ZERO),
         Err(source) => Err(Fault::ReadPromise {
             path: path.clone(),
             source,
@@ -252,7 +254,7 @@ async fn recover(
         leading: None,
         high_watermark: replica.high_watermark(),
     });
-    tracing::info!(%stream, partition = partition.id(), promised, log_end = %log.log_end(), "replica recovered");
+    tracing::info!(%stream, partition = partition.id(), %promised, log_end = %log.log_end(), "replica recovered");
     Some(Driver {
         partition,
         shared,
@@ -268,10 +270,7 @@ async fn recover(
 
 impl Driver {
     fn assign(&mut self, assignment: &Assignment) {
-        let Ok(epoch) = u32::try_from(assignment.epoch) else {
-            self.failed = Some(Fault::EpochOutOfRange(assignment.epoch));
-            return;
-        };
+        let epoch = assignment.epoch;
         let me = self.context.me;
         let replicas: Vec<u32> = assignment.replicas.iter().map(|b| b.get()).collect();
         let previous: Vec<u32> = assignment.previous.iter().map(|b| b.get()).collect();
@@ -344,7 +343,7 @@ impl Driver {
         drop(leading);
         if commit.leading.is_some() && self.shared.commit.borrow().leading.is_none() {
             self.context.metrics.replica_leaderships.inc();
-            tracing::info!(stream = %self.stream, partition = self.partition.id(), epoch = commit.leading, "leading");
+            tracing::info!(stream = %self.stream, partition = self.partition.id(), epoch = commit.leading.map(LeaderEpoch::get), "leading");
         }
         *self
             .shared
@@ -416,25 +415,19 @@ impl Driver {
                 }
                 // The next step tells the state machine, which ships it.
                 self.shared.appended.notify_one();
-                tracing::info!(stream = %self.stream, partition = self.partition.id(), epoch, offset = %appended.base_offset, "marked the start of the epoch to commit the tail it inherited");
+                tracing::info!(stream = %self.stream, partition = self.partition.id(), %epoch, offset = %appended.base_offset, "marked the start of the epoch to commit the tail it inherited");
             }
             Output::Report {
                 epoch,
                 last_epoch,
                 end,
-            } => self.report(
-                epoch,
-                ElectionOutcome::Reported {
-                    last_epoch: u64::from(last_epoch),
-                    end,
-                },
-            ),
+            } => self.report(epoch, ElectionOutcome::Reported { last_epoch, end }),
             Output::Refused { epoch } => {
-                let promised = u64::from(self.replica.promised_epoch());
+                let promised = self.replica.promised_epoch();
                 self.report(epoch, ElectionOutcome::Refused { promised });
             }
             Output::Deposed { epoch } => {
-                tracing::info!(stream = %self.stream, partition = self.partition.id(), epoch, "no longer the leader");
+                tracing::info!(stream = %self.stream, partition = self.partition.id(), %epoch, "no longer the leader");
             }
         }
         Ok(())
@@ -442,19 +435,19 @@ impl Driver {
 
     /// Sends an election answer to the controlplane in the background, with a few retries
     /// (a lost one costs an election timeout, never safety).
-    fn report(&self, epoch: u32, outcome: ElectionOutcome) {
+    fn report(&self, epoch: LeaderEpoch, outcome: ElectionOutcome) {
         let Ok(stream) = StreamName::new(self.partition.stream().to_string()) else {
             return;
         };
         let report = ElectionReport {
             stream,
             partition: PartitionId::new(self.partition.id()),
-            epoch: u64::from(epoch),
+            epoch,
             outcome,
         };
         let controlplane = self.context.controlplane.clone();
         let me = self.context.me;
-        tracing::info!(stream = %report.stream, partition = report.partition.get(), epoch, ?outcome, "election answer");
+        tracing::info!(stream = %report.stream, partition = report.partition.get(), %epoch, ?outcome, "election answer");
         tokio::spawn(async move {
             for _ in 0..5 {
                 match controlplane.report_election(me, &report).await {

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use floe_client::rest::{Controlplane, RestError};
 use floe_wire::admin::RegisterBrokerRequest;
-use floe_wire::{BrokerId, Endpoint};
+use floe_wire::{BrokerId, Endpoint, LeaderEpoch};
 use serde::Deserialize;
 use tokio::sync::watch;
 
@@ -83,7 +83,7 @@ pub(crate) struct Session {
     broker_id: BrokerId,
     registration: RegisterBrokerRequest,
     /// The epoch of every partition this broker leads, from the assignments last applied.
-    epochs: Mutex<HashMap<(String, u32), u64>>,
+    epochs: Mutex<HashMap<(String, u32), LeaderEpoch>>,
     /// The assignment version last applied in full; `None` before the first.
     applied: watch::Sender<Option<u64>>,
 }
@@ -183,7 +183,7 @@ impl Session {
         let _ = applied.wait_for(Option::is_some).await;
     }
 
-    fn epoch(&self, stream: &str, partition: u32) -> Option<u64> {
+    fn epoch(&self, stream: &str, partition: u32) -> Option<LeaderEpoch> {
         let epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
         epochs.get(&(stream.to_string(), partition)).copied()
     }

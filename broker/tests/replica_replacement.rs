@@ -85,7 +85,9 @@ async fn a_dead_brokers_replicas_move_to_a_live_one_and_nothing_acknowledged_is_
     }))
     .expect("request");
     cluster.rest.create_stream(&request).await.expect("create");
-    let (leader, epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let (leader, epoch) = cluster
+        .leader_after(STREAM, 0, floe_wire::LeaderEpoch::new(0))
+        .await;
     let client = cluster.client(leader).await;
     let mut acked = publish(&client, "before", 4_000).await;
     client.close().await;

@@ -88,10 +88,10 @@ async fn read_from(client: &Client, from: u64) -> Vec<(u64, String)> {
 /// returns the new leader, its epoch and when the ack came.
 async fn first_ack_after(
     cluster: &Cluster,
-    epoch: u64,
+    epoch: floe_wire::LeaderEpoch,
     history: &mut History,
     label: &str,
-) -> (BrokerId, u64, Instant) {
+) -> (BrokerId, floe_wire::LeaderEpoch, Instant) {
     let deadline = Instant::now() + common::cluster::DEADLINE;
     let mut attempt = 0;
     loop {
@@ -199,7 +199,9 @@ async fn quorum_acked_records_survive_killed_leaders_and_followers() {
         .await
         .expect("create");
     let mut history = History::default();
-    let (mut leader, mut epoch) = cluster.leader_after(STREAM, 0, 0).await;
+    let (mut leader, mut epoch) = cluster
+        .leader_after(STREAM, 0, floe_wire::LeaderEpoch::ZERO)
+        .await;
     let mut failovers = Vec::new();
     for cycle in 0..cycles {
         // Failover is measured from a healthy cluster: every broker holds a lease again.
@@ -256,7 +258,9 @@ async fn quorum_acked_records_survive_killed_leaders_and_followers() {
 
     // Everyone back: the final log, read from the leader, holds the whole history.
     all_live(&cluster).await;
-    let (leader, _) = cluster.leader_after(STREAM, 0, 0).await;
+    let (leader, _) = cluster
+        .leader_after(STREAM, 0, floe_wire::LeaderEpoch::ZERO)
+        .await;
     let client = cluster.client(leader).await;
     let log = read_from(&client, 0).await;
     client.close().await;

@@ -13,9 +13,7 @@ use serde_json::json;
 
 use crate::output::{print, print_json, table};
 use crate::read_replica::{PolicyCommand, policy_text, read_replica_table};
-use crate::stream::{
-    StreamCommand, ack_mode_name, age_text, human_bytes, print_created, stream_name,
-};
+use crate::stream::{StreamCommand, age_text, human_bytes, print_created, stream_name};
 
 #[derive(Subcommand, Debug)]
 pub enum BrokerCommand {
@@ -47,7 +45,7 @@ pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: b
                 name: stream.clone(),
                 partitions: args.partitions,
                 replication_factor: args.replication_factor,
-                ack_mode: args.ack_mode.map(Into::into),
+                ack_mode: args.ack_mode,
                 segment: SegmentSettings::from_client(&settings),
                 retention: RetentionSettings::from_client(&settings),
             };
@@ -77,7 +75,7 @@ pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: b
                             s.name.to_string(),
                             s.config.partitions.to_string(),
                             s.config.replication_factor.to_string(),
-                            ack_mode_name(s.config.ack_mode).to_string(),
+                            s.config.ack_mode.to_string(),
                         ]
                     })
                     .collect();
@@ -165,7 +163,7 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
         c.partitions,
         if c.partitions == 1 { "" } else { "s" },
         c.replication_factor,
-        ack_mode_name(c.ack_mode),
+        c.ack_mode.as_str(),
         size_and_age(c.segment.bytes, c.segment.age_ms, " or "),
         size_and_age(c.retention.local_bytes, c.retention.local_ms, ", "),
         c.retention
@@ -219,7 +217,7 @@ fn description_json(d: &StreamDescription) -> serde_json::Value {
         "name": d.name.as_str(),
         "partition_count": d.config.partitions,
         "replication_factor": d.config.replication_factor,
-        "ack_mode": ack_mode_name(d.config.ack_mode),
+        "ack_mode": d.config.ack_mode.as_str(),
         "created_at_ms": d.created_at_ms,
         "settings": settings_json(&d.config),
         "partitions": partitions,

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use crate::output::{print, print_json};
 use crate::progress::Progress;
 use crate::size::{parse_duration, parse_size};
-use crate::stream::{ack_mode_name, stream_name};
+use crate::stream::stream_name;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -156,7 +156,7 @@ async fn publish(config: ClientConfig, args: PublishBench, json: bool) -> Result
             args.records,
             record_size,
             info.partition_count,
-            ack_mode_name(info.ack_mode),
+            info.ack_mode.as_str(),
             args.producers,
             args.in_flight
         ),
@@ -172,7 +172,7 @@ async fn publish(config: ClientConfig, args: PublishBench, json: bool) -> Result
             "bench": "publish",
             "stream": stream.as_str(),
             "partitions": info.partition_count,
-            "ack_mode": ack_mode_name(info.ack_mode),
+            "ack_mode": info.ack_mode.as_str(),
             "record_size": record_size,
             "producers": args.producers,
             "in_flight": args.in_flight,
@@ -279,7 +279,7 @@ async fn consume(config: ClientConfig, args: ConsumeBench, json: bool) -> Result
             "bench consume: {} records from {stream} ({} partitions, ack mode {}), {}",
             args.records,
             info.partition_count,
-            ack_mode_name(info.ack_mode),
+            info.ack_mode.as_str(),
             if live {
                 "live, end to end from a concurrent publisher"
             } else {
@@ -298,7 +298,7 @@ async fn consume(config: ClientConfig, args: ConsumeBench, json: bool) -> Result
             "bench": "consume",
             "stream": stream.as_str(),
             "partitions": info.partition_count,
-            "ack_mode": ack_mode_name(info.ack_mode),
+            "ack_mode": info.ack_mode.as_str(),
             "mode": if live { "live" } else { "history" },
         }),
     )

@@ -2,7 +2,8 @@
 //! controlplane (with one, `admin` sends them to its REST API).
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Subcommand};
 use floe_client::{AckMode, ClientConfig, Offset, StreamInfo, StreamName, StreamSettings};
 use serde_json::json;
 
@@ -33,8 +34,8 @@ pub struct CreateArgs {
     #[arg(long)]
     pub replication_factor: Option<u32>,
     /// When a publish is acknowledged [default: quorum with replicas, else leader]
-    #[arg(long, value_enum)]
-    pub ack_mode: Option<AckModeArg>,
+    #[arg(long, value_parser = ack_mode_parser())]
+    pub ack_mode: Option<AckMode>,
     /// Seal a segment at this size, e.g. 64MiB [default: the broker's]
     #[arg(long, value_parser = parse_size)]
     pub segment_bytes: Option<u64>,
@@ -84,7 +85,7 @@ pub fn print_created(
         let mut object = json!({
             "created": stream.as_str(),
             "partitions": partitions,
-            "ack_mode": ack_mode_name(ack_mode),
+            "ack_mode": ack_mode.as_str(),
         });
         if let (Some(object), serde_json::Value::Object(extra)) = (object.as_object_mut(), extra) {
             object.extend(extra);
@@ -99,32 +100,19 @@ pub fn print_created(
     Ok(())
 }
 
-/// `--ack-mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AckModeArg {
-    /// Once the leader has fsynced the batch.
-    Leader,
-    /// Once the leader has the batch, before any fsync.
-    None,
-    /// Once a majority of replicas has fsynced the batch.
-    Quorum,
+/// `--ack-mode`'s values: [`AckMode`]'s own names, each explained in `--help`.
+fn ack_mode_parser() -> impl TypedValueParser<Value = AckMode> {
+    PossibleValuesParser::new(
+        AckMode::ALL.map(|mode| PossibleValue::new(mode.as_str()).help(ack_mode_help(mode))),
+    )
+    .try_map(|name| name.parse::<AckMode>())
 }
 
-impl From<AckModeArg> for AckMode {
-    fn from(mode: AckModeArg) -> AckMode {
-        match mode {
-            AckModeArg::Leader => AckMode::Leader,
-            AckModeArg::None => AckMode::None,
-            AckModeArg::Quorum => AckMode::Quorum,
-        }
-    }
-}
-
-pub fn ack_mode_name(mode: AckMode) -> &'static str {
+fn ack_mode_help(mode: AckMode) -> &'static str {
     match mode {
-        AckMode::None => "none",
-        AckMode::Leader => "leader",
-        AckMode::Quorum => "quorum",
+        AckMode::None => "Once the leader has the batch, before any fsync",
+        AckMode::Leader => "Once the leader has fsynced the batch",
+        AckMode::Quorum => "Once a majority of replicas has fsynced the batch",
     }
 }
 
@@ -145,7 +133,7 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
                 "a broker without a controlplane keeps one replica; pass --controlplane to \
                  replicate"
             );
-            let ack_mode = args.ack_mode.unwrap_or(AckModeArg::Leader).into();
+            let ack_mode = args.ack_mode.unwrap_or(AckMode::Leader);
             client
                 .create_stream(&stream, args.partitions, ack_mode, args.settings())
                 .await
@@ -202,13 +190,13 @@ async fn list(client: &floe_client::Client, json: bool) -> Result<()> {
                 rows.push(vec![
                     entry.name.to_string(),
                     info.partition_count.to_string(),
-                    ack_mode_name(info.ack_mode).to_string(),
+                    info.ack_mode.to_string(),
                     record_count(info).to_string(),
                 ]);
                 objects.push(json!({
                     "name": entry.name.as_str(),
                     "partitions": info.partition_count,
-                    "ack_mode": ack_mode_name(info.ack_mode),
+                    "ack_mode": info.ack_mode.as_str(),
                     "records": record_count(info),
                 }));
             }
@@ -302,7 +290,7 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
         print_json(&json!({
             "name": stream.as_str(),
             "partition_count": info.partition_count,
-            "ack_mode": ack_mode_name(info.ack_mode),
+            "ack_mode": info.ack_mode.as_str(),
             "settings": settings_json(&info.settings),
             "partitions": partitions,
         }))?;
@@ -333,7 +321,7 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
          segments: {} or {}; local retention: {}, {}; retention: {}, {}\n{}",
         info.partition_count,
         if info.partition_count == 1 { "" } else { "s" },
-        ack_mode_name(info.ack_mode),
+        info.ack_mode.as_str(),
         size_text(s.segment_bytes),
         age_text(s.segment_age_ms),
         size_text(s.local_retention_bytes),

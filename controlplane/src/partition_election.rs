@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use floe_wire::admin::{BrokerState, ElectionOutcome, ElectionReport};
-use floe_wire::{BrokerId, PartitionId, StreamName};
+use floe_wire::{BrokerId, LeaderEpoch, PartitionId, StreamName};
 
 use crate::store::{ElectionStart, PartitionLeadership};
 
@@ -20,7 +20,7 @@ use crate::store::{ElectionStart, PartitionLeadership};
 /// end (the derived order compares the fields in that order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Position {
-    pub(crate) last_epoch: u64,
+    pub(crate) last_epoch: LeaderEpoch,
     pub(crate) end: u64,
 }
 
@@ -81,7 +81,7 @@ pub(crate) enum Verdict {
     /// A report for the running election: record it, then see whether it decides.
     Record(Position),
     /// The replica cannot report for or lead the current epoch: elect again at `epoch`.
-    Restart { epoch: u64 },
+    Restart { epoch: LeaderEpoch },
 }
 
 /// A report from a broker outside the partition's replica set.
@@ -111,11 +111,13 @@ pub(crate) fn judge(
         // During the election any member's refusal restarts it: the replica may have promised
         // a newer epoch, which the next election must exceed. After it, only the winner's
         // refusal to lead matters; a follower's is not a reason to unseat a working leader.
+        // An epoch never wraps: at the last one there is no election to restart.
         ElectionOutcome::Refused { promised }
             if partition.electing || partition.leader == Some(reporter) =>
         {
-            Verdict::Restart {
-                epoch: partition.epoch.max(promised).saturating_add(1),
+            match partition.epoch.max(promised).next() {
+                Some(epoch) => Verdict::Restart { epoch },
+                None => Verdict::Ignore,
             }
         }
         ElectionOutcome::Refused { .. } => Verdict::Ignore,
@@ -135,7 +137,7 @@ pub(crate) fn judge(
 pub(crate) fn depose(
     partition: &PartitionLeadership,
     reporter: BrokerId,
-    epoch: u64,
+    epoch: LeaderEpoch,
 ) -> Option<ElectionStart> {
     if partition.replication_factor <= 1
         || partition.electing
@@ -154,7 +156,7 @@ pub(crate) fn depose(
         stream: partition.stream.clone(),
         partition: partition.partition,
         expected_epoch: partition.epoch,
-        epoch: partition.epoch.saturating_add(1),
+        epoch: partition.epoch.next()?,
     })
 }
 
@@ -175,7 +177,7 @@ pub(crate) struct Ballots {
 
 #[derive(Debug)]
 struct Ballot {
-    epoch: u64,
+    epoch: LeaderEpoch,
     opened_at_ms: u64,
     reports: BTreeMap<BrokerId, Position>,
     /// A leader deposed for losing contact with its replicas: its report does not count in
@@ -185,7 +187,7 @@ struct Ballot {
 
 impl Ballots {
     /// The ballot of `key` at `epoch`, opened at `now_ms` unless one is open for that epoch.
-    fn ballot(&mut self, key: &PartitionKey, epoch: u64, now_ms: u64) -> &mut Ballot {
+    fn ballot(&mut self, key: &PartitionKey, epoch: LeaderEpoch, now_ms: u64) -> &mut Ballot {
         let ballot = self.open.entry(key.clone()).or_insert(Ballot {
             epoch,
             opened_at_ms: now_ms,
@@ -204,7 +206,7 @@ impl Ballots {
     }
 
     /// Opens a new ballot for the election of `key` at `epoch`, started at `now_ms`.
-    pub(crate) fn open(&mut self, key: &PartitionKey, epoch: u64, now_ms: u64) {
+    pub(crate) fn open(&mut self, key: &PartitionKey, epoch: LeaderEpoch, now_ms: u64) {
         self.ballot(key, epoch, now_ms);
     }
 
@@ -212,7 +214,7 @@ impl Ballots {
     pub(crate) fn open_excluding(
         &mut self,
         key: &PartitionKey,
-        epoch: u64,
+        epoch: LeaderEpoch,
         now_ms: u64,
         excluded: BrokerId,
     ) {
@@ -225,7 +227,7 @@ impl Ballots {
     pub(crate) fn record(
         &mut self,
         key: &PartitionKey,
-        epoch: u64,
+        epoch: LeaderEpoch,
         reporter: BrokerId,
         position: Position,
         now_ms: u64,
@@ -307,7 +309,10 @@ pub(crate) fn plan(
         if !due {
             continue;
         }
-        let epoch = partition.epoch.saturating_add(1);
+        let Some(epoch) = partition.epoch.next() else {
+            tracing::error!(stream = %partition.stream, partition = partition.partition.get(), "the partition has used every leader epoch: it can elect no new leader");
+            continue;
+        };
         ballots.open(&key, epoch, now_ms);
         starts.push(ElectionStart {
             stream: partition.stream.clone(),

@@ -379,7 +379,7 @@ mod tests {
             stream: StreamName::new("orders").expect("name"),
             partition: PartitionId::new(0),
             replication_factor: u32::try_from(members.len()).expect("small"),
-            epoch: 4,
+            epoch: floe_wire::LeaderEpoch::new(4),
             leader: Some(id(leader)),
             replicas: members.iter().map(|&(n, s)| (id(n), s)).collect(),
             previous: Vec::new(),
@@ -400,7 +400,10 @@ mod tests {
         };
         assert_eq!(change.previous, vec![id(1), id(2), id(3)]);
         assert_eq!(change.replicas, vec![id(1), id(2), id(4)], "leader first");
-        assert_eq!((change.leader, change.expected_epoch), (None, 4));
+        assert_eq!(
+            (change.leader, change.expected_epoch),
+            (None, floe_wire::LeaderEpoch::new(4))
+        );
     }
 
     #[test]

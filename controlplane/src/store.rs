@@ -26,7 +26,7 @@ use floe_wire::admin::{
     PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, RetentionSettings, ScalingPolicy,
     StreamDescription, StreamInfo,
 };
-use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
+use floe_wire::{BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
 
 pub use sql::{Backend, SqlStore};
 
@@ -54,7 +54,7 @@ pub enum StoreError {
     EpochConflict {
         stream: StreamName,
         partition: PartitionId,
-        expected: u64,
+        expected: LeaderEpoch,
     },
     #[error("{field} = {value} does not fit the store's signed 64-bit integers")]
     OutOfRange { field: &'static str, value: u64 },
@@ -98,7 +98,7 @@ pub struct MisplacedPartition {
     pub stream: StreamName,
     pub partition: PartitionId,
     pub replication_factor: u32,
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     pub leader: Option<BrokerId>,
     /// In position order, each with its broker's state (`Dead` for an unknown broker).
     pub replicas: Vec<(BrokerId, BrokerState)>,
@@ -112,7 +112,7 @@ pub struct MisplacedPartition {
 pub struct Reassignment {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub expected_epoch: u64,
+    pub expected_epoch: LeaderEpoch,
     /// Leader first when there is one.
     pub replicas: Vec<BrokerId>,
     pub leader: Option<BrokerId>,
@@ -130,7 +130,7 @@ pub struct PartitionLeadership {
     pub stream: StreamName,
     pub partition: PartitionId,
     pub replication_factor: u32,
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     /// `None` while electing, and for a partition that was never led.
     pub leader: Option<BrokerId>,
     /// An election for `epoch` runs; `leader` is then `None`.
@@ -149,8 +149,8 @@ pub struct PartitionLeadership {
 pub struct ElectionStart {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub expected_epoch: u64,
-    pub epoch: u64,
+    pub expected_epoch: LeaderEpoch,
+    pub epoch: LeaderEpoch,
 }
 
 /// The winner of the election of one partition at `epoch`; see
@@ -159,7 +159,7 @@ pub struct ElectionStart {
 pub struct ElectionResult {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     pub leader: BrokerId,
 }
 

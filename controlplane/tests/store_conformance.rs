@@ -12,7 +12,7 @@ use floe_wire::admin::{
     ReadReplicaState, ReplicaLag, RetentionSettings, ScalingPolicy, SegmentSettings, StreamConfig,
     StreamInfo,
 };
-use floe_wire::{AckMode, BrokerId, Endpoint, PartitionId, StreamName};
+use floe_wire::{AckMode, BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
 
 /// Runs `scenario` on a fresh SQLite store, then on a fresh PostgreSQL database if one is
 /// configured.
@@ -121,7 +121,7 @@ async fn elect_first_replicas(store: &SqlStore, stream: &str, sets: &[Vec<Broker
             .elect_leader(&ElectionResult {
                 stream: name(stream),
                 partition: PartitionId::new(partition),
-                epoch: 1,
+                epoch: LeaderEpoch::new(1),
                 leader: set[0],
             })
             .await
@@ -166,7 +166,12 @@ async fn streams_are_created_listed_described_altered_and_deleted(store: &SqlSto
         .map(|p| p.replicas.clone())
         .collect();
     assert_eq!(sets, [ids(&[1, 2]), ids(&[2, 3]), ids(&[3, 1])]);
-    assert!(described.partitions.iter().all(|p| p.epoch == 1));
+    assert!(
+        described
+            .partitions
+            .iter()
+            .all(|p| p.epoch == LeaderEpoch::new(1))
+    );
     assert!(
         described
             .partitions
@@ -239,7 +244,7 @@ async fn partitions_without_brokers_start_unplaced(store: &SqlStore) {
         .expect("exists");
     for partition in &described.partitions {
         assert_eq!(partition.leader, None);
-        assert_eq!(partition.epoch, 0);
+        assert_eq!(partition.epoch, LeaderEpoch::new(0));
         assert!(partition.replicas.is_empty());
     }
     let misplaced = store.misplaced_partitions().await.expect("misplaced");
@@ -341,10 +346,10 @@ async fn a_stale_reassignment_changes_nothing(store: &SqlStore) {
         .await
         .expect("create");
     let version = store.assignment_version().await.expect("version");
-    let change = |partition: u32, expected_epoch: u64, replicas: &[u32]| Reassignment {
+    let change = |partition: u32, expected_epoch: u32, replicas: &[u32]| Reassignment {
         stream: name("orders"),
         partition: PartitionId::new(partition),
-        expected_epoch,
+        expected_epoch: LeaderEpoch::new(expected_epoch),
         replicas: ids(replicas),
         leader: replicas.first().copied().map(BrokerId::new),
         previous: Vec::new(),
@@ -353,7 +358,13 @@ async fn a_stale_reassignment_changes_nothing(store: &SqlStore) {
         .reassign(&[change(0, 1, &[3, 1]), change(1, 0, &[3, 1])])
         .await;
     assert!(
-        matches!(stale, Err(StoreError::EpochConflict { expected: 0, .. })),
+        matches!(
+            stale,
+            Err(StoreError::EpochConflict {
+                expected: LeaderEpoch::ZERO,
+                ..
+            })
+        ),
         "{stale:?}"
     );
     let untouched = store
@@ -366,7 +377,7 @@ async fn a_stale_reassignment_changes_nothing(store: &SqlStore) {
         ids(&[1, 2]),
         "all or nothing"
     );
-    assert_eq!(untouched.partitions[0].epoch, 1);
+    assert_eq!(untouched.partitions[0].epoch, LeaderEpoch::new(1));
     assert_eq!(store.assignment_version().await.expect("version"), version);
 
     let applied = store
@@ -381,7 +392,7 @@ async fn a_stale_reassignment_changes_nothing(store: &SqlStore) {
         .expect("exists");
     assert_eq!(moved.partitions[0].replicas, ids(&[3, 1]));
     assert_eq!(moved.partitions[0].leader, Some(BrokerId::new(3)));
-    assert_eq!(moved.partitions[0].epoch, 2);
+    assert_eq!(moved.partitions[0].epoch, LeaderEpoch::new(2));
 }
 
 async fn misplaced_partitions_are_those_on_brokers_that_are_not_live(store: &SqlStore) {
@@ -410,7 +421,7 @@ async fn misplaced_partitions_are_those_on_brokers_that_are_not_live(store: &Sql
     );
     assert_eq!(misplaced[0].leader, Some(BrokerId::new(1)));
     assert_eq!(misplaced[0].replication_factor, 2);
-    assert_eq!(misplaced[0].epoch, 1);
+    assert_eq!(misplaced[0].epoch, LeaderEpoch::new(1));
 
     let brokers = store.brokers().await.expect("brokers");
     let counts: Vec<(u32, u32)> = brokers.iter().map(|b| (b.replicas, b.leaders)).collect();
@@ -465,10 +476,10 @@ async fn only_the_current_leader_reports_a_partition(store: &SqlStore) {
         .await
         .expect("create");
     elect_first_replicas(store, "orders", &[ids(&[1, 2])]).await;
-    let report = |epoch: u64, end: u64| PartitionReport {
+    let report = |epoch: u32, end: u64| PartitionReport {
         stream: name("orders"),
         partition: PartitionId::new(0),
-        epoch,
+        epoch: LeaderEpoch::new(epoch),
         hot: Some(OffsetRange { start: 10, end }),
         tier: Some(OffsetRange { start: 0, end: 10 }),
         bytes: 4096,
@@ -539,7 +550,7 @@ async fn a_replica_set_changes_in_two_steps(store: &SqlStore) {
         .reassign(&[Reassignment {
             stream: name("orders"),
             partition: PartitionId::new(0),
-            expected_epoch: 1,
+            expected_epoch: LeaderEpoch::new(1),
             replicas: ids(&[1, 2, 4]),
             leader: Some(BrokerId::new(1)),
             previous: ids(&[1, 2, 3]),
@@ -552,7 +563,7 @@ async fn a_replica_set_changes_in_two_steps(store: &SqlStore) {
         .expect("leadership");
     assert_eq!(
         (leadership.epoch, leadership.leader, leadership.electing),
-        (2, None, true),
+        (LeaderEpoch::new(2), None, true),
         "a change elects over both sets"
     );
     assert_eq!(leadership.previous, ids(&[1, 2, 3]));
@@ -577,15 +588,15 @@ async fn a_replica_set_changes_in_two_steps(store: &SqlStore) {
         .elect_leader(&ElectionResult {
             stream: name("orders"),
             partition: PartitionId::new(0),
-            epoch: 2,
+            epoch: LeaderEpoch::new(2),
             leader: BrokerId::new(1),
         })
         .await
         .expect("elect");
-    let caught_up = |epoch: u64, set: &[u32]| PartitionReport {
+    let caught_up = |epoch: u32, set: &[u32]| PartitionReport {
         stream: name("orders"),
         partition: PartitionId::new(0),
-        epoch,
+        epoch: LeaderEpoch::new(epoch),
         hot: None,
         tier: None,
         bytes: 0,
@@ -619,7 +630,7 @@ async fn a_replica_set_changes_in_two_steps(store: &SqlStore) {
     assert!(done.previous.is_empty());
     assert_eq!(
         (done.epoch, done.leader),
-        (2, Some(BrokerId::new(1))),
+        (LeaderEpoch::new(2), Some(BrokerId::new(1))),
         "completing needs no election"
     );
     let member = store
@@ -867,7 +878,10 @@ async fn a_replicated_partition_elects_its_leader_once_per_epoch(store: &SqlStor
         .partition_leadership(&name("orders"), PartitionId::new(0))
         .await
         .expect("leadership");
-    assert_eq!((leadership.epoch, leadership.electing), (1, true));
+    assert_eq!(
+        (leadership.epoch, leadership.electing),
+        (LeaderEpoch::new(1), true)
+    );
     assert_eq!(leadership.leader, None);
     assert_eq!(leadership.replication_factor, 3);
     let live = |id| (BrokerId::new(id), BrokerState::Live);
@@ -888,14 +902,17 @@ async fn a_replicated_partition_elects_its_leader_once_per_epoch(store: &SqlStor
         leader: BrokerId::new(leader),
     };
     let before = store.assignment_version().await.expect("version");
-    let stale = store.elect_leader(&result(0, 2)).await;
+    let stale = store.elect_leader(&result(LeaderEpoch::new(0), 2)).await;
     assert!(
         matches!(stale, Err(StoreError::EpochConflict { .. })),
         "{stale:?}"
     );
-    let version = store.elect_leader(&result(1, 2)).await.expect("elect");
+    let version = store
+        .elect_leader(&result(LeaderEpoch::new(1), 2))
+        .await
+        .expect("elect");
     assert_eq!(version, before + 1);
-    let twice = store.elect_leader(&result(1, 3)).await;
+    let twice = store.elect_leader(&result(LeaderEpoch::new(1), 3)).await;
     assert!(
         matches!(twice, Err(StoreError::EpochConflict { .. })),
         "decided once"
@@ -906,7 +923,7 @@ async fn a_replicated_partition_elects_its_leader_once_per_epoch(store: &SqlStor
         .expect("leadership");
     assert_eq!(
         (led.epoch, led.electing, led.leader),
-        (1, false, Some(BrokerId::new(2)))
+        (LeaderEpoch::new(1), false, Some(BrokerId::new(2)))
     );
     assert!(
         !store
@@ -967,13 +984,19 @@ async fn a_leader_that_is_not_live_leaves_its_partition_leaderless(store: &SqlSt
     let start = |expected_epoch, epoch| ElectionStart {
         stream: name("orders"),
         partition: PartitionId::new(0),
-        expected_epoch,
-        epoch,
+        expected_epoch: LeaderEpoch::new(expected_epoch),
+        epoch: LeaderEpoch::new(epoch),
     };
     let before = store.assignment_version().await.expect("version");
     let stale = store.start_elections(&[start(1, 2), start(0, 1)]).await;
     assert!(
-        matches!(stale, Err(StoreError::EpochConflict { expected: 0, .. })),
+        matches!(
+            stale,
+            Err(StoreError::EpochConflict {
+                expected: LeaderEpoch::ZERO,
+                ..
+            })
+        ),
         "{stale:?}"
     );
     assert_eq!(
@@ -989,7 +1012,7 @@ async fn a_leader_that_is_not_live_leaves_its_partition_leaderless(store: &SqlSt
         .expect("leadership");
     assert_eq!(
         (electing.epoch, electing.electing, electing.leader),
-        (5, true, None)
+        (LeaderEpoch::new(5), true, None)
     );
     let members: Vec<BrokerId> = electing.replicas.iter().map(|(id, _)| *id).collect();
     assert_eq!(members, ids(&[1, 2, 3]), "the same replica set");

@@ -81,8 +81,11 @@ fn damaged_log(data: &[u8]) -> CrashStorage {
         )
         .expect("open");
         for i in 0..10 {
-            log.append(&batch(Some((1, i * 2)), 2), 1 + (i / 5) as u32)
-                .expect("append");
+            log.append(
+                &batch(Some((1, i * 2)), 2),
+                floe_wire::LeaderEpoch::new(1 + (i / 5) as u32),
+            )
+            .expect("append");
         }
         log.store_high_watermark(Offset::new(9)).expect("hw");
     }
@@ -142,7 +145,7 @@ fuzz_target!(|data: &[u8]| {
         at = read.next_offset;
     }
     let _ = log.offset_for_timestamp(1_001);
-    if let Ok(appended) = log.append(&batch(Some((1, 20)), 1), 3) {
+    if let Ok(appended) = log.append(&batch(Some((1, 20)), 1), floe_wire::LeaderEpoch::new(3)) {
         log.wait_synced_blocking(appended.next_offset())
             .expect("sync on healthy storage");
     }

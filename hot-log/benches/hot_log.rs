@@ -64,7 +64,7 @@ const SMALL_BATCH_BYTES: usize = 4 * 1024;
 /// Batches per raw large write: the size of eight grouped batches.
 const GROUPED_BATCHES: usize = 8;
 const APPENDERS: usize = 8;
-const LEADER_EPOCH: u32 = 1;
+const LEADER_EPOCH: floe_wire::LeaderEpoch = floe_wire::LeaderEpoch::new(1);
 const LATENCY_WARMUP: usize = 100;
 const LATENCY_TIME_MAX: Duration = Duration::from_secs(15);
 

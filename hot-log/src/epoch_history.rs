@@ -4,7 +4,7 @@
 //! Persisted as the framed state file `leader-epoch` (magic `FLEP`), payload:
 //! `u32 count, count × (u32 epoch, u64 start_offset)`, epochs and offsets strictly increasing.
 
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 
 use crate::state_file::PayloadReader;
 
@@ -14,7 +14,7 @@ pub(crate) const EPOCH_MAGIC: [u8; 4] = *b"FLEP";
 /// One leader epoch and the offset of its first record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochStart {
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     pub start_offset: Offset,
 }
 
@@ -34,7 +34,7 @@ impl EpochHistory {
     }
 
     /// Records that `epoch` starts at `start_offset`; ignored unless `epoch` is newer.
-    pub(crate) fn assign(&mut self, epoch: u32, start_offset: Offset) -> bool {
+    pub(crate) fn assign(&mut self, epoch: LeaderEpoch, start_offset: Offset) -> bool {
         if self.latest().is_some_and(|l| l.epoch >= epoch) {
             return false;
         }
@@ -54,7 +54,11 @@ impl EpochHistory {
 
     /// The largest epoch ≤ `epoch` and the offset where it ended (the next epoch's start, or
     /// `log_end`). `None` when every known epoch is newer than `epoch`.
-    pub fn end_offset_for(&self, epoch: u32, log_end: Offset) -> Option<(u32, Offset)> {
+    pub fn end_offset_for(
+        &self,
+        epoch: LeaderEpoch,
+        log_end: Offset,
+    ) -> Option<(LeaderEpoch, Offset)> {
         let i = self.entries.partition_point(|e| e.epoch <= epoch);
         let found = self.entries.get(i.checked_sub(1)?)?;
         let end = self
@@ -68,7 +72,7 @@ impl EpochHistory {
         let mut out = Vec::with_capacity(4 + self.entries.len() * 12);
         out.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
         for e in &self.entries {
-            out.extend_from_slice(&e.epoch.to_le_bytes());
+            out.extend_from_slice(&e.epoch.get().to_le_bytes());
             out.extend_from_slice(&e.start_offset.get().to_le_bytes());
         }
         out
@@ -79,7 +83,7 @@ impl EpochHistory {
         let n = r.count(12)?;
         let mut history = EpochHistory::default();
         for _ in 0..n {
-            let epoch = r.u32()?;
+            let epoch = LeaderEpoch::new(r.u32()?);
             let start = Offset::new(r.u64()?);
             let ordered = history
                 .latest()
@@ -104,31 +108,44 @@ mod tests {
     fn history(pairs: &[(u32, u64)]) -> EpochHistory {
         let mut h = EpochHistory::default();
         for &(e, s) in pairs {
-            assert!(h.assign(e, Offset::new(s)));
+            assert!(h.assign(epoch(e), Offset::new(s)));
         }
         h
+    }
+
+    fn epoch(value: u32) -> LeaderEpoch {
+        LeaderEpoch::new(value)
     }
 
     #[test]
     fn end_offset_is_the_next_epochs_start_or_the_log_end() {
         let h = history(&[(1, 0), (3, 100), (4, 250)]);
         let end = Offset::new(300);
-        assert_eq!(h.end_offset_for(1, end), Some((1, Offset::new(100))));
-        assert_eq!(h.end_offset_for(2, end), Some((1, Offset::new(100))));
-        assert_eq!(h.end_offset_for(3, end), Some((3, Offset::new(250))));
-        assert_eq!(h.end_offset_for(9, end), Some((4, end)));
-        assert_eq!(h.end_offset_for(0, end), None);
+        assert_eq!(
+            h.end_offset_for(epoch(1), end),
+            Some((epoch(1), Offset::new(100)))
+        );
+        assert_eq!(
+            h.end_offset_for(epoch(2), end),
+            Some((epoch(1), Offset::new(100)))
+        );
+        assert_eq!(
+            h.end_offset_for(epoch(3), end),
+            Some((epoch(3), Offset::new(250)))
+        );
+        assert_eq!(h.end_offset_for(epoch(9), end), Some((epoch(4), end)));
+        assert_eq!(h.end_offset_for(LeaderEpoch::ZERO, end), None);
     }
 
     #[test]
     fn older_epochs_are_not_assigned_and_truncation_drops_later_ones() {
         let mut h = history(&[(2, 0), (5, 10)]);
-        assert!(!h.assign(4, Offset::new(20)));
+        assert!(!h.assign(epoch(4), Offset::new(20)));
         assert!(h.truncate_from(Offset::new(10)));
         assert_eq!(
             h.latest(),
             Some(EpochStart {
-                epoch: 2,
+                epoch: epoch(2),
                 start_offset: Offset::ZERO
             })
         );

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use floe_wire::{BatchError, Offset};
+use floe_wire::{BatchError, LeaderEpoch, Offset};
 
 /// Why a log operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,10 @@ pub enum LogError {
     NonContiguous { expected: Offset, found: Offset },
     /// A write from a leader epoch older than one this log has already seen.
     #[error("leader epoch {epoch} is older than the log's latest epoch {latest}")]
-    StaleEpoch { epoch: u32, latest: u32 },
+    StaleEpoch {
+        epoch: LeaderEpoch,
+        latest: LeaderEpoch,
+    },
     /// The producer was replaced by a newer epoch of the same producer id.
     #[error("producer {producer_id} epoch {epoch} is fenced by epoch {current}")]
     ProducerFenced {

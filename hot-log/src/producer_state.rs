@@ -251,7 +251,8 @@ mod tests {
             b.push(1000 + i64::from(i), None, b"v", &[]).expect("push");
         }
         let mut bytes = b.finish().expect("finish").to_vec();
-        floe_wire::batch::stamp(&mut bytes, Offset::new(base), 0).expect("stamp");
+        floe_wire::batch::stamp(&mut bytes, Offset::new(base), floe_wire::LeaderEpoch::ZERO)
+            .expect("stamp");
         BatchHeader::parse(&bytes).expect("header")
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use floe_hot_log::storage::{CrashImage, SyncPoint};
 use floe_hot_log::{CrashStorage, Log, LogConfig, RetentionPolicy, Storage};
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -45,7 +45,10 @@ fn run_workload(seed: u64, storage: &CrashStorage, acked: &AtomicUsize) -> Histo
             format!("s{seed}-op{op}")
         };
         let appended = log
-            .append(&batch(&tag, count, op), 1 + (op / 20) as u32)
+            .append(
+                &batch(&tag, count, op),
+                LeaderEpoch::new(1 + (op / 20) as u32),
+            )
             .expect("append");
         for i in 0..count {
             history.records.push((
@@ -118,7 +121,7 @@ fn check_recovery(seed: u64, captured: &Captured, history: &History, restore_see
     );
     // The recovered log accepts writes, and reopening it again changes nothing.
     let next = log
-        .append(&batch("after", 1, 0), 9)
+        .append(&batch("after", 1, 0), LeaderEpoch::new(9))
         .unwrap_or_else(|e| panic!("{context}: append: {e}"));
     assert_eq!(next.base_offset.get(), end as u64, "{context}");
     log.wait_synced_blocking(next.next_offset())
@@ -192,7 +195,7 @@ fn a_crash_during_truncation_leaves_the_kept_prefix_intact() {
     let mut values = Vec::new();
     for i in 0..30 {
         let a = log
-            .append(&batch(&format!("t{i}"), 3, 0), 1)
+            .append(&batch(&format!("t{i}"), 3, 0), LeaderEpoch::new(1))
             .expect("append");
         values.push(a);
     }
@@ -240,7 +243,7 @@ fn a_reset_is_all_or_nothing_across_a_crash() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..30 {
-        log.append(&batch(&format!("r{i}"), 3, 0), 1)
+        log.append(&batch(&format!("r{i}"), 3, 0), LeaderEpoch::new(1))
             .expect("append");
     }
     log.wait_synced_blocking(log.log_end()).expect("sync");
@@ -252,18 +255,18 @@ fn a_reset_is_all_or_nothing_across_a_crash() {
         let captured = captured.clone();
         storage.on_sync(move |_, image| captured.lock().expect("lock").push(image));
     }
-    log.reset(start, 3).expect("reset");
+    log.reset(start, LeaderEpoch::new(3)).expect("reset");
     assert_eq!((log.log_start(), log.log_end()), (start, start));
     assert_eq!(log.synced_end(), start);
     assert_eq!(log.high_watermark(), start);
     // Only the epoch of the entry below the new start is kept.
     let base = floe_hot_log::EpochStart {
-        epoch: 3,
+        epoch: LeaderEpoch::new(3),
         start_offset: Offset::new(499),
     };
     assert_eq!(log.epoch_history().entries(), &[base]);
     let next = log
-        .append(&batch("after", 2, 0), 4)
+        .append(&batch("after", 2, 0), LeaderEpoch::new(4))
         .expect("append after reset");
     assert_eq!(next.base_offset, start);
     log.wait_synced_blocking(next.next_offset()).expect("sync");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use floe_hot_log::{CrashStorage, Log, Storage};
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 use proptest::prelude::*;
 
 fn write(storage: &CrashStorage, name: &str, bytes: &[u8]) {
@@ -24,7 +24,7 @@ fn damaged_log(flips: &[(usize, u8)], tails: &[u8]) -> CrashStorage {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..12 {
-        log.append(&producer_batch(1, 0, i * 3, 3), 1)
+        log.append(&producer_batch(1, 0, i * 3, 3), LeaderEpoch::new(1))
             .expect("append");
     }
     log.store_high_watermark(Offset::new(20)).expect("hw");
@@ -68,7 +68,7 @@ fn exercise(storage: CrashStorage) {
         }
     }
     let _ = log.offset_for_timestamp(1_000);
-    if let Ok(a) = log.append(&batch("after", 2, 0), 2) {
+    if let Ok(a) = log.append(&batch("after", 2, 0), LeaderEpoch::new(2)) {
         let _ = log.wait_synced_blocking(a.next_offset());
     }
 }

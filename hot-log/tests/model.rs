@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::*;
 use floe_hot_log::{CrashStorage, Log, LogError, RetentionPolicy, Storage};
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -101,7 +101,7 @@ fn run(ops: Vec<Op>) {
                     builder.push(0, None, v, &[]).expect("push");
                 }
                 let a = log
-                    .append(&builder.finish().expect("finish"), 1)
+                    .append(&builder.finish().expect("finish"), LeaderEpoch::new(1))
                     .expect("append");
                 assert_eq!(a.base_offset.get(), model.end());
                 model.batches.push((a.base_offset.get(), values));

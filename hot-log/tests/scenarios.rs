@@ -7,14 +7,18 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use floe_hot_log::{CrashStorage, FsStorage, Log, LogConfig, LogError, RetentionPolicy, Storage};
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 
 #[test]
 fn appended_batches_read_back_with_stamped_offsets() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let log = Log::open(Arc::new(FsStorage), tmp.path(), small_config()).expect("open");
-    let a = log.append(&batch("a", 3, 100), 1).expect("append a");
-    let b = log.append(&batch("b", 2, 200), 1).expect("append b");
+    let a = log
+        .append(&batch("a", 3, 100), LeaderEpoch::new(1))
+        .expect("append a");
+    let b = log
+        .append(&batch("b", 2, 200), LeaderEpoch::new(1))
+        .expect("append b");
     assert_eq!((a.base_offset.get(), a.last_offset.get()), (0, 2));
     assert_eq!((b.base_offset.get(), b.last_offset.get()), (3, 4));
     log.wait_synced_blocking(b.next_offset()).expect("synced");
@@ -43,29 +47,32 @@ fn appended_batches_read_back_with_stamped_offsets() {
 fn control_batches_come_from_the_leader_only() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let log = Log::open(Arc::new(FsStorage), tmp.path(), small_config()).expect("open");
-    log.append(&batch("a", 2, 100), 1).expect("append a");
+    log.append(&batch("a", 2, 100), LeaderEpoch::new(1))
+        .expect("append a");
     // A producer's control batch is refused and changes nothing.
     let forged = floe_wire::batch::control_batch(floe_wire::ControlKind::EpochStart, 100);
     assert!(matches!(
-        log.append(&forged, 1),
+        log.append(&forged, LeaderEpoch::new(1)),
         Err(LogError::ControlBatch)
     ));
     assert_eq!(log.log_end(), Offset::new(2));
     // The leader's own takes the next offset, in its epoch; data goes on after it.
     let (marker, bytes) = log
-        .append_control(floe_wire::ControlKind::EpochStart, 2, 300)
+        .append_control(floe_wire::ControlKind::EpochStart, LeaderEpoch::new(2), 300)
         .expect("the leader's marker");
     assert_eq!(marker.base_offset, Offset::new(2));
     let unstamped = floe_wire::RecordBatch::decode(bytes).expect("a valid batch");
     assert!(unstamped.header().is_control());
-    let b = log.append(&batch("b", 1, 200), 2).expect("append b");
+    let b = log
+        .append(&batch("b", 1, 200), LeaderEpoch::new(2))
+        .expect("append b");
     assert_eq!(b.base_offset, Offset::new(3));
     let read = log
         .read(Offset::new(2), 1 << 20, log.log_end())
         .expect("read");
     let (first, _) = floe_wire::RecordBatch::decode_prefix(&read.bytes).expect("stored");
     assert!(first.header().is_control());
-    assert_eq!(first.header().leader_epoch, 2);
+    assert_eq!(first.header().leader_epoch, LeaderEpoch::new(2));
 }
 
 #[test]
@@ -74,7 +81,9 @@ fn a_new_log_can_start_where_older_records_end() {
     let start = Offset::new(1_000);
     let log = Log::open_at(Arc::new(FsStorage), tmp.path(), small_config(), start).expect("open");
     assert_eq!((log.log_start(), log.log_end()), (start, start));
-    let a = log.append(&batch("a", 2, 100), 1).expect("append");
+    let a = log
+        .append(&batch("a", 2, 100), LeaderEpoch::new(1))
+        .expect("append");
     assert_eq!(a.base_offset, start);
     log.close().expect("close");
     // Reopened, it is the log it is: the start applies to a new directory only.
@@ -95,8 +104,10 @@ fn a_new_log_can_start_where_older_records_end() {
 fn reads_never_pass_the_given_limit() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
-    log.append(&batch("a", 2, 0), 1).expect("append");
-    log.append(&batch("b", 2, 0), 1).expect("append");
+    log.append(&batch("a", 2, 0), LeaderEpoch::new(1))
+        .expect("append");
+    log.append(&batch("b", 2, 0), LeaderEpoch::new(1))
+        .expect("append");
     let read = log
         .read(Offset::ZERO, 1 << 20, Offset::new(2))
         .expect("read");
@@ -113,8 +124,11 @@ fn segments_roll_by_size_and_reads_cross_them() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..40 {
-        log.append(&batch(&format!("r{i}"), 4, i64::from(i)), 1)
-            .expect("append");
+        log.append(
+            &batch(&format!("r{i}"), 4, i64::from(i)),
+            LeaderEpoch::new(1),
+        )
+        .expect("append");
     }
     let sealed = log.sealed_segments();
     assert!(
@@ -137,7 +151,8 @@ fn segments_roll_by_age_on_maintain() {
         ..small_config()
     };
     let log = open_crash(&storage, config);
-    log.append(&batch("a", 1, 0), 1).expect("append");
+    log.append(&batch("a", 1, 0), LeaderEpoch::new(1))
+        .expect("append");
     assert!(!log.maintain(Instant::now()).expect("maintain"));
     assert!(
         log.maintain(Instant::now() + Duration::from_secs(601))
@@ -155,7 +170,9 @@ fn segments_roll_by_age_on_maintain() {
 fn torn_tail_is_truncated_on_recovery() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
-    let a = log.append(&batch("a", 3, 0), 1).expect("append");
+    let a = log
+        .append(&batch("a", 3, 0), LeaderEpoch::new(1))
+        .expect("append");
     log.wait_synced_blocking(a.next_offset()).expect("sync");
     drop(log);
     let path = segment_path(&dir(), 0, "log");
@@ -167,7 +184,7 @@ fn torn_tail_is_truncated_on_recovery() {
     assert_eq!(log.log_end(), Offset::new(3));
     assert_eq!(storage.contents(&path).expect("contents").len(), whole);
     let next = log
-        .append(&batch("b", 1, 0), 1)
+        .append(&batch("b", 1, 0), LeaderEpoch::new(1))
         .expect("append after recovery");
     assert_eq!(next.base_offset, Offset::new(3));
 }
@@ -177,7 +194,7 @@ fn corrupt_byte_in_a_sealed_segment_refuses_open_naming_file_and_position() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..20 {
-        log.append(&batch(&format!("r{i}"), 4, 0), 1)
+        log.append(&batch(&format!("r{i}"), 4, 0), LeaderEpoch::new(1))
             .expect("append");
     }
     let sealed = log.sealed_segments();
@@ -240,8 +257,11 @@ fn missing_or_corrupt_index_is_rebuilt_from_the_data() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..30 {
-        log.append(&batch(&format!("r{i}"), 3, i64::from(i) * 10), 1)
-            .expect("append");
+        log.append(
+            &batch(&format!("r{i}"), 3, i64::from(i) * 10),
+            LeaderEpoch::new(1),
+        )
+        .expect("append");
     }
     let sealed = log.sealed_segments();
     let expected = read_all(&log, Offset::ZERO);
@@ -271,8 +291,11 @@ fn timestamp_lookup_finds_the_first_batch_at_or_after_it() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..50 {
-        log.append(&batch("t", 2, 1_000 + i64::from(i) * 10), 1)
-            .expect("append");
+        log.append(
+            &batch("t", 2, 1_000 + i64::from(i) * 10),
+            LeaderEpoch::new(1),
+        )
+        .expect("append");
     }
     // Batch i holds timestamps 1000+10i and 1000+10i+1, offsets 2i and 2i+1.
     assert_eq!(
@@ -302,15 +325,17 @@ fn timestamp_lookup_finds_the_first_batch_at_or_after_it() {
 fn full_disk_fails_the_log_until_it_is_reopened() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
-    let a = log.append(&batch("a", 2, 0), 1).expect("append");
+    let a = log
+        .append(&batch("a", 2, 0), LeaderEpoch::new(1))
+        .expect("append");
     log.wait_synced_blocking(a.next_offset()).expect("sync");
     storage.fail_writes_after(10);
     let err = log
-        .append(&batch("b", 2, 0), 1)
+        .append(&batch("b", 2, 0), LeaderEpoch::new(1))
         .expect_err("write on a full disk");
     assert!(matches!(err, LogError::Io { .. }), "{err:?}");
     let err = log
-        .append(&batch("c", 1, 0), 1)
+        .append(&batch("c", 1, 0), LeaderEpoch::new(1))
         .expect_err("write after failure");
     assert!(
         matches!(
@@ -330,7 +355,7 @@ fn full_disk_fails_the_log_until_it_is_reopened() {
         "the partial write was truncated, the synced batch kept"
     );
     let c = log
-        .append(&batch("c", 1, 0), 1)
+        .append(&batch("c", 1, 0), LeaderEpoch::new(1))
         .expect("append after reopen");
     assert_eq!(c.base_offset, Offset::new(2));
 }
@@ -339,17 +364,21 @@ fn full_disk_fails_the_log_until_it_is_reopened() {
 fn failed_fsync_is_never_retried_and_refuses_writes() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
-    let first = log.append(&batch("first", 1, 0), 1).expect("append");
+    let first = log
+        .append(&batch("first", 1, 0), LeaderEpoch::new(1))
+        .expect("append");
     log.wait_synced_blocking(first.next_offset()).expect("sync");
     storage.fail_next_sync();
-    let a = log.append(&batch("a", 2, 0), 1).expect("append");
+    let a = log
+        .append(&batch("a", 2, 0), LeaderEpoch::new(1))
+        .expect("append");
     let err = log
         .wait_synced_blocking(a.next_offset())
         .expect_err("sync failed");
     assert!(matches!(err, LogError::Failed { .. }), "{err:?}");
     let syncs = storage.sync_count();
     let err = log
-        .append(&batch("b", 1, 0), 1)
+        .append(&batch("b", 1, 0), LeaderEpoch::new(1))
         .expect_err("append after failed sync");
     assert!(matches!(err, LogError::Failed { .. }), "{err:?}");
     assert_eq!(storage.sync_count(), syncs, "the failed fsync was retried");
@@ -366,11 +395,15 @@ fn async_waiters_see_durability_and_failure() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     rt.block_on(async {
-        let a = log.append(&batch("a", 2, 0), 1).expect("append");
+        let a = log
+            .append(&batch("a", 2, 0), LeaderEpoch::new(1))
+            .expect("append");
         log.wait_synced(a.next_offset()).await.expect("synced");
         assert!(log.synced_end() >= a.next_offset());
         storage.fail_next_sync();
-        let b = log.append(&batch("b", 2, 0), 1).expect("append");
+        let b = log
+            .append(&batch("b", 2, 0), LeaderEpoch::new(1))
+            .expect("append");
         let err = log
             .wait_synced(b.next_offset())
             .await
@@ -390,7 +423,9 @@ fn concurrent_appenders_share_fsyncs() {
             let log = log.clone();
             std::thread::spawn(move || {
                 for i in 0..appends_per_thread {
-                    let a = log.append(&sized_batch(4, 1024, i), 1).expect("append");
+                    let a = log
+                        .append(&sized_batch(4, 1024, i), LeaderEpoch::new(1))
+                        .expect("append");
                     log.wait_synced_blocking(a.next_offset()).expect("sync");
                 }
                 t
@@ -414,8 +449,11 @@ fn retention_deletes_only_sealed_segments_the_caller_allows() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..40 {
-        log.append(&batch(&format!("r{i}"), 4, i64::from(i)), 1)
-            .expect("append");
+        log.append(
+            &batch(&format!("r{i}"), 4, i64::from(i)),
+            LeaderEpoch::new(1),
+        )
+        .expect("append");
     }
     let sealed = log.sealed_segments();
     assert!(sealed.len() >= 4);
@@ -466,7 +504,7 @@ fn retention_by_age_keeps_recent_segments() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..40 {
-        log.append(&batch("r", 4, i64::from(i) * 1000), 1)
+        log.append(&batch("r", 4, i64::from(i) * 1000), LeaderEpoch::new(1))
             .expect("append");
     }
     let sealed = log.sealed_segments();
@@ -489,8 +527,11 @@ fn truncation_removes_records_at_and_after_a_batch_boundary() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     for i in 0..40 {
-        log.append(&batch(&format!("r{i}"), 4, 0), u32::from(i >= 20) + 1)
-            .expect("append");
+        log.append(
+            &batch(&format!("r{i}"), 4, 0),
+            LeaderEpoch::new(u32::from(i >= 20) + 1),
+        )
+        .expect("append");
     }
     let err = log
         .truncate(Offset::new(41))
@@ -500,9 +541,9 @@ fn truncation_removes_records_at_and_after_a_batch_boundary() {
     );
     log.truncate(Offset::new(44)).expect("truncate");
     assert_eq!(log.log_end(), Offset::new(44));
-    assert_eq!(log.epoch_history().latest().map(|e| e.epoch), Some(1));
+    assert_eq!(log.epoch_history().latest().map(|e| e.epoch.get()), Some(1));
     let next = log
-        .append(&batch("new", 1, 0), 3)
+        .append(&batch("new", 1, 0), LeaderEpoch::new(3))
         .expect("append after truncate");
     assert_eq!(next.base_offset, Offset::new(44));
     drop(log);
@@ -514,7 +555,7 @@ fn truncation_removes_records_at_and_after_a_batch_boundary() {
         .epoch_history()
         .entries()
         .iter()
-        .map(|e| (e.epoch, e.start_offset.get()))
+        .map(|e| (e.epoch.get(), e.start_offset.get()))
         .collect();
     assert_eq!(epochs, vec![(1, 0), (3, 44)]);
 }
@@ -523,15 +564,16 @@ fn truncation_removes_records_at_and_after_a_batch_boundary() {
 fn a_stale_leader_epoch_is_refused() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
-    log.append(&batch("a", 1, 0), 5).expect("append");
-    let err = log.append(&batch("b", 1, 0), 4).expect_err("older epoch");
+    log.append(&batch("a", 1, 0), LeaderEpoch::new(5))
+        .expect("append");
+    let err = log
+        .append(&batch("b", 1, 0), LeaderEpoch::new(4))
+        .expect_err("older epoch");
     assert!(
         matches!(
             err,
-            LogError::StaleEpoch {
-                epoch: 4,
-                latest: 5
-            }
+            LogError::StaleEpoch { epoch, latest }
+                if epoch == LeaderEpoch::new(4) && latest == LeaderEpoch::new(5)
         ),
         "{err:?}"
     );
@@ -541,8 +583,12 @@ fn a_stale_leader_epoch_is_refused() {
 fn replicated_batches_must_continue_the_log() {
     let leader_storage = CrashStorage::new();
     let leader = open_crash(&leader_storage, small_config());
-    leader.append(&batch("a", 2, 0), 7).expect("append");
-    leader.append(&batch("b", 3, 0), 7).expect("append");
+    leader
+        .append(&batch("a", 2, 0), LeaderEpoch::new(7))
+        .expect("append");
+    leader
+        .append(&batch("b", 3, 0), LeaderEpoch::new(7))
+        .expect("append");
     let stored = leader
         .read(Offset::ZERO, 1 << 20, leader.log_end())
         .expect("read")
@@ -567,33 +613,43 @@ fn replicated_batches_must_continue_the_log() {
             .bytes,
         stored
     );
-    assert_eq!(follower.epoch_history().latest().map(|e| e.epoch), Some(7));
+    assert_eq!(
+        follower.epoch_history().latest().map(|e| e.epoch.get()),
+        Some(7)
+    );
 }
 
 #[test]
 fn a_retried_producer_batch_gets_its_original_offsets_across_restarts_and_rolls() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
-    log.append(&batch("filler", 3, 0), 1).expect("append");
-    let first = log.append(&producer_batch(42, 0, 0, 2), 1).expect("append");
-    let retry = log.append(&producer_batch(42, 0, 0, 2), 1).expect("retry");
+    log.append(&batch("filler", 3, 0), LeaderEpoch::new(1))
+        .expect("append");
+    let first = log
+        .append(&producer_batch(42, 0, 0, 2), LeaderEpoch::new(1))
+        .expect("append");
+    let retry = log
+        .append(&producer_batch(42, 0, 0, 2), LeaderEpoch::new(1))
+        .expect("retry");
     assert!(retry.duplicate);
     assert_eq!(
         (retry.base_offset, retry.last_offset),
         (first.base_offset, first.last_offset)
     );
-    let second = log.append(&producer_batch(42, 0, 2, 2), 1).expect("append");
+    let second = log
+        .append(&producer_batch(42, 0, 2, 2), LeaderEpoch::new(1))
+        .expect("append");
     // Roll the segment so the state comes from a snapshot, then from a replay.
     log.roll().expect("roll");
     drop(log);
     let log = open_crash(&storage, small_config());
     let retry = log
-        .append(&producer_batch(42, 0, 2, 2), 1)
+        .append(&producer_batch(42, 0, 2, 2), LeaderEpoch::new(1))
         .expect("retry after restart");
     assert!(retry.duplicate);
     assert_eq!(retry.base_offset, second.base_offset);
     let gap = log
-        .append(&producer_batch(42, 0, 9, 1), 1)
+        .append(&producer_batch(42, 0, 9, 1), LeaderEpoch::new(1))
         .expect_err("gap");
     assert!(
         matches!(
@@ -606,11 +662,13 @@ fn a_retried_producer_batch_gets_its_original_offsets_across_restarts_and_rolls(
         ),
         "{gap:?}"
     );
-    let next = log.append(&producer_batch(42, 0, 4, 1), 1).expect("next");
+    let next = log
+        .append(&producer_batch(42, 0, 4, 1), LeaderEpoch::new(1))
+        .expect("next");
     drop(log);
     let log = open_crash(&storage, small_config());
     assert!(
-        log.append(&producer_batch(42, 0, 4, 1), 1)
+        log.append(&producer_batch(42, 0, 4, 1), LeaderEpoch::new(1))
             .expect("retry")
             .duplicate
     );
@@ -629,22 +687,22 @@ fn invalid_and_oversized_batches_are_refused_and_write_nothing() {
     let last = bad.len() - 1;
     bad[last] ^= 1;
     assert!(matches!(
-        log.append(&bad, 1),
+        log.append(&bad, LeaderEpoch::new(1)),
         Err(LogError::InvalidBatch(_))
     ));
     let big = sized_batch(3, 1000, 0);
     assert!(matches!(
-        log.append(&big, 1),
+        log.append(&big, LeaderEpoch::new(1)),
         Err(LogError::BatchTooLarge { max: 2048, .. })
     ));
     let mut two = batch("a", 1, 0);
     two.extend_from_slice(&batch("b", 1, 0));
     assert!(matches!(
-        log.append(&two, 1),
+        log.append(&two, LeaderEpoch::new(1)),
         Err(LogError::InvalidBatch(_))
     ));
     assert_eq!(log.log_end(), Offset::ZERO);
-    log.append(&batch("ok", 1, 0), 1)
+    log.append(&batch("ok", 1, 0), LeaderEpoch::new(1))
         .expect("a good batch still appends");
 }
 
@@ -652,7 +710,8 @@ fn invalid_and_oversized_batches_are_refused_and_write_nothing() {
 fn high_watermark_is_stored_atomically_and_clamped_to_the_log() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
-    log.append(&batch("a", 10, 0), 1).expect("append");
+    log.append(&batch("a", 10, 0), LeaderEpoch::new(1))
+        .expect("append");
     log.store_high_watermark(Offset::new(7)).expect("store");
     drop(log);
     let log = open_crash(&storage, small_config());
@@ -672,7 +731,7 @@ fn synced_data_behind_the_window_leaves_the_page_cache_and_still_reads_back() {
         };
         let log = Log::open(Arc::new(FsStorage), tmp.path(), config).expect("open");
         for i in 0..16 {
-            log.append(&sized_batch(4, 256 << 10, i), 1)
+            log.append(&sized_batch(4, 256 << 10, i), LeaderEpoch::new(1))
                 .expect("append");
             // One sync per batch, as a steady producer gets.
             log.wait_synced_blocking(log.log_end()).expect("synced");
@@ -789,7 +848,7 @@ fn reads_of_released_segments_go_around_the_page_cache() {
                 .into_iter()
                 .map(|(_, v)| v),
         );
-        log.append(&batch, 1).expect("append");
+        log.append(&batch, LeaderEpoch::new(1)).expect("append");
         log.wait_synced_blocking(log.log_end()).expect("synced");
     }
     assert!(log.sealed_segments().len() >= 3, "the log rolled");

@@ -6,10 +6,12 @@
 //! prefix before it. Where two logs agree is therefore a prefix, found from the two epoch
 //! histories alone ([`LogView::common_prefix`]).
 
+use floe_wire::LeaderEpoch;
+
 /// One leader epoch and the offset of its first entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochStart {
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     pub start: u64,
 }
 
@@ -26,17 +28,17 @@ pub struct LogView {
     /// in object storage), 0 when `start` is 0 or it is not known. It keeps an emptied log
     /// comparable in an election: without it, a log reset to start at 124 would report
     /// itself as older than a stale log ending at 121.
-    pub base_epoch: u32,
+    pub base_epoch: LeaderEpoch,
 }
 
 impl LogView {
     /// An empty log whose next offset is `start`.
     pub fn empty(start: u64) -> LogView {
-        LogView::empty_after(start, 0)
+        LogView::empty_after(start, LeaderEpoch::ZERO)
     }
 
     /// An empty log whose next offset is `start`, the entry before it being of `base_epoch`.
-    pub fn empty_after(start: u64, base_epoch: u32) -> LogView {
+    pub fn empty_after(start: u64, base_epoch: LeaderEpoch) -> LogView {
         LogView {
             start,
             end: start,
@@ -47,21 +49,21 @@ impl LogView {
     }
 
     /// The epoch of the last entry, the one below the start for an empty log (0 if none).
-    pub fn last_epoch(&self) -> u32 {
+    pub fn last_epoch(&self) -> LeaderEpoch {
         self.epochs.last().map_or(self.base_epoch, |e| e.epoch)
     }
 
     /// The epoch of the entry before `offset`: in the log, or just below its start; `None`
     /// when not known.
-    pub fn epoch_before(&self, offset: u64) -> Option<u32> {
+    pub fn epoch_before(&self, offset: u64) -> Option<LeaderEpoch> {
         if offset == self.start {
-            return (self.base_epoch > 0).then_some(self.base_epoch);
+            return (self.base_epoch > LeaderEpoch::ZERO).then_some(self.base_epoch);
         }
         self.epoch_at(offset.checked_sub(1)?)
     }
 
     /// The epoch of the entry at `offset`, `None` outside `[start, end)`.
-    pub fn epoch_at(&self, offset: u64) -> Option<u32> {
+    pub fn epoch_at(&self, offset: u64) -> Option<LeaderEpoch> {
         if offset < self.start || offset >= self.end {
             return None;
         }
@@ -71,15 +73,15 @@ impl LogView {
 
     /// The epoch of the last durable entry (below the start, for an empty log), 0 when
     /// there is none.
-    pub fn synced_epoch(&self) -> u32 {
+    pub fn synced_epoch(&self) -> LeaderEpoch {
         if self.synced <= self.start {
             return self.base_epoch;
         }
-        self.epoch_at(self.synced - 1).unwrap_or(0)
+        self.epoch_at(self.synced - 1).unwrap_or(LeaderEpoch::ZERO)
     }
 
     /// Records entries `[self.end, end)` written in `epoch`.
-    pub fn append(&mut self, epoch: u32, end: u64) {
+    pub fn append(&mut self, epoch: LeaderEpoch, end: u64) {
         debug_assert!(epoch >= self.last_epoch() && end >= self.end);
         if end > self.end && self.epochs.last().is_none_or(|last| epoch > last.epoch) {
             self.epochs.push(EpochStart {
@@ -127,14 +129,14 @@ impl LogView {
     }
 
     /// Drops every entry; the next offset is `start`, the entry before it of `base_epoch`.
-    pub fn reset(&mut self, start: u64, base_epoch: u32) {
+    pub fn reset(&mut self, start: u64, base_epoch: LeaderEpoch) {
         *self = LogView::empty_after(start, base_epoch);
     }
 
     /// The first offset that `epoch` did not write: the start of the next epoch, or the log
     /// end. `None` unless some entry of an epoch `≤ epoch` is present; otherwise the largest
     /// such epoch is returned with its end.
-    pub fn end_of_epoch(&self, epoch: u32) -> Option<(u32, u64)> {
+    pub fn end_of_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, u64)> {
         let i = self.epochs.partition_point(|e| e.epoch <= epoch);
         let found = self.epochs.get(i.checked_sub(1)?)?;
         let end = self.epochs.get(i).map_or(self.end, |next| next.start);
@@ -166,6 +168,10 @@ impl LogView {
 mod tests {
     use super::*;
 
+    fn epoch(value: u32) -> LeaderEpoch {
+        LeaderEpoch::new(value)
+    }
+
     fn view(start: u64, end: u64, epochs: &[(u32, u64)]) -> LogView {
         LogView {
             start,
@@ -173,25 +179,28 @@ mod tests {
             synced: end,
             epochs: epochs
                 .iter()
-                .map(|&(epoch, start)| EpochStart { epoch, start })
+                .map(|&(value, start)| EpochStart {
+                    epoch: epoch(value),
+                    start,
+                })
                 .collect(),
-            base_epoch: 0,
+            base_epoch: LeaderEpoch::ZERO,
         }
     }
 
     #[test]
     fn epoch_at_and_end_of_epoch() {
         let log = view(0, 30, &[(1, 0), (3, 10), (4, 25)]);
-        assert_eq!(log.epoch_at(0), Some(1));
-        assert_eq!(log.epoch_at(9), Some(1));
-        assert_eq!(log.epoch_at(10), Some(3));
-        assert_eq!(log.epoch_at(29), Some(4));
+        assert_eq!(log.epoch_at(0), Some(epoch(1)));
+        assert_eq!(log.epoch_at(9), Some(epoch(1)));
+        assert_eq!(log.epoch_at(10), Some(epoch(3)));
+        assert_eq!(log.epoch_at(29), Some(epoch(4)));
         assert_eq!(log.epoch_at(30), None);
-        assert_eq!(log.end_of_epoch(1), Some((1, 10)));
-        assert_eq!(log.end_of_epoch(2), Some((1, 10)));
-        assert_eq!(log.end_of_epoch(3), Some((3, 25)));
-        assert_eq!(log.end_of_epoch(9), Some((4, 30)));
-        assert_eq!(log.end_of_epoch(0), None);
+        assert_eq!(log.end_of_epoch(epoch(1)), Some((epoch(1), 10)));
+        assert_eq!(log.end_of_epoch(epoch(2)), Some((epoch(1), 10)));
+        assert_eq!(log.end_of_epoch(epoch(3)), Some((epoch(3), 25)));
+        assert_eq!(log.end_of_epoch(epoch(9)), Some((epoch(4), 30)));
+        assert_eq!(log.end_of_epoch(LeaderEpoch::ZERO), None);
     }
 
     #[test]
@@ -199,20 +208,35 @@ mod tests {
         let leader = view(0, 30, &[(1, 0), (3, 10), (4, 25)]);
         // Same history, shorter.
         assert_eq!(
-            leader.common_prefix(&[EpochStart { epoch: 1, start: 0 }], 7),
+            leader.common_prefix(
+                &[EpochStart {
+                    epoch: epoch(1),
+                    start: 0
+                }],
+                7
+            ),
             7
         );
         // Diverged in epoch 2, which the leader never saw: agrees up to epoch 1's end.
         let follower = [
-            EpochStart { epoch: 1, start: 0 },
-            EpochStart { epoch: 2, start: 8 },
+            EpochStart {
+                epoch: epoch(1),
+                start: 0,
+            },
+            EpochStart {
+                epoch: epoch(2),
+                start: 8,
+            },
         ];
         assert_eq!(leader.common_prefix(&follower, 20), 8);
         // Has more of epoch 3 than the leader kept: agrees to where epoch 3 ended here.
         let follower = [
-            EpochStart { epoch: 1, start: 0 },
             EpochStart {
-                epoch: 3,
+                epoch: epoch(1),
+                start: 0,
+            },
+            EpochStart {
+                epoch: epoch(3),
                 start: 10,
             },
         ];
@@ -225,12 +249,18 @@ mod tests {
     fn truncate_and_append_keep_the_history_consistent() {
         let mut log = view(0, 30, &[(1, 0), (3, 10), (4, 25)]);
         log.truncate(10);
-        assert_eq!(log.epochs, vec![EpochStart { epoch: 1, start: 0 }]);
+        assert_eq!(
+            log.epochs,
+            vec![EpochStart {
+                epoch: epoch(1),
+                start: 0
+            }]
+        );
         assert_eq!((log.end, log.synced), (10, 10));
-        log.append(5, 12);
-        assert_eq!(log.epoch_at(11), Some(5));
-        assert_eq!(log.synced_epoch(), 1);
-        log.append(5, 14);
+        log.append(epoch(5), 12);
+        assert_eq!(log.epoch_at(11), Some(epoch(5)));
+        assert_eq!(log.synced_epoch(), epoch(1));
+        log.append(epoch(5), 14);
         assert_eq!(log.epochs.len(), 2);
     }
 
@@ -239,17 +269,23 @@ mod tests {
         let mut log = view(0, 30, &[(1, 0), (3, 10), (4, 25)]);
         log.advance_start(30);
         assert_eq!((log.start, log.end), (30, 30));
-        assert_eq!((log.last_epoch(), log.synced_epoch()), (4, 4));
-        assert_eq!(log.epoch_before(30), Some(4));
+        assert_eq!((log.last_epoch(), log.synced_epoch()), (epoch(4), epoch(4)));
+        assert_eq!(log.epoch_before(30), Some(epoch(4)));
         let mut log = view(0, 30, &[(1, 0), (3, 10), (4, 25)]);
         log.advance_start(12);
-        assert_eq!((log.base_epoch, log.epoch_before(12)), (3, Some(3)));
+        assert_eq!(
+            (log.base_epoch, log.epoch_before(12)),
+            (epoch(3), Some(epoch(3)))
+        );
         log.truncate(12);
-        assert_eq!(log.last_epoch(), 3);
-        log.reset(40, 6);
-        assert_eq!((log.last_epoch(), log.synced_epoch(), log.end), (6, 6, 40));
-        log.append(6, 45);
-        assert_eq!(log.epoch_at(40), Some(6));
+        assert_eq!(log.last_epoch(), epoch(3));
+        log.reset(40, epoch(6));
+        assert_eq!(
+            (log.last_epoch(), log.synced_epoch(), log.end),
+            (epoch(6), epoch(6), 40)
+        );
+        log.append(epoch(6), 45);
+        assert_eq!(log.epoch_at(40), Some(epoch(6)));
         assert_eq!(LogView::empty(40).epoch_before(40), None);
     }
 }

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use floe_hot_log::Log;
-use floe_wire::{BatchHeader, Offset};
+use floe_wire::{BatchHeader, LeaderEpoch, Offset};
 
 use crate::message::{Batch, ReadLog};
 
@@ -13,7 +13,7 @@ pub struct WireBatch {
     bytes: Bytes,
     base: u64,
     end: u64,
-    epoch: u32,
+    epoch: LeaderEpoch,
 }
 
 impl WireBatch {
@@ -42,7 +42,7 @@ impl Batch for WireBatch {
     fn end(&self) -> u64 {
         self.end
     }
-    fn epoch(&self) -> u32 {
+    fn epoch(&self) -> LeaderEpoch {
         self.epoch
     }
     fn size(&self) -> usize {
@@ -89,7 +89,7 @@ pub fn log_view(log: &Log) -> crate::LogView {
     let base_epoch = below
         .checked_sub(1)
         .filter(|_| start.get() > 0)
-        .map_or(0, |i| entries[i].epoch);
+        .map_or(LeaderEpoch::ZERO, |i| entries[i].epoch);
     let mut epochs: Vec<crate::EpochStart> = Vec::new();
     if end > start
         && let Some(i) = below.checked_sub(1)

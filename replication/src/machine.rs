@@ -27,6 +27,8 @@
 
 use std::collections::BTreeMap;
 
+use floe_wire::LeaderEpoch;
+
 mod follower;
 mod leader;
 mod voters;
@@ -108,9 +110,9 @@ pub struct Replica {
     id: ReplicaId,
     config: Config,
     /// The newest epoch heard of (persisted).
-    promised: u32,
+    promised: LeaderEpoch,
     /// The election this incarnation reported for, the only epoch it may lead.
-    reported: Option<u32>,
+    reported: Option<LeaderEpoch>,
     role: Role,
     log: LogView,
     high_watermark: u64,
@@ -124,7 +126,7 @@ impl Replica {
     pub fn recover(
         id: ReplicaId,
         config: Config,
-        promised: u32,
+        promised: LeaderEpoch,
         mut log: LogView,
         high_watermark: u64,
         now_ms: u64,
@@ -147,7 +149,7 @@ impl Replica {
         self.id
     }
 
-    pub fn promised_epoch(&self) -> u32 {
+    pub fn promised_epoch(&self) -> LeaderEpoch {
         self.promised
     }
 
@@ -168,7 +170,7 @@ impl Replica {
     }
 
     /// The epoch to stamp on a producer's batch, when this replica leads.
-    pub fn leader_epoch(&self) -> Option<u32> {
+    pub fn leader_epoch(&self) -> Option<LeaderEpoch> {
         matches!(self.role, Role::Leader { .. }).then_some(self.promised)
     }
 
@@ -193,7 +195,7 @@ impl Replica {
 
     /// The controlplane prepares the election of `epoch`: promise it and report the durable
     /// log. Asking again for the same epoch repeats the report.
-    pub fn prepare<B: Batch>(&mut self, epoch: u32) -> Vec<Output<B>> {
+    pub fn prepare<B: Batch>(&mut self, epoch: LeaderEpoch) -> Vec<Output<B>> {
         let mut out = Vec::new();
         if epoch < self.promised || (epoch == self.promised && self.reported != Some(epoch)) {
             // Older than a promise, or an epoch already in use without this incarnation's
@@ -220,7 +222,7 @@ impl Replica {
     /// Naming it again in the same epoch with other sets is [`Replica::reconfigure`].
     pub fn become_leader<B: Batch>(
         &mut self,
-        epoch: u32,
+        epoch: LeaderEpoch,
         replicas: &[ReplicaId],
         previous: &[ReplicaId],
         log: &impl ReadLog<B>,
@@ -349,7 +351,11 @@ impl Replica {
     }
 
     /// The controlplane names `leader` for `epoch`; this replica follows it.
-    pub fn become_follower<B: Batch>(&mut self, epoch: u32, leader: ReplicaId) -> Vec<Output<B>> {
+    pub fn become_follower<B: Batch>(
+        &mut self,
+        epoch: LeaderEpoch,
+        leader: ReplicaId,
+    ) -> Vec<Output<B>> {
         let mut out = Vec::new();
         if epoch < self.promised || leader == self.id {
             return out;
@@ -544,7 +550,7 @@ impl Replica {
         out
     }
 
-    fn adopt_epoch<B: Batch>(&mut self, epoch: u32, out: &mut Vec<Output<B>>) {
+    fn adopt_epoch<B: Batch>(&mut self, epoch: LeaderEpoch, out: &mut Vec<Output<B>>) {
         if let Role::Leader { .. } = self.role {
             out.push(Output::Deposed {
                 epoch: self.promised,
@@ -560,8 +566,12 @@ mod tests {
     use super::*;
     use crate::history::LogView;
 
+    fn epoch(value: u32) -> LeaderEpoch {
+        LeaderEpoch::new(value)
+    }
+
     #[derive(Debug, Clone, PartialEq, Eq)]
-    struct B(u64, u64, u32);
+    struct B(u64, u64, LeaderEpoch);
 
     impl Batch for B {
         fn base(&self) -> u64 {
@@ -570,7 +580,7 @@ mod tests {
         fn end(&self) -> u64 {
             self.1
         }
-        fn epoch(&self) -> u32 {
+        fn epoch(&self) -> LeaderEpoch {
             self.2
         }
         fn size(&self) -> usize {
@@ -586,11 +596,15 @@ mod tests {
         }
     }
 
-    fn append(epoch: u32, prev: u64, batches: Vec<B>) -> Message<B> {
+    fn append(value: u32, prev: u64, batches: Vec<B>) -> Message<B> {
         Message::Append {
-            epoch,
+            epoch: epoch(value),
             prev_offset: prev,
-            prev_epoch: if prev == 0 { 0 } else { epoch },
+            prev_epoch: if prev == 0 {
+                LeaderEpoch::ZERO
+            } else {
+                epoch(value)
+            },
             reset: false,
             batches,
             high_watermark: 0,
@@ -599,11 +613,11 @@ mod tests {
 
     #[test]
     fn a_report_fences_the_old_leader() {
-        let mut r = Replica::recover(2, Config::default(), 1, LogView::empty(0), 0, 0);
-        let out = r.become_follower::<B>(1, 0);
+        let mut r = Replica::recover(2, Config::default(), epoch(1), LogView::empty(0), 0, 0);
+        let out = r.become_follower::<B>(epoch(1), 0);
         assert!(out.is_empty());
-        let out = r.on_message(0, append(1, 0, vec![B(0, 3, 1)]), &Empty);
-        assert_eq!(out[0], Output::Write(vec![B(0, 3, 1)]));
+        let out = r.on_message(0, append(1, 0, vec![B(0, 3, epoch(1))]), &Empty);
+        assert_eq!(out[0], Output::Write(vec![B(0, 3, epoch(1))]));
         // Not synced yet: the ack covers nothing.
         assert!(matches!(
             out[1],
@@ -612,25 +626,25 @@ mod tests {
                 ..
             }
         ));
-        let out = r.prepare::<B>(2);
+        let out = r.prepare::<B>(epoch(2));
         assert_eq!(
             out,
             vec![
-                Output::PersistEpoch(2),
+                Output::PersistEpoch(epoch(2)),
                 Output::Report {
-                    epoch: 2,
-                    last_epoch: 0,
+                    epoch: epoch(2),
+                    last_epoch: LeaderEpoch::ZERO,
                     end: 0
                 }
             ]
         );
         // The old leader's next append is refused, and syncing acks nothing to it.
-        let out = r.on_message(0, append(1, 3, vec![B(3, 4, 1)]), &Empty);
+        let out = r.on_message(0, append(1, 3, vec![B(3, 4, epoch(1))]), &Empty);
         assert_eq!(
             out,
             vec![Output::Send {
                 to: 0,
-                message: Message::Stale { epoch: 2 }
+                message: Message::Stale { epoch: epoch(2) }
             }]
         );
         assert!(r.on_synced::<B>(3).is_empty());
@@ -638,30 +652,36 @@ mod tests {
 
     #[test]
     fn a_restarted_replica_does_not_lead_an_epoch_it_reported_for_before() {
-        let mut r = Replica::recover(1, Config::default(), 0, LogView::empty(0), 0, 0);
-        assert_eq!(r.prepare::<B>(1).len(), 2);
-        let mut r = Replica::recover(1, Config::default(), 1, LogView::empty(0), 0, 0);
+        let mut r = Replica::recover(1, Config::default(), epoch(0), LogView::empty(0), 0, 0);
+        assert_eq!(r.prepare::<B>(epoch(1)).len(), 2);
+        let mut r = Replica::recover(1, Config::default(), epoch(1), LogView::empty(0), 0, 0);
         assert_eq!(
-            r.become_leader(1, &[0, 1, 2], &[], &Empty),
-            vec![Output::Refused { epoch: 1 }]
+            r.become_leader(epoch(1), &[0, 1, 2], &[], &Empty),
+            vec![Output::Refused { epoch: epoch(1) }]
         );
-        assert_eq!(r.prepare::<B>(1), vec![Output::Refused { epoch: 1 }]);
-        assert_eq!(r.prepare::<B>(2).len(), 2);
+        assert_eq!(
+            r.prepare::<B>(epoch(1)),
+            vec![Output::Refused { epoch: epoch(1) }]
+        );
+        assert_eq!(r.prepare::<B>(epoch(2)).len(), 2);
         assert!(
-            r.become_leader::<B>(2, &[0, 1, 2], &[], &Empty)
+            r.become_leader::<B>(epoch(2), &[0, 1, 2], &[], &Empty)
                 .iter()
                 .all(|o| matches!(o, Output::Send { .. }))
         );
-        assert_eq!(r.leader_epoch(), Some(2));
+        assert_eq!(r.leader_epoch(), Some(epoch(2)));
     }
 
     #[test]
     fn a_leader_measures_how_long_it_has_lacked_a_majority() {
-        let ack = |end| Message::Ack { epoch: 1, end };
-        let mut r = Replica::recover(0, Config::default(), 0, LogView::empty(0), 0, 1_000);
+        let ack = |end| Message::Ack {
+            epoch: epoch(1),
+            end,
+        };
+        let mut r = Replica::recover(0, Config::default(), epoch(0), LogView::empty(0), 0, 1_000);
         assert_eq!(r.quorum_contact_age_ms(), None);
-        r.prepare::<B>(1);
-        r.become_leader::<B>(1, &[0, 1, 2], &[], &Empty);
+        r.prepare::<B>(epoch(1));
+        r.become_leader::<B>(epoch(1), &[0, 1, 2], &[], &Empty);
         assert_eq!(r.quorum_contact_age_ms(), Some(0));
         // Retries and heartbeats go out; no answer comes back.
         for now in (1_050..=3_000).step_by(50) {

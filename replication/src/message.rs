@@ -1,6 +1,8 @@
 //! What replicas say to each other over the peer port, and what the state machine asks its
 //! driver to do.
 
+use floe_wire::LeaderEpoch;
+
 use crate::history::EpochStart;
 
 /// A replica's id: the broker id.
@@ -13,7 +15,7 @@ pub trait Batch: Clone + std::fmt::Debug {
     /// One past the last offset.
     fn end(&self) -> u64;
     /// The epoch of the leader that assigned the offsets.
-    fn epoch(&self) -> u32;
+    fn epoch(&self) -> LeaderEpoch;
     /// Size on the wire, for flow control.
     fn size(&self) -> usize;
 }
@@ -33,9 +35,9 @@ pub enum Message<B> {
     /// log start, or just below it in a log that never recorded it). Empty `batches` make a
     /// heartbeat.
     Append {
-        epoch: u32,
+        epoch: LeaderEpoch,
         prev_offset: u64,
-        prev_epoch: u32,
+        prev_epoch: LeaderEpoch,
         /// The follower's log cannot be joined to the leader's above the leader's local
         /// start: it must drop its log and start empty at `prev_offset` (everything below is
         /// committed and in object storage).
@@ -45,21 +47,21 @@ pub enum Message<B> {
     },
     /// Follower → leader: the follower holds durably, and in agreement with this epoch's
     /// leader, every offset below `end`.
-    Ack { epoch: u32, end: u64 },
+    Ack { epoch: LeaderEpoch, end: u64 },
     /// Follower → leader: an append did not fit after the follower's log; here is that log,
     /// so the leader can find where they agree.
     Mismatch {
-        epoch: u32,
+        epoch: LeaderEpoch,
         start: u64,
         end: u64,
         epochs: Vec<EpochStart>,
     },
     /// The receiver has promised `epoch`, newer than the sender's: the sender is deposed.
-    Stale { epoch: u32 },
+    Stale { epoch: LeaderEpoch },
 }
 
 impl<B> Message<B> {
-    pub fn epoch(&self) -> u32 {
+    pub fn epoch(&self) -> LeaderEpoch {
         match self {
             Message::Append { epoch, .. }
             | Message::Ack { epoch, .. }
@@ -92,7 +94,7 @@ impl<B> Message<B> {
 ///   batches may be truncated), and the producer retries on the new leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output<B> {
-    PersistEpoch(u32),
+    PersistEpoch(LeaderEpoch),
     Send {
         to: ReplicaId,
         message: Message<B>,
@@ -106,7 +108,7 @@ pub enum Output<B> {
     /// its last epoch, for its election reports.
     Reset {
         start: u64,
-        base_epoch: u32,
+        base_epoch: LeaderEpoch,
     },
     HighWatermark(u64),
     /// This replica now leads `epoch` and its log holds entries of earlier epochs that it
@@ -115,23 +117,23 @@ pub enum Output<B> {
     /// commit without waiting for a producer, and a producer retrying them, answered as a
     /// duplicate, gets its acknowledgement.
     MarkEpochStart {
-        epoch: u32,
+        epoch: LeaderEpoch,
     },
     /// For the controlplane's election of `epoch`: this replica's durable log ends at `end`
     /// with an entry of `last_epoch`, and it has promised to ignore older epochs.
     Report {
-        epoch: u32,
-        last_epoch: u32,
+        epoch: LeaderEpoch,
+        last_epoch: LeaderEpoch,
         end: u64,
     },
     /// This replica led `epoch` and no longer does.
     Deposed {
-        epoch: u32,
+        epoch: LeaderEpoch,
     },
     /// The controlplane asked this replica to report for, or to lead, `epoch`, and it cannot:
     /// it promised a newer epoch, or it did not report for that election in this
     /// incarnation (it restarted since). The controlplane must elect with a newer epoch.
     Refused {
-        epoch: u32,
+        epoch: LeaderEpoch,
     },
 }

@@ -131,6 +131,10 @@ mod tests {
     use super::*;
     use crate::message::Batch;
 
+    fn epoch(value: u32) -> floe_wire::LeaderEpoch {
+        floe_wire::LeaderEpoch::new(value)
+    }
+
     fn through_the_wire(message: Message<WireBatch>) -> Message<WireBatch> {
         let stream = StreamName::new("orders").expect("name");
         let mut buf = BytesMut::new();
@@ -152,32 +156,41 @@ mod tests {
         let mut builder = BatchBuilder::new(4096);
         builder.push(1, None, b"value", &[]).expect("push");
         let mut bytes = BytesMut::from(&builder.finish().expect("finish")[..]);
-        floe_wire::batch::stamp(&mut bytes, Offset::new(40), 3).expect("stamp");
+        floe_wire::batch::stamp(&mut bytes, Offset::new(40), epoch(3)).expect("stamp");
         let batch = WireBatch::parse(bytes.freeze()).expect("parses");
-        assert_eq!((batch.base(), batch.end(), batch.epoch()), (40, 41, 3));
+        assert_eq!(
+            (batch.base(), batch.end(), batch.epoch()),
+            (40, 41, epoch(3))
+        );
         let messages = [
             Message::Append {
-                epoch: 3,
+                epoch: epoch(3),
                 prev_offset: 40,
-                prev_epoch: 2,
+                prev_epoch: epoch(2),
                 reset: false,
                 batches: vec![batch],
                 high_watermark: 12,
             },
-            Message::Ack { epoch: 3, end: 41 },
+            Message::Ack {
+                epoch: epoch(3),
+                end: 41,
+            },
             Message::Mismatch {
-                epoch: 3,
+                epoch: epoch(3),
                 start: 0,
                 end: 41,
                 epochs: vec![
-                    EpochStart { epoch: 1, start: 0 },
                     EpochStart {
-                        epoch: 3,
+                        epoch: epoch(1),
+                        start: 0,
+                    },
+                    EpochStart {
+                        epoch: epoch(3),
                         start: 40,
                     },
                 ],
             },
-            Message::Stale { epoch: 4 },
+            Message::Stale { epoch: epoch(4) },
         ];
         for message in messages {
             assert_eq!(through_the_wire(message.clone()), message);

@@ -12,14 +12,14 @@ use floe_hot_log::{FsStorage, Log, LogConfig};
 use floe_replication::{
     Config, Message, Output, Replica, ReplicaId, WireBatch, log_view, split_batches,
 };
-use floe_wire::{BatchBuilder, ControlKind, Offset, RecordBatch};
+use floe_wire::{BatchBuilder, ControlKind, LeaderEpoch, Offset, RecordBatch};
 
 struct Node {
     log: Log,
     replica: Replica,
-    promised: u32,
+    promised: LeaderEpoch,
     high_watermark: u64,
-    reports: Vec<(u32, u32, u64)>,
+    reports: Vec<(LeaderEpoch, LeaderEpoch, u64)>,
     _dir: tempfile::TempDir,
 }
 
@@ -28,11 +28,18 @@ type Network = VecDeque<(ReplicaId, ReplicaId, Message<WireBatch>)>;
 fn node(id: ReplicaId) -> Node {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let log = Log::open(Arc::new(FsStorage), dir.path(), LogConfig::default()).expect("open");
-    let replica = Replica::recover(id, Config::default(), 0, log_view(&log), 0, 0);
+    let replica = Replica::recover(
+        id,
+        Config::default(),
+        LeaderEpoch::ZERO,
+        log_view(&log),
+        0,
+        0,
+    );
     Node {
         log,
         replica,
-        promised: 0,
+        promised: LeaderEpoch::ZERO,
         high_watermark: 0,
         reports: Vec::new(),
         _dir: dir,
@@ -151,6 +158,7 @@ fn elect(
     leader: ReplicaId,
     voters: &[ReplicaId],
 ) {
+    let epoch = LeaderEpoch::new(epoch);
     for &id in voters {
         let out = nodes[id as usize].replica.prepare(epoch);
         carry_out(nodes, id, out, net);
@@ -207,7 +215,12 @@ fn followers_copy_the_leader_and_truncate_an_uncommitted_tail_in_the_next_epoch(
     assert_eq!(nodes[0].log.log_end().get(), 75);
     assert_eq!(nodes[0].high_watermark, 60, "the tail is not committed");
     elect(&mut nodes, &mut net, 2, 1, &[1, 2]);
-    assert_eq!(nodes[1].reports, vec![(1, 0, 0), (2, 1, 60)]);
+    let reports: Vec<(u32, u32, u64)> = nodes[1]
+        .reports
+        .iter()
+        .map(|&(epoch, last_epoch, end)| (epoch.get(), last_epoch.get(), end))
+        .collect();
+    assert_eq!(reports, vec![(1, 0, 0), (2, 1, 60)]);
     for n in 100..103 {
         produce(&mut nodes, &mut net, 1, n);
     }
@@ -215,10 +228,10 @@ fn followers_copy_the_leader_and_truncate_an_uncommitted_tail_in_the_next_epoch(
     assert_eq!(nodes[1].high_watermark, 69);
 
     // The old leader hears of epoch 2 and follows: its tail goes, the new batches come.
-    let out = nodes[0].replica.become_follower(2, 1);
+    let out = nodes[0].replica.become_follower(LeaderEpoch::new(2), 1);
     assert!(
         out.iter()
-            .any(|o| matches!(o, Output::Deposed { epoch: 1 }))
+            .any(|o| matches!(o, Output::Deposed { epoch } if *epoch == LeaderEpoch::new(1)))
     );
     carry_out(&mut nodes, 0, out, &mut net);
     produce(&mut nodes, &mut net, 1, 103);
@@ -232,10 +245,14 @@ fn followers_copy_the_leader_and_truncate_an_uncommitted_tail_in_the_next_epoch(
             .epoch_history()
             .entries()
             .iter()
-            .map(|e| (e.epoch, e.start_offset.get()))
+            .map(|e| (e.epoch.get(), e.start_offset.get()))
             .collect();
         assert_eq!(epochs, vec![(1, 0), (2, 60)]);
-        assert_eq!(node.promised, 2, "every replica promised epoch 2");
+        assert_eq!(
+            node.promised,
+            LeaderEpoch::new(2),
+            "every replica promised epoch 2"
+        );
     }
 }
 
@@ -293,7 +310,7 @@ fn a_new_leader_commits_the_tail_it_inherited_without_a_producer() {
     let last = contents(&nodes[1].log).pop().expect("batches");
     let marker = RecordBatch::decode(last.bytes().clone()).expect("a valid batch");
     assert_eq!(marker.header().base_offset.get(), 21);
-    assert_eq!(marker.header().leader_epoch, 2);
+    assert_eq!(marker.header().leader_epoch, LeaderEpoch::new(2));
     assert_eq!(marker.control_kind(), Some(ControlKind::EpochStart));
 
     // A leader whose log is all committed adds nothing.

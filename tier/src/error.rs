@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 
 /// What went wrong in the tier. Cloneable so that one failed chunk fetch can be reported to
 /// every reader that waited for it.
@@ -44,7 +44,10 @@ pub enum TierError {
     },
     /// The manifest has a commit from a newer leader epoch; this writer must stop.
     #[error("fenced: manifest epoch {committed} is newer than writer epoch {writer}")]
-    Fenced { writer: u32, committed: u32 },
+    Fenced {
+        writer: LeaderEpoch,
+        committed: LeaderEpoch,
+    },
     /// The change no longer applies to the manifest as it now is.
     #[error("manifest change rejected: {0}")]
     Rejected(#[from] crate::manifest::ChangeError),

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 use object_store::path::Path;
 
 use crate::TierError;
@@ -91,7 +91,7 @@ pub(crate) fn is_path_segment(s: &str) -> bool {
 pub struct SegmentName(String);
 
 impl SegmentName {
-    pub(crate) fn generate(base_offset: Offset, epoch: u32) -> SegmentName {
+    pub(crate) fn generate(base_offset: Offset, epoch: LeaderEpoch) -> SegmentName {
         SegmentName(format!(
             "{:020}-{epoch}-{}{SEGMENT_EXT}",
             base_offset.get(),
@@ -100,7 +100,7 @@ impl SegmentName {
     }
 
     /// Parses a name made by [`SegmentName::generate`]; returns its base offset and epoch.
-    pub fn parse(name: &str) -> Option<(SegmentName, Offset, u32)> {
+    pub fn parse(name: &str) -> Option<(SegmentName, Offset, LeaderEpoch)> {
         let stem = name.strip_suffix(SEGMENT_EXT)?;
         let mut parts = stem.splitn(3, '-');
         let base = parts.next()?;
@@ -113,7 +113,7 @@ impl SegmentName {
             return None;
         }
         let base = Offset::new(base.parse().ok()?);
-        let epoch = epoch.parse().ok()?;
+        let epoch = LeaderEpoch::new(epoch.parse().ok()?);
         Some((SegmentName(name.to_string()), base, epoch))
     }
 
@@ -158,11 +158,14 @@ mod tests {
 
     #[test]
     fn segment_names_round_trip_and_sort_by_offset() {
-        let a = SegmentName::generate(Offset::new(9), 3);
-        let b = SegmentName::generate(Offset::new(10), 1);
+        let a = SegmentName::generate(Offset::new(9), LeaderEpoch::new(3));
+        let b = SegmentName::generate(Offset::new(10), LeaderEpoch::new(1));
         assert!(a < b);
         let (parsed, base, epoch) = SegmentName::parse(a.as_str()).expect("parses");
-        assert_eq!((parsed, base, epoch), (a, Offset::new(9), 3));
+        assert_eq!(
+            (parsed, base, epoch),
+            (a, Offset::new(9), LeaderEpoch::new(3))
+        );
         assert!(SegmentName::parse("00000000000000000009-3-zz.seg").is_none());
     }
 

@@ -2,6 +2,8 @@
 //! pure; [`apply_tier_retention`] commits the removal. Objects are deleted later, by the
 //! [`crate::Collector`], once readers holding an older manifest had a grace period.
 
+use floe_wire::LeaderEpoch;
+
 use crate::manifest::{Change, ManifestLog, ManifestState};
 use crate::{SegmentName, TierError};
 
@@ -40,7 +42,7 @@ pub fn plan_removal(state: &ManifestState, policy: TierRetention, now_ms: i64) -
 pub async fn apply_tier_retention(
     manifest: &ManifestLog,
     policy: TierRetention,
-    epoch: u32,
+    epoch: LeaderEpoch,
     now_ms: i64,
 ) -> Result<Option<ManifestState>, TierError> {
     let state = manifest.load().await?;
@@ -68,17 +70,17 @@ mod tests {
         let mut base = 0;
         for &(bytes, ts) in sizes_and_times {
             let change = Change {
-                epoch: 1,
+                epoch: LeaderEpoch::new(1),
                 committed_at_ms: 0,
                 added: vec![TieredSegment {
-                    name: SegmentName::generate(Offset::new(base), 1),
+                    name: SegmentName::generate(Offset::new(base), LeaderEpoch::new(1)),
                     base_offset: base,
                     next_offset: base + 10,
                     object_bytes: bytes + 100,
                     data_bytes: bytes,
                     record_count: 10,
                     max_timestamp: ts,
-                    epoch: 1,
+                    epoch: LeaderEpoch::new(1),
                 }],
                 removed: Vec::new(),
             };

@@ -93,8 +93,8 @@ mod tests {
                 c.fetch_add(1, Ordering::SeqCst);
                 async {
                     Err(TierError::Fenced {
-                        writer: 1,
-                        committed: 2,
+                        writer: floe_wire::LeaderEpoch::new(1),
+                        committed: floe_wire::LeaderEpoch::new(2),
                     })
                 }
             })

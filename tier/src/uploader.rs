@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use floe_hot_log::SealedSegment;
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 use futures::StreamExt;
 
 use crate::manifest::{Change, ManifestLog, ManifestState, TieredSegment};
@@ -186,7 +186,7 @@ impl Uploader {
         &self,
         sealed: &[SealedSegment],
         high_watermark: Offset,
-        epoch: u32,
+        epoch: LeaderEpoch,
         now_ms: i64,
     ) -> Result<UploadReport, TierError> {
         let mut known = self.known.lock().await;
@@ -309,7 +309,7 @@ impl Uploader {
     async fn upload_in_order(
         &self,
         plan: &[PlannedUpload],
-        epoch: u32,
+        epoch: LeaderEpoch,
     ) -> Result<Vec<UploadedSegment>, (Vec<UploadedSegment>, TierError)> {
         let partition = self.manifest.partition();
         let backlog: u64 = plan.iter().map(|p| p.segment.size_bytes).sum();

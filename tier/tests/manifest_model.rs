@@ -6,6 +6,7 @@ mod common;
 
 use floe_tier::PartitionPath;
 use floe_tier::manifest::{Change, ManifestLog, ManifestState, TieredSegment};
+use floe_wire::LeaderEpoch;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -36,7 +37,7 @@ fn segment(base: u64, count: u64, id: u64) -> TieredSegment {
         data_bytes: count * 100,
         record_count: count,
         max_timestamp: base as i64,
-        epoch: 1,
+        epoch: LeaderEpoch::new(1),
     }
 }
 
@@ -72,7 +73,7 @@ async fn run(ops: Vec<Op>, interval: u64) {
                     })
                     .collect();
                 Change {
-                    epoch: 1,
+                    epoch: LeaderEpoch::new(1),
                     committed_at_ms: time,
                     added,
                     removed: Vec::new(),
@@ -89,7 +90,7 @@ async fn run(ops: Vec<Op>, interval: u64) {
                     continue;
                 }
                 Change {
-                    epoch: 1,
+                    epoch: LeaderEpoch::new(1),
                     committed_at_ms: time,
                     added: Vec::new(),
                     removed,

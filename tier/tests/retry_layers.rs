@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use floe_tier::{
     PartitionPath, S3Settings, TierError, TierStore, Uploader, UploaderConfig, request_retry,
 };
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 
 /// An HTTP server on loopback that answers every request `503 Service Unavailable` and
 /// counts them. Its thread lives as long as the test process.
@@ -84,7 +84,9 @@ async fn an_s3_outage_is_retried_by_object_store_alone() {
     let uploader = Uploader::new(store.clone(), partition, UploaderConfig::default());
 
     // The run's first request lists the manifest; it fails once object_store gives up.
-    let failed = uploader.run(&[], Offset::ZERO, 1, 0).await;
+    let failed = uploader
+        .run(&[], Offset::ZERO, LeaderEpoch::new(1), 0)
+        .await;
     let Err(error) = failed else {
         panic!("an unavailable store fails the run: {failed:?}");
     };
@@ -123,8 +125,8 @@ fn a_local_directory_leaves_retries_to_floe() {
     };
     assert!(store.worth_retrying(&full_disk));
     let fenced = TierError::Fenced {
-        writer: 1,
-        committed: 2,
+        writer: LeaderEpoch::new(1),
+        committed: LeaderEpoch::new(2),
     };
     assert!(!store.worth_retrying(&fenced), "never worth retrying");
 }

@@ -15,7 +15,7 @@ use floe_tier::{
     TierRetention, TierStore, Uploader, UploaderConfig, YieldToSyncs, apply_tier_retention,
     delete_stream,
 };
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 
 use common::{fill_log, now_ms, open_log, split_batches};
 
@@ -24,6 +24,7 @@ fn partition() -> PartitionPath {
 }
 
 fn fake_segment(base: u64, next: u64, epoch: u32) -> TieredSegment {
+    let epoch = LeaderEpoch::new(epoch);
     TieredSegment {
         name: SegmentName::parse(&format!(
             "{base:020}-{epoch}-{:032x}.seg",
@@ -43,7 +44,7 @@ fn fake_segment(base: u64, next: u64, epoch: u32) -> TieredSegment {
 
 fn add(epoch: u32, segments: Vec<TieredSegment>) -> Change {
     Change {
-        epoch,
+        epoch: LeaderEpoch::new(epoch),
         committed_at_ms: 1,
         added: segments,
         removed: Vec::new(),
@@ -125,10 +126,8 @@ async fn a_writer_with_an_older_epoch_is_fenced() {
     assert!(
         matches!(
             stale,
-            Err(TierError::Fenced {
-                writer: 4,
-                committed: 5
-            })
+            Err(TierError::Fenced { writer, committed })
+                if writer == LeaderEpoch::new(4) && committed == LeaderEpoch::new(5)
         ),
         "{stale:?}"
     );
@@ -175,7 +174,7 @@ async fn upload_then_read_back_every_batch_byte_identical_across_segments() {
 
         let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
         let report = uploader
-            .run(&sealed, end, 1, now_ms())
+            .run(&sealed, end, LeaderEpoch::new(1), now_ms())
             .await
             .expect("upload");
         assert_eq!(report.committed.len(), sealed.len());
@@ -230,7 +229,7 @@ async fn upload_sealed(store: &TierStore, log: &floe_hot_log::Log) {
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, log.log_end(), 1, now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
         .await
         .expect("upload");
     assert_eq!(report.committed.len(), sealed.len());
@@ -374,7 +373,7 @@ async fn only_committed_data_is_tiered_and_local_retention_waits_for_it() {
     let high_watermark = sealed[1].next_offset;
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, high_watermark, 1, now_ms())
+        .run(&sealed, high_watermark, LeaderEpoch::new(1), now_ms())
         .await
         .expect("upload");
     assert_eq!(report.tier_end, high_watermark);
@@ -403,7 +402,7 @@ async fn only_committed_data_is_tiered_and_local_retention_waits_for_it() {
 
     let rest = log.sealed_segments();
     let report = uploader
-        .run(&rest, log.log_end(), 1, now_ms())
+        .run(&rest, log.log_end(), LeaderEpoch::new(1), now_ms())
         .await
         .expect("upload the rest");
     assert_eq!(report.tier_end, log.log_end());
@@ -425,7 +424,7 @@ async fn a_new_leader_with_other_segment_boundaries_continues_the_tier() {
         .expect("earlier leader");
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, log.log_end(), 2, now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(2), now_ms())
         .await
         .expect("upload");
     assert_eq!(report.committed.len(), 1);
@@ -459,7 +458,7 @@ async fn a_large_segment_goes_up_in_parts_and_reads_back() {
             let before = s.store.metrics().snapshot().puts;
             let uploader = Uploader::new(s.store.clone(), partition.clone(), config);
             let report = uploader
-                .run(&sealed, log.log_end(), 1, now_ms())
+                .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
                 .await
                 .expect("upload");
             assert!(!report.committed.is_empty(), "something was tiered");
@@ -496,7 +495,7 @@ async fn a_cache_smaller_than_the_read_set_still_makes_progress() {
     let end = log.log_end();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&log.sealed_segments(), end, 1, now_ms())
+        .run(&log.sealed_segments(), end, LeaderEpoch::new(1), now_ms())
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -545,7 +544,12 @@ async fn an_orphan_is_collected_after_the_grace_period() {
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed[..1], sealed[0].next_offset, 1, now_ms())
+        .run(
+            &sealed[..1],
+            sealed[0].next_offset,
+            LeaderEpoch::new(1),
+            now_ms(),
+        )
         .await
         .expect("upload the first");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -555,7 +559,7 @@ async fn an_orphan_is_collected_after_the_grace_period() {
         &partition(),
         &sealed[1],
         sealed[1].base_offset,
-        1,
+        LeaderEpoch::new(1),
         &UploadSettings {
             index_interval_bytes: 4096,
             single_put_max: 128 << 20,
@@ -591,7 +595,7 @@ async fn staging_files_a_killed_writer_left_are_collected_after_the_grace_period
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, log.log_end(), 1, now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -651,7 +655,12 @@ async fn retention_commits_the_removal_first_and_objects_go_after_grace() {
     fill_log(&log, "c", 6, 2, 400);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&log.sealed_segments(), log.log_end(), 1, now_ms())
+        .run(
+            &log.sealed_segments(),
+            log.log_end(),
+            LeaderEpoch::new(1),
+            now_ms(),
+        )
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -675,7 +684,7 @@ async fn retention_commits_the_removal_first_and_objects_go_after_grace() {
     let cached = stale.manifest(&partition()).await.expect("load");
     assert_eq!(cached.segments.len(), count);
     let removed_at = now_ms();
-    let after = apply_tier_retention(&manifest, keep_one, 1, removed_at)
+    let after = apply_tier_retention(&manifest, keep_one, LeaderEpoch::new(1), removed_at)
         .await
         .expect("retention")
         .expect("something removed");
@@ -714,7 +723,12 @@ async fn a_corrupt_object_is_reported_as_corrupt_never_served() {
     fill_log(&log, "z", 8, 2, 300);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&log.sealed_segments(), log.log_end(), 1, now_ms())
+        .run(
+            &log.sealed_segments(),
+            log.log_end(),
+            LeaderEpoch::new(1),
+            now_ms(),
+        )
         .await
         .expect("upload");
     let key = format!("orders/3/segments/{}", report.committed[0].name);
@@ -769,7 +783,12 @@ async fn deleting_a_stream_deletes_all_its_objects() {
     fill_log(&log, "d", 6, 2, 400);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&log.sealed_segments(), log.log_end(), 1, now_ms())
+        .run(
+            &log.sealed_segments(),
+            log.log_end(),
+            LeaderEpoch::new(1),
+            now_ms(),
+        )
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -811,7 +830,12 @@ async fn concurrent_misses_for_one_chunk_share_one_get() {
     let stored = fill_log(&log, "m", 10, 2, 200);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&log.sealed_segments(), log.log_end(), 1, now_ms())
+        .run(
+            &log.sealed_segments(),
+            log.log_end(),
+            LeaderEpoch::new(1),
+            now_ms(),
+        )
         .await
         .expect("upload");
     assert_eq!(report.committed.len(), 1);
@@ -888,7 +912,9 @@ async fn an_unwritable_store_keeps_the_backlog_and_the_local_data() {
     fill_log(&log, "u", 6, 2, 400);
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
-    let failed = uploader.run(&sealed, log.log_end(), 1, now_ms()).await;
+    let failed = uploader
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
+        .await;
     assert!(matches!(&failed, Err(e) if e.is_retryable()), "{failed:?}");
     let attempts = floe_tier::RetryPolicy::default().attempts;
     let puts = s.store.metrics().snapshot().puts;
@@ -910,7 +936,7 @@ async fn an_unwritable_store_keeps_the_backlog_and_the_local_data() {
 
     std::fs::remove_file(&blocked).expect("unblock");
     let report = uploader
-        .run(&sealed, log.log_end(), 1, now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
         .await
         .expect("upload once the store works");
     assert_eq!(report.tier_end, log.log_end());
@@ -951,7 +977,12 @@ async fn an_upload_yields_to_running_syncs_for_a_bounded_time_per_piece() {
 
         let large_backlog = uploader_with(sealed[0].size_bytes - 1);
         let report = large_backlog
-            .run(&sealed[..1], sealed[0].next_offset, 1, now_ms())
+            .run(
+                &sealed[..1],
+                sealed[0].next_offset,
+                LeaderEpoch::new(1),
+                now_ms(),
+            )
             .await
             .expect("upload past the limit");
         assert_eq!(report.committed.len(), 1);
@@ -960,7 +991,7 @@ async fn an_upload_yields_to_running_syncs_for_a_bounded_time_per_piece() {
         // Both segments are planned, but only the second is left: 1.5 MiB waiting.
         let small_backlog = uploader_with(2 << 20);
         let report = small_backlog
-            .run(&sealed, log.log_end(), 1, now_ms())
+            .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
             .await
             .expect("upload while a sync runs");
         assert_eq!(report.tier_end, log.log_end());

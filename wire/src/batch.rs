@@ -19,7 +19,7 @@ pub use record::{Headers, Record, RecordFault, Records};
 
 use bytes::Bytes;
 
-use crate::Offset;
+use crate::{LeaderEpoch, Offset};
 
 /// Length of the fixed batch header.
 pub const HEADER_LEN: usize = 64;
@@ -136,7 +136,7 @@ pub struct BatchHeader {
     /// Whole batch in bytes, header included.
     pub batch_length: u32,
     /// Epoch of the leader that assigned the offsets; stamped by the leader.
-    pub leader_epoch: u32,
+    pub leader_epoch: LeaderEpoch,
     /// CRC32C of bytes `[CRC_COVERS_FROM, batch_length)`.
     pub crc: u32,
     pub attributes: u16,
@@ -202,7 +202,7 @@ impl BatchHeader {
         let header = BatchHeader {
             base_offset: Offset::new(u64_at(head, BASE_OFFSET_AT)),
             batch_length,
-            leader_epoch: u32_at(head, LEADER_EPOCH_AT),
+            leader_epoch: LeaderEpoch::new(u32_at(head, LEADER_EPOCH_AT)),
             crc: u32_at(head, CRC_AT),
             attributes,
             record_count,
@@ -292,14 +292,18 @@ pub fn peek_batch_length(bytes: &[u8]) -> Option<u32> {
 
 /// Writes the leader-assigned base offset and leader epoch into an encoded batch. These fields
 /// sit before the checksummed range, so the batch stays valid.
-pub fn stamp(batch: &mut [u8], base_offset: Offset, leader_epoch: u32) -> Result<(), BatchError> {
+pub fn stamp(
+    batch: &mut [u8],
+    base_offset: Offset,
+    leader_epoch: LeaderEpoch,
+) -> Result<(), BatchError> {
     let available = batch.len();
     let head = batch.get_mut(..HEADER_LEN).ok_or(BatchError::Truncated {
         needed: HEADER_LEN,
         available,
     })?;
     head[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.get().to_le_bytes());
-    head[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&leader_epoch.to_le_bytes());
+    head[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&leader_epoch.get().to_le_bytes());
     Ok(())
 }
 

@@ -18,6 +18,7 @@ mod broker_id;
 mod buffer_pool;
 mod endpoint;
 pub mod frame;
+mod leader_epoch;
 mod offset;
 mod partition_id;
 pub mod profile;
@@ -25,7 +26,7 @@ mod report;
 mod stream_name;
 pub mod units;
 
-pub use ack_mode::AckMode;
+pub use ack_mode::{AckMode, UnknownAckMode};
 pub use backoff::{Backoff, Jitter};
 pub use batch::{
     BatchBuilder, BatchError, BatchHeader, ControlKind, Record, RecordBatch, RecordFault,
@@ -34,6 +35,7 @@ pub use broker_id::BrokerId;
 pub use buffer_pool::BufferPool;
 pub use endpoint::{Endpoint, EndpointError};
 pub use frame::{ErrorCode, Frame, FrameError, FrameLimits, Message, RetryClass};
+pub use leader_epoch::{EpochOutOfRange, LeaderEpoch};
 pub use offset::Offset;
 pub use partition_id::PartitionId;
 pub use profile::ClientProfile;

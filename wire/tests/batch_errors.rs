@@ -4,7 +4,9 @@
 
 use bytes::Bytes;
 use floe_wire::batch::{self, MAX_BATCH_BYTES};
-use floe_wire::{BatchBuilder, BatchError, BatchHeader, Offset, RecordBatch, RecordFault};
+use floe_wire::{
+    BatchBuilder, BatchError, BatchHeader, LeaderEpoch, Offset, RecordBatch, RecordFault,
+};
 
 const FIRST_TIMESTAMP: i64 = 1_700_000_000_000;
 
@@ -44,7 +46,7 @@ fn two_records() -> Vec<u8> {
         .push(FIRST_TIMESTAMP + 5, None, b"v1", &[])
         .expect("record 1 fits");
     let mut bytes = builder.finish().expect("two records").to_vec();
-    batch::stamp(&mut bytes, Offset::new(10), 2).expect("header present");
+    batch::stamp(&mut bytes, Offset::new(10), LeaderEpoch::new(2)).expect("header present");
     assert_eq!(bytes.len(), BATCH_LENGTH);
     bytes
 }
@@ -487,14 +489,14 @@ fn header_parse_alone_does_not_check_the_checksum() {
     let header = BatchHeader::parse(&bytes).expect("structure is intact");
     assert_eq!(header.batch_length, BATCH_LENGTH as u32);
     assert_eq!(header.base_offset, Offset::new(10));
-    assert_eq!(header.leader_epoch, 2);
+    assert_eq!(header.leader_epoch, LeaderEpoch::new(2));
 }
 
 #[test]
 fn stamping_fewer_bytes_than_a_header_is_rejected() {
     let mut bytes = [0u8; 63];
     assert_eq!(
-        batch::stamp(&mut bytes, Offset::new(1), 1),
+        batch::stamp(&mut bytes, Offset::new(1), LeaderEpoch::new(1)),
         Err(BatchError::Truncated {
             needed: 64,
             available: 63,

@@ -8,12 +8,12 @@
 
 use bytes::Bytes;
 use floe_wire::batch::{self, FORMAT_VERSION, HEADER_LEN};
-use floe_wire::{BatchBuilder, ControlKind, Offset, RecordBatch};
+use floe_wire::{BatchBuilder, ControlKind, LeaderEpoch, Offset, RecordBatch};
 
 const FIXTURE: &str = include_str!("golden/batch_v1.hex");
 
 const BASE_OFFSET: u64 = 0x1000;
-const LEADER_EPOCH: u32 = 7;
+const LEADER_EPOCH: LeaderEpoch = LeaderEpoch::new(7);
 const PRODUCER_ID: i64 = 42;
 const PRODUCER_EPOCH: u16 = 3;
 const BASE_SEQUENCE: i32 = 100;
@@ -101,7 +101,7 @@ fn golden_header_fields_sit_at_their_persisted_positions() {
     assert_eq!(bytes.len(), 189);
     assert_eq!(bytes[0..8], BASE_OFFSET.to_le_bytes());
     assert_eq!(le_u32(&bytes, 8), 189);
-    assert_eq!(bytes[12..16], LEADER_EPOCH.to_le_bytes());
+    assert_eq!(bytes[12..16], LEADER_EPOCH.get().to_le_bytes());
     assert_eq!(le_u32(&bytes, 16), crc32c::crc32c(&bytes[20..]));
     assert_eq!(bytes[20], 1);
     assert_eq!(bytes[21], 0);

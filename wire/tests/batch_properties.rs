@@ -5,7 +5,7 @@ use bytes::Bytes;
 use floe_wire::batch::{
     self, BuildError, CRC_COVERS_FROM, HEADER_LEN, NO_PRODUCER_ID, NO_SEQUENCE,
 };
-use floe_wire::{BatchBuilder, BatchError, Offset, RecordBatch};
+use floe_wire::{BatchBuilder, BatchError, LeaderEpoch, Offset, RecordBatch};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -149,7 +149,7 @@ proptest! {
         let bytes = build(&records, producer).expect("valid records build");
         let batch = RecordBatch::decode(bytes.clone()).expect("built batch decodes");
         prop_assert_eq!(batch.header().base_offset, Offset::ZERO);
-        prop_assert_eq!(batch.header().leader_epoch, 0);
+        prop_assert_eq!(batch.header().leader_epoch, LeaderEpoch::ZERO);
         prop_assert_eq!(batch.as_bytes(), &bytes);
         assert_batch_holds(&batch, &records, producer)?;
     }
@@ -159,7 +159,7 @@ proptest! {
         records in records(),
         producer in valid_producer(),
         base_offset in any::<u64>(),
-        leader_epoch in any::<u32>(),
+        leader_epoch in any::<u32>().prop_map(LeaderEpoch::new),
     ) {
         let built = build(&records, producer).expect("valid records build");
         let mut stamped = built.to_vec();
@@ -232,7 +232,7 @@ proptest! {
         let mut encoded = Vec::new();
         for (records, producer) in &batches {
             let mut bytes = build(records, *producer).expect("valid records build").to_vec();
-            batch::stamp(&mut bytes, Offset::new(next_offset), 1).expect("has a header");
+            batch::stamp(&mut bytes, Offset::new(next_offset), LeaderEpoch::new(1)).expect("has a header");
             next_offset += records.len() as u64;
             stream.extend_from_slice(&bytes);
             encoded.push(bytes);

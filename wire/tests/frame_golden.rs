@@ -19,7 +19,8 @@ use floe_wire::frame::{
     UploadBacklog,
 };
 use floe_wire::{
-    AckMode, BrokerId, Endpoint, ErrorCode, Message, Offset, PartitionId, RecordBatch, RetryClass,
+    AckMode, BrokerId, Endpoint, ErrorCode, LeaderEpoch, Message, Offset, PartitionId, RecordBatch,
+    RetryClass,
 };
 
 /// Checks one fixture both ways and returns the decoded frame for further checks.
@@ -110,7 +111,7 @@ fn metadata_response_golden_bytes() {
             PartitionMetadata {
                 id: PartitionId::new(0),
                 leader: Some(Endpoint::new("broker-1:7400").expect("valid endpoint")),
-                leader_epoch: 5,
+                leader_epoch: LeaderEpoch::new(5),
                 log_start: Offset::new(0),
                 high_watermark: Offset::new(1200),
                 local_start: Offset::new(800),
@@ -123,7 +124,7 @@ fn metadata_response_golden_bytes() {
             PartitionMetadata {
                 id: PartitionId::new(1),
                 leader: None,
-                leader_epoch: 4,
+                leader_epoch: LeaderEpoch::new(4),
                 log_start: Offset::new(10),
                 high_watermark: Offset::new(10),
                 local_start: Offset::new(10),
@@ -291,7 +292,7 @@ fn fetch_response_golden_bytes_carry_stored_batches_as_one_slice() {
     assert!(rest.is_empty());
     assert_eq!(first.header().base_offset, Offset::new(100));
     assert_eq!(second.header().base_offset, Offset::new(101));
-    assert_eq!(second.header().leader_epoch, 5);
+    assert_eq!(second.header().leader_epoch, LeaderEpoch::new(5));
 }
 
 #[test]

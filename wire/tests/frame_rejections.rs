@@ -16,8 +16,8 @@ use floe_wire::frame::{
     UploadBacklog,
 };
 use floe_wire::{
-    AckMode, BrokerId, EndpointError, ErrorCode, Message, Offset, PartitionId, RetryClass,
-    StreamNameError, batch,
+    AckMode, BrokerId, EndpointError, ErrorCode, LeaderEpoch, Message, Offset, PartitionId,
+    RetryClass, StreamNameError, batch,
 };
 use proptest::prelude::*;
 
@@ -788,7 +788,7 @@ fn partition(id: u32) -> PartitionMetadata {
     PartitionMetadata {
         id: PartitionId::new(id),
         leader: None,
-        leader_epoch: 1,
+        leader_epoch: LeaderEpoch::new(1),
         log_start: Offset::new(0),
         high_watermark: Offset::new(0),
         local_start: Offset::new(0),

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use floe_hot_log::Log;
 use floe_replication::{Batch, ReadLog, WireBatch};
-use floe_wire::{BufferPool, Offset};
+use floe_wire::{BufferPool, LeaderEpoch, Offset};
 
 use crate::budget::ByteBudget;
 
@@ -54,7 +54,7 @@ impl RecentAppends {
 
     /// Input: `batch` as the producer sent it, just appended at `base_offset` in `epoch`.
     /// Keeps a stamped copy (the log stamps its own); the oldest batches go past the bound.
-    pub(crate) fn push_appended(&mut self, batch: &[u8], base_offset: Offset, epoch: u32) {
+    pub(crate) fn push_appended(&mut self, batch: &[u8], base_offset: Offset, epoch: LeaderEpoch) {
         if batch.len() > self.bytes_max {
             self.clear();
             return;
@@ -186,14 +186,14 @@ mod tests {
         let mut recent = RecentAppends::new(1 << 20);
         for records in [3, 5, 2] {
             let sent = batch(records);
-            let appended = log.append(&sent, 4).expect("appended");
-            recent.push_appended(&sent, appended.base_offset, 4);
+            let appended = log.append(&sent, LeaderEpoch::new(4)).expect("appended");
+            recent.push_appended(&sent, appended.base_offset, LeaderEpoch::new(4));
         }
         let from_log = ReadLog::read(&log, 3, 1 << 20);
         let from_memory = recent.read(3, 1 << 20).expect("cached");
         assert_eq!(batch_bytes(&from_memory), batch_bytes(&from_log));
         assert_eq!(from_memory.len(), 2);
-        assert_eq!(from_memory[0].epoch(), 4);
+        assert_eq!(from_memory[0].epoch(), LeaderEpoch::new(4));
         // Not a batch start, or below what is kept: the log answers.
         assert!(recent.read(4, 1 << 20).is_none());
         recent.release_below(8);
@@ -213,7 +213,7 @@ mod tests {
         let mut recent = RecentAppends::new(1 << 20);
         let mut base = 0;
         for _ in 0..4 {
-            recent.push_appended(&batch(10), Offset::new(base), 1);
+            recent.push_appended(&batch(10), Offset::new(base), LeaderEpoch::new(1));
             base += 10;
         }
         let one = recent.read(0, 1).expect("cached");
@@ -228,7 +228,7 @@ mod tests {
         let one = batch(10).len();
         let mut recent = RecentAppends::new(3 * one);
         for i in 0..5 {
-            recent.push_appended(&batch(10), Offset::new(i * 10), 1);
+            recent.push_appended(&batch(10), Offset::new(i * 10), LeaderEpoch::new(1));
         }
         assert_eq!(recent.bytes(), 3 * one);
         assert!(
@@ -237,11 +237,11 @@ mod tests {
         );
         assert_eq!(recent.read(20, 1 << 20).expect("cached").len(), 3);
         // A batch that does not continue the newest one starts the cache over.
-        recent.push_appended(&batch(10), Offset::new(100), 2);
+        recent.push_appended(&batch(10), Offset::new(100), LeaderEpoch::new(2));
         assert!(recent.read(40, 1 << 20).is_none());
         assert_eq!(recent.read(100, 1 << 20).expect("cached").len(), 1);
         // So does a batch larger than the whole cache, which is not kept.
-        recent.push_appended(&batch(50), Offset::new(110), 2);
+        recent.push_appended(&batch(50), Offset::new(110), LeaderEpoch::new(2));
         assert_eq!(recent.bytes(), 0);
     }
 
@@ -252,18 +252,18 @@ mod tests {
         let mut first = RecentAppends::within(1 << 20, budget);
         let mut second = RecentAppends::within(1 << 20, budget);
         for i in 0..2 {
-            first.push_appended(&batch(10), Offset::new(i * 10), 1);
+            first.push_appended(&batch(10), Offset::new(i * 10), LeaderEpoch::new(1));
         }
-        second.push_appended(&batch(10), Offset::new(0), 1);
+        second.push_appended(&batch(10), Offset::new(0), LeaderEpoch::new(1));
         assert_eq!(budget.held(), 3 * one);
         // The budget is spent: the next copy is refused, and what the partition kept no
         // longer reaches its log end, so it goes too.
-        second.push_appended(&batch(10), Offset::new(10), 1);
+        second.push_appended(&batch(10), Offset::new(10), LeaderEpoch::new(1));
         assert_eq!(second.bytes(), 0);
         assert!(second.read(0, 1 << 20).is_none());
         assert_eq!(budget.held(), 2 * one);
         first.release_below(10);
-        second.push_appended(&batch(10), Offset::new(20), 1);
+        second.push_appended(&batch(10), Offset::new(20), LeaderEpoch::new(1));
         assert_eq!(second.read(20, 1 << 20).expect("cached").len(), 1);
         drop(first);
         drop(second);

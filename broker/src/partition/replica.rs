@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use floe_hot_log::{Appended, Log, LogError};
 use floe_replication::{Message, WireBatch};
-use floe_wire::BrokerId;
+use floe_wire::{BrokerId, LeaderEpoch};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::recent::{RECENT_BYTES_MAX, RecentAppends};
@@ -23,7 +23,7 @@ use crate::budget::ByteBudget;
 /// What the controlplane says about this partition (one assignment version).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Assignment {
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     pub leader: Option<BrokerId>,
     pub electing: bool,
     pub replicas: Vec<BrokerId>,
@@ -35,7 +35,7 @@ pub(crate) struct Assignment {
 /// watermark below which records are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Commit {
-    pub leading: Option<u32>,
+    pub leading: Option<LeaderEpoch>,
     pub high_watermark: u64,
 }
 
@@ -89,7 +89,7 @@ pub(crate) struct ReplicaHandle {
 pub(crate) struct Shared {
     /// The epoch this replica leads. Producers append under this lock; the driver holds it
     /// while it changes the role or the log.
-    pub(crate) leading: Mutex<Option<u32>>,
+    pub(crate) leading: Mutex<Option<LeaderEpoch>>,
     pub(crate) commit: watch::Sender<Commit>,
     pub(crate) appended: Notify,
     /// On a leader: each follower's acked end.
@@ -101,7 +101,7 @@ pub(crate) struct Shared {
     /// (`u64::MAX` when not leading; see `Replica::quorum_contact_age_ms`).
     pub(crate) quorum_contact_age_ms: AtomicU64,
     /// The leader and epoch of the latest assignment, for clients asking where to go.
-    pub(crate) assigned: Mutex<Option<(BrokerId, u64)>>,
+    pub(crate) assigned: Mutex<Option<(BrokerId, LeaderEpoch)>>,
     /// Record bytes in peer messages queued for the driver (see [`PEER_QUEUE_BYTES`]).
     pub(crate) peer_budget: ByteBudget,
     /// On a leader with followers: its newest appends, to ship from memory. Locked after
@@ -110,7 +110,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<u32>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<LeaderEpoch>> {
         self.leading.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -150,7 +150,7 @@ impl ReplicaHandle {
 
     /// The leader the controlplane last named, and its epoch (it may not have taken over
     /// yet).
-    pub(crate) fn assigned_leader(&self) -> Option<(BrokerId, u64)> {
+    pub(crate) fn assigned_leader(&self) -> Option<(BrokerId, LeaderEpoch)> {
         *self
             .shared
             .assigned
@@ -195,7 +195,11 @@ impl ReplicaHandle {
     }
 
     /// Appends a producer's batch in the epoch this replica leads.
-    pub(crate) fn append(&self, log: &Log, batch: &[u8]) -> Result<(Appended, u32), ReplicaError> {
+    pub(crate) fn append(
+        &self,
+        log: &Log,
+        batch: &[u8],
+    ) -> Result<(Appended, LeaderEpoch), ReplicaError> {
         let leading = self.shared.lock();
         let epoch = leading.ok_or(ReplicaError::NotLeader)?;
         let appended = log.append(batch, epoch)?;
@@ -220,7 +224,11 @@ impl ReplicaHandle {
 
     /// Waits until the records below `end`, appended in `epoch`, are committed (held durably
     /// by a majority); fails once this replica no longer leads `epoch`.
-    pub(crate) async fn wait_committed(&self, end: u64, epoch: u32) -> Result<(), ReplicaError> {
+    pub(crate) async fn wait_committed(
+        &self,
+        end: u64,
+        epoch: LeaderEpoch,
+    ) -> Result<(), ReplicaError> {
         let mut commit = self.shared.commit.subscribe();
         loop {
             let now = *commit.borrow_and_update();

@@ -178,7 +178,12 @@ mod tests {
                 .expect("fits");
         }
         let mut bytes = BytesMut::from(&builder.finish().expect("a batch")[..]);
-        floe_wire::batch::stamp(&mut bytes, Offset::new(base), 1).expect("stamped");
+        floe_wire::batch::stamp(
+            &mut bytes,
+            Offset::new(base),
+            floe_wire::LeaderEpoch::new(1),
+        )
+        .expect("stamped");
         bytes.freeze()
     }
 

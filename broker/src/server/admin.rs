@@ -10,7 +10,7 @@ use floe_wire::frame::{
     MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
     StreamSettings, UploadBacklog,
 };
-use floe_wire::{Endpoint, Offset, PartitionId, StreamName};
+use floe_wire::{Endpoint, LeaderEpoch, Offset, PartitionId, StreamName};
 use std::time::Duration;
 
 use super::{Broker, Refusal};
@@ -113,12 +113,11 @@ fn stream_info(state: &Broker, name: &StreamName, entry: &StreamEntry) -> Stream
 
 /// The leader's client endpoint and epoch as the latest assignment names them, for a
 /// replica that does not lead.
-fn assigned_leader(state: &Broker, partition: &Partition) -> (Option<Endpoint>, u32) {
+fn assigned_leader(state: &Broker, partition: &Partition) -> (Option<Endpoint>, LeaderEpoch) {
     let assigned = partition.replica().and_then(|r| r.assigned_leader());
     let (Some((leader, epoch)), Some(context)) = (assigned, &state.replication) else {
         return (None, LOCAL_EPOCH);
     };
-    let epoch = u32::try_from(epoch).unwrap_or(u32::MAX);
     (context.peers().client_endpoint(leader), epoch)
 }
 

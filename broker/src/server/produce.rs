@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce, ProduceAck};
-use floe_wire::{AckMode, BatchHeader, Offset};
+use floe_wire::{AckMode, BatchHeader, LeaderEpoch, Offset};
 
 use super::order::Turn;
 use super::{Broker, Refusal, admin};
@@ -71,7 +71,7 @@ struct Appends {
     /// The offset after the last batch appended (or recognised as a retry), if any.
     durable_at: Option<Offset>,
     /// The epoch a replicated partition's leader appended in.
-    leader_epoch: Option<u32>,
+    leader_epoch: Option<LeaderEpoch>,
 }
 
 /// Appends each batch in turn. Batches after a refused one are not appended: appending them
@@ -169,7 +169,7 @@ async fn wait_durable(
     partition: &Partition,
     replica: Option<&ReplicaHandle>,
     end: Offset,
-    leader_epoch: Option<u32>,
+    leader_epoch: Option<LeaderEpoch>,
 ) -> Result<(), ErrorCode> {
     match (partition.ack_mode(), replica, leader_epoch) {
         (AckMode::None, ..) => Ok(()),

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use floe_broker::tls::DevCertificates;
 use floe_client::rest::Controlplane;
 use floe_client::{Client, ClientConfig};
-use floe_wire::BrokerId;
 use floe_wire::admin::{BrokerState, CreateStreamRequest, OffsetRange, PartitionDescription};
+use floe_wire::{BrokerId, LeaderEpoch};
 
 use super::install_crypto;
 
@@ -371,17 +371,22 @@ impl Cluster {
 
     /// Creates `name`, one partition replicated on three brokers with the default settings,
     /// and waits for its first leader; returns it and its epoch.
-    pub async fn create_replicated(&self, name: &str) -> (BrokerId, u64) {
+    pub async fn create_replicated(&self, name: &str) -> (BrokerId, LeaderEpoch) {
         let request: CreateStreamRequest = serde_json::from_value(serde_json::json!({
             "name": name, "partitions": 1, "replication_factor": 3,
         }))
         .expect("request");
         self.rest.create_stream(&request).await.expect("create");
-        self.leader_after(name, 0, 0).await
+        self.leader_after(name, 0, LeaderEpoch::ZERO).await
     }
 
     /// Waits for a leader of `partition` in an epoch above `after`.
-    pub async fn leader_after(&self, stream: &str, partition: u32, after: u64) -> (BrokerId, u64) {
+    pub async fn leader_after(
+        &self,
+        stream: &str,
+        partition: u32,
+        after: LeaderEpoch,
+    ) -> (BrokerId, LeaderEpoch) {
         self.wait_for("a leader", async |c: &Cluster| {
             let p = c.partition(stream, partition).await?;
             let leader = p.leader?;
@@ -505,7 +510,7 @@ impl Cluster {
         }))
         .expect("request");
         self.rest.create_stream(&request).await.expect("create");
-        let (leader, _) = self.leader_after(name, 0, 0).await;
+        let (leader, _) = self.leader_after(name, 0, LeaderEpoch::ZERO).await;
         // The controlplane names the leader before the broker has applied the assignment
         // (it learns it from its long-poll): wait until it serves the stream.
         let client = self.client(leader).await;

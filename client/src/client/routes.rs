@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use floe_wire::frame::{ErrorCode, Message, MetadataRequest, StreamMetadata};
-use floe_wire::{PartitionId, StreamName};
+use floe_wire::{LeaderEpoch, PartitionId, StreamName};
 use tokio::task::JoinSet;
 
 use super::connect::Transport;
@@ -34,7 +34,7 @@ pub(crate) fn split_endpoints(list: &str) -> Vec<String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Leader {
     endpoint: String,
-    epoch: u32,
+    epoch: LeaderEpoch,
 }
 
 #[derive(Debug)]
@@ -234,7 +234,7 @@ mod tests {
         PartitionMetadata {
             id: PartitionId::new(id),
             leader: leader.map(|l| Endpoint::new(l).expect("a valid endpoint")),
-            leader_epoch: epoch,
+            leader_epoch: LeaderEpoch::new(epoch),
             log_start: Offset::ZERO,
             high_watermark: Offset::ZERO,
             local_start: Offset::ZERO,

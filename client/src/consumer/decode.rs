@@ -111,7 +111,7 @@ fn decode_into(
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
-    use floe_wire::BatchBuilder;
+    use floe_wire::{BatchBuilder, LeaderEpoch};
 
     use super::*;
 
@@ -129,7 +129,8 @@ mod tests {
                 .expect("fits");
         }
         let mut bytes = BytesMut::from(&builder.finish().expect("a batch")[..]);
-        floe_wire::batch::stamp(&mut bytes, Offset::new(base), 0).expect("a header");
+        floe_wire::batch::stamp(&mut bytes, Offset::new(base), LeaderEpoch::ZERO)
+            .expect("a header");
         bytes.freeze()
     }
 
@@ -207,7 +208,8 @@ mod tests {
     fn marker(base: u64) -> Bytes {
         let batch = floe_wire::batch::control_batch(floe_wire::ControlKind::EpochStart, 5000);
         let mut bytes = BytesMut::from(&batch[..]);
-        floe_wire::batch::stamp(&mut bytes, Offset::new(base), 2).expect("a header");
+        floe_wire::batch::stamp(&mut bytes, Offset::new(base), LeaderEpoch::new(2))
+            .expect("a header");
         bytes.freeze()
     }
 

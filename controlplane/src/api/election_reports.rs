@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use floe_wire::BrokerId;
 use floe_wire::admin::{BrokerState, ElectionReport, PartitionReport};
+use floe_wire::{BrokerId, LeaderEpoch};
 
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
@@ -73,7 +73,7 @@ async fn elect<S: Store>(
     tracing::info!(
         stream = %partition.stream,
         partition = partition.partition.get(),
-        epoch = partition.epoch,
+        epoch = partition.epoch.get(),
         leader = leader.get(),
         "elected a partition leader"
     );
@@ -94,7 +94,7 @@ async fn elect<S: Store>(
 async fn restart<S: Store>(
     cluster: &Cluster<S>,
     partition: &PartitionLeadership,
-    epoch: u64,
+    epoch: LeaderEpoch,
 ) -> Result<(), Failure> {
     let start = ElectionStart {
         stream: partition.stream.clone(),
@@ -111,7 +111,7 @@ async fn restart<S: Store>(
     tracing::info!(
         stream = %partition.stream,
         partition = partition.partition.get(),
-        epoch,
+        epoch = epoch.get(),
         "a replica refused; election started again"
     );
     cluster.announce(version);
@@ -156,7 +156,7 @@ pub(super) async fn depose_cut_off_leader<S: Store>(
         stream = %start.stream,
         partition = start.partition.get(),
         leader = reporter.get(),
-        epoch = start.epoch,
+        epoch = start.epoch.get(),
         "the leader lost contact with a majority of its replicas; electing another"
     );
     cluster.announce(version);

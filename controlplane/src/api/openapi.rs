@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 
 use axum::http::header;
 use axum::response::IntoResponse;
+use floe_wire::AckMode;
 use serde_json::{Value, json};
 
 /// The document, built once.
@@ -170,7 +171,7 @@ fn stream_schemas() -> Vec<(&'static str, Value)> {
         false,
     );
     vec![
-        ("AckMode", string_enum(&["none", "leader", "quorum"])),
+        ("AckMode", string_enum(&AckMode::ALL.map(AckMode::as_str))),
         ("SegmentSettings", segment),
         ("RetentionSettings", retention),
         (

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use floe_wire::admin::{BrokerState, ElectionOutcome, ElectionReport};
-use floe_wire::{BrokerId, PartitionId, StreamName};
+use floe_wire::{BrokerId, LeaderEpoch, PartitionId, StreamName};
 
 use super::*;
 use crate::store::PartitionLeadership;
@@ -19,20 +19,27 @@ fn members(states: &[(u32, BrokerState)]) -> Vec<(BrokerId, BrokerState)> {
     states.iter().map(|(i, state)| (id(*i), *state)).collect()
 }
 
-fn at(last_epoch: u64, end: u64) -> Position {
-    Position { last_epoch, end }
+fn e(value: u32) -> LeaderEpoch {
+    LeaderEpoch::new(value)
+}
+
+fn at(last_epoch: u32, end: u64) -> Position {
+    Position {
+        last_epoch: e(last_epoch),
+        end,
+    }
 }
 
 fn reports(entries: &[(u32, Position)]) -> BTreeMap<BrokerId, Position> {
     entries.iter().map(|(i, p)| (id(*i), *p)).collect()
 }
 
-fn partition(epoch: u64, electing: bool, leader: Option<u32>) -> PartitionLeadership {
+fn partition(epoch: u32, electing: bool, leader: Option<u32>) -> PartitionLeadership {
     PartitionLeadership {
         stream: StreamName::new("orders").expect("name"),
         partition: PartitionId::new(0),
         replication_factor: 3,
-        epoch,
+        epoch: e(epoch),
         leader: leader.map(id),
         electing,
         replicas: members(&[(1, LIVE), (2, LIVE), (3, LIVE)]),
@@ -40,17 +47,20 @@ fn partition(epoch: u64, electing: bool, leader: Option<u32>) -> PartitionLeader
     }
 }
 
-fn report(epoch: u64, outcome: ElectionOutcome) -> ElectionReport {
+fn report(epoch: u32, outcome: ElectionOutcome) -> ElectionReport {
     ElectionReport {
         stream: StreamName::new("orders").expect("name"),
         partition: PartitionId::new(0),
-        epoch,
+        epoch: e(epoch),
         outcome,
     }
 }
 
-fn reported(last_epoch: u64, end: u64) -> ElectionOutcome {
-    ElectionOutcome::Reported { last_epoch, end }
+fn reported(last_epoch: u32, end: u64) -> ElectionOutcome {
+    ElectionOutcome::Reported {
+        last_epoch: e(last_epoch),
+        end,
+    }
 }
 
 #[test]
@@ -161,7 +171,7 @@ fn a_report_for_the_running_election_is_recorded_and_others_ignored() {
         judge(
             &unreplicated,
             id(1),
-            &report(5, ElectionOutcome::Refused { promised: 9 })
+            &report(5, ElectionOutcome::Refused { promised: e(9) })
         ),
         Ok(Verdict::Ignore)
     );
@@ -179,19 +189,26 @@ fn a_report_from_a_non_member_is_refused() {
 #[test]
 fn a_refusal_restarts_the_election_above_both_epochs() {
     let electing = partition(5, true, None);
-    let refused = |promised| report(5, ElectionOutcome::Refused { promised });
+    let refused = |promised| {
+        report(
+            5,
+            ElectionOutcome::Refused {
+                promised: e(promised),
+            },
+        )
+    };
     assert_eq!(
         judge(&electing, id(3), &refused(8)),
-        Ok(Verdict::Restart { epoch: 9 })
+        Ok(Verdict::Restart { epoch: e(9) })
     );
     assert_eq!(
         judge(&electing, id(3), &refused(5)),
-        Ok(Verdict::Restart { epoch: 6 })
+        Ok(Verdict::Restart { epoch: e(6) })
     );
     let decided = partition(5, false, Some(2));
     assert_eq!(
         judge(&decided, id(2), &refused(5)),
-        Ok(Verdict::Restart { epoch: 6 }),
+        Ok(Verdict::Restart { epoch: e(6) }),
         "the winner refuses to lead"
     );
     assert_eq!(
@@ -203,7 +220,7 @@ fn a_refusal_restarts_the_election_above_both_epochs() {
         judge(
             &electing,
             id(3),
-            &report(4, ElectionOutcome::Refused { promised: 9 })
+            &report(4, ElectionOutcome::Refused { promised: e(9) })
         ),
         Ok(Verdict::Ignore),
         "a refusal of an older epoch"
@@ -220,10 +237,14 @@ fn key() -> PartitionKey {
 #[test]
 fn ballots_keep_one_report_per_member_and_reset_on_a_new_epoch() {
     let mut ballots = Ballots::default();
-    ballots.record(&key(), 5, id(1), at(4, 10), 0);
-    let reports = ballots.record(&key(), 5, id(1), at(4, 12), 1).clone();
+    ballots.record(&key(), LeaderEpoch::new(5), id(1), at(4, 10), 0);
+    let reports = ballots
+        .record(&key(), LeaderEpoch::new(5), id(1), at(4, 12), 1)
+        .clone();
     assert_eq!(reports, self::reports(&[(1, at(4, 12))]));
-    let newer = ballots.record(&key(), 6, id(2), at(4, 12), 2).clone();
+    let newer = ballots
+        .record(&key(), LeaderEpoch::new(6), id(2), at(4, 12), 2)
+        .clone();
     assert_eq!(
         newer,
         self::reports(&[(2, at(4, 12))]),
@@ -241,7 +262,7 @@ fn a_partition_whose_leader_is_gone_gets_an_election_at_the_next_epoch() {
     let mut ballots = Ballots::default();
     let starts = plan(&[orphaned, healthy], &mut ballots, false, 1_000, 3_000);
     assert_eq!(starts.len(), 1, "a live leader is left alone");
-    assert_eq!((starts[0].expected_epoch, starts[0].epoch), (4, 5));
+    assert_eq!((starts[0].expected_epoch, starts[0].epoch), (e(4), e(5)));
     assert_eq!(ballots.len(), 1, "the new election's ballot is open");
 }
 
@@ -276,7 +297,7 @@ fn an_election_is_started_again_after_the_timeout_only_with_a_live_majority() {
         "no point electing again without a majority"
     );
     let again = plan(&[electing], &mut ballots, false, 4_000, 3_000);
-    assert_eq!((again[0].expected_epoch, again[0].epoch), (5, 6));
+    assert_eq!((again[0].expected_epoch, again[0].epoch), (e(5), e(6)));
 }
 
 #[test]
@@ -284,13 +305,13 @@ fn a_new_controlplane_leader_restarts_every_running_election() {
     let electing = partition(5, true, None);
     let mut ballots = Ballots::default();
     let starts = plan(&[electing], &mut ballots, true, 0, 3_000);
-    assert_eq!((starts[0].expected_epoch, starts[0].epoch), (5, 6));
+    assert_eq!((starts[0].expected_epoch, starts[0].epoch), (e(5), e(6)));
 }
 
 #[test]
 fn ballots_of_decided_partitions_are_dropped() {
     let mut ballots = Ballots::default();
-    ballots.record(&key(), 5, id(1), at(4, 10), 0);
+    ballots.record(&key(), LeaderEpoch::new(5), id(1), at(4, 10), 0);
     assert!(plan(&[], &mut ballots, false, 10, 3_000).is_empty());
     assert_eq!(ballots.len(), 0);
 }
@@ -299,7 +320,7 @@ fn ballots_of_decided_partitions_are_dropped() {
 fn a_ballot_times_out_after_the_election_timeout() {
     let mut ballots = Ballots::default();
     assert!(!ballots.any_timed_out(10_000, 3_000), "no elections");
-    ballots.open(&key(), 5, 1_000);
+    ballots.open(&key(), LeaderEpoch::new(5), 1_000);
     assert!(!ballots.any_timed_out(3_999, 3_000));
     assert!(ballots.any_timed_out(4_000, 3_000));
 }
@@ -307,21 +328,24 @@ fn a_ballot_times_out_after_the_election_timeout() {
 #[test]
 fn a_leader_cut_off_from_its_replicas_is_deposed_only_if_the_others_can_elect() {
     let leading = partition(4, false, Some(1));
-    let start = depose(&leading, id(1), 4).expect("deposed");
-    assert_eq!((start.expected_epoch, start.epoch), (4, 5));
+    let start = depose(&leading, id(1), LeaderEpoch::new(4)).expect("deposed");
+    assert_eq!((start.expected_epoch, start.epoch), (e(4), e(5)));
     // Only the leader of the reported epoch, and not during an election.
-    assert_eq!(depose(&leading, id(2), 4), None);
-    assert_eq!(depose(&leading, id(1), 3), None);
-    assert_eq!(depose(&partition(4, true, None), id(1), 4), None);
+    assert_eq!(depose(&leading, id(2), LeaderEpoch::new(4)), None);
+    assert_eq!(depose(&leading, id(1), LeaderEpoch::new(3)), None);
+    assert_eq!(
+        depose(&partition(4, true, None), id(1), LeaderEpoch::new(4)),
+        None
+    );
     // The two others must be live: one alone is no majority, so the isolated leader stays.
     let mut one_dead = partition(4, false, Some(1));
     one_dead.replicas = members(&[(1, LIVE), (2, LIVE), (3, DEAD)]);
-    assert_eq!(depose(&one_dead, id(1), 4), None);
+    assert_eq!(depose(&one_dead, id(1), LeaderEpoch::new(4)), None);
     // While the set changes, the others must also hold a majority of the previous set.
     let mut changing = partition(4, false, Some(1));
     changing.replicas = members(&[(1, LIVE), (2, LIVE), (4, LIVE)]);
     changing.previous = vec![id(1), id(2), id(3)];
-    assert_eq!(depose(&changing, id(1), 4), None);
+    assert_eq!(depose(&changing, id(1), LeaderEpoch::new(4)), None);
 }
 
 #[test]
@@ -332,16 +356,20 @@ fn a_deposed_leader_has_no_say_in_the_election_that_replaces_it() {
     );
     let electing = partition(5, true, None);
     let mut ballots = Ballots::default();
-    ballots.open_excluding(&key, 5, 0, id(1));
+    ballots.open_excluding(&key, LeaderEpoch::new(5), 0, id(1));
     // The deposed leader holds the longest log (records no majority acknowledged).
-    let counted = ballots.record(&key, 5, id(1), at(4, 900), 1).clone();
+    let counted = ballots
+        .record(&key, LeaderEpoch::new(5), id(1), at(4, 900), 1)
+        .clone();
     assert!(counted.is_empty());
     assert_eq!(
         pick_leader(&electing.replicas, &electing.previous, &counted),
         None
     );
-    ballots.record(&key, 5, id(2), at(4, 700), 2);
-    let counted = ballots.record(&key, 5, id(3), at(4, 650), 3).clone();
+    ballots.record(&key, LeaderEpoch::new(5), id(2), at(4, 700), 2);
+    let counted = ballots
+        .record(&key, LeaderEpoch::new(5), id(3), at(4, 650), 3)
+        .clone();
     assert_eq!(
         pick_leader(&electing.replicas, &electing.previous, &counted),
         Some(id(2))
@@ -356,14 +384,14 @@ fn a_deposed_leader_has_no_say_in_the_election_that_replaces_it() {
     );
     assert!(
         ballots
-            .record(&key, 5, id(1), at(4, 900), 5)
+            .record(&key, LeaderEpoch::new(5), id(1), at(4, 900), 5)
             .get(&id(1))
             .is_none()
     );
     // A later election (the first timed out) counts everyone again.
     assert!(
         ballots
-            .record(&key, 6, id(1), at(4, 900), 6)
+            .record(&key, LeaderEpoch::new(6), id(1), at(4, 900), 6)
             .contains_key(&id(1))
     );
 }

@@ -120,7 +120,7 @@ fn misplaced(replicas: &[(u32, BrokerState)], leader: Option<u32>) -> MisplacedP
         stream: StreamName::new("orders").expect("valid name"),
         partition: PartitionId::new(4),
         replication_factor: 3,
-        epoch: 7,
+        epoch: floe_wire::LeaderEpoch::new(7),
         leader: leader.map(BrokerId::new),
         replicas: replicas
             .iter()
@@ -144,7 +144,7 @@ fn repair_replaces_a_dead_leader_and_keeps_the_survivors() {
     let changes = repair(&mut placer, &[dead_leader]);
     assert_eq!(changes.len(), 1);
     let change = &changes[0];
-    assert_eq!(change.expected_epoch, 7);
+    assert_eq!(change.expected_epoch, floe_wire::LeaderEpoch::new(7));
     assert_eq!(change.leader, Some(BrokerId::new(2)));
     assert_eq!(change.replicas, ids(&[2, 3, 4]));
 }

@@ -20,7 +20,7 @@ use floe_wire::admin::{
     PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, RetentionSettings, ScalingPolicy,
     StreamDescription, StreamInfo,
 };
-use floe_wire::{BrokerId, PartitionId, StreamName};
+use floe_wire::{BrokerId, LeaderEpoch, PartitionId, StreamName};
 use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyConnection, AnyPool, Row, Transaction};
 
@@ -144,6 +144,15 @@ fn from_db(column: &'static str, value: i64) -> Result<u64, StoreError> {
 
 fn opt_from_db(column: &'static str, value: Option<i64>) -> Result<Option<u64>, StoreError> {
     value.map(|value| from_db(column, value)).transpose()
+}
+
+/// A leader epoch, as the store keeps it (a signed 64-bit integer).
+fn epoch_to_db(epoch: LeaderEpoch) -> i64 {
+    i64::from(epoch.get())
+}
+
+fn epoch_from_db(column: &'static str, value: i64) -> Result<LeaderEpoch, StoreError> {
+    u32_from_db(column, value).map(LeaderEpoch::new)
 }
 
 fn u32_from_db(column: &'static str, value: i64) -> Result<u32, StoreError> {

@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use floe_wire::Offset;
 use floe_wire::batch::{self, BatchHeader};
+use floe_wire::{LeaderEpoch, Offset};
 
 use super::{Appended, Log, Shared, Writer};
 use crate::LogError;
@@ -19,7 +19,7 @@ const STAMP_BY_COPY_MAX: usize = 64 * 1024;
 enum Stamp {
     /// The leader assigns offsets and stamps its epoch; `control` when the leader writes a
     /// control batch of its own (producers may not).
-    Leader { epoch: u32, control: bool },
+    Leader { epoch: LeaderEpoch, control: bool },
     /// A follower stores the leader's stamp as is.
     Replica,
 }
@@ -28,7 +28,7 @@ impl Log {
     /// Appends a producer's batch as the leader of `leader_epoch`: validates it, assigns and
     /// stamps its offsets, writes it. Not yet durable: see [`Log::wait_synced`]. A control
     /// batch is refused ([`LogError::ControlBatch`]): only the leader writes those.
-    pub fn append(&self, batch: &[u8], leader_epoch: u32) -> Result<Appended, LogError> {
+    pub fn append(&self, batch: &[u8], leader_epoch: LeaderEpoch) -> Result<Appended, LogError> {
         self.append_stamped(
             batch,
             Stamp::Leader {
@@ -44,7 +44,7 @@ impl Log {
     pub fn append_control(
         &self,
         kind: batch::ControlKind,
-        leader_epoch: u32,
+        leader_epoch: LeaderEpoch,
         timestamp: i64,
     ) -> Result<(Appended, bytes::Bytes), LogError> {
         let batch = batch::control_batch(kind, timestamp);
@@ -142,7 +142,7 @@ impl Log {
         bytes: &[u8],
         header: &mut BatchHeader,
         end: Offset,
-        epoch: u32,
+        epoch: LeaderEpoch,
     ) -> Result<Appended, LogError> {
         let shared = &self.shared;
         if w.epochs.assign(epoch, end) {

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 
 use crate::LogError;
 use crate::epoch_history::{EPOCH_FILE, EPOCH_MAGIC, EpochHistory};
@@ -38,7 +38,7 @@ impl Log {
     /// the entry just below `start` (recorded as starting at `start - 1`; 0: not known,
     /// nothing kept), so that the emptied log still tells how recent it is. Durable when it
     /// returns. Waiters fail.
-    pub fn reset(&self, start: Offset, base_epoch: u32) -> Result<(), LogError> {
+    pub fn reset(&self, start: Offset, base_epoch: LeaderEpoch) -> Result<(), LogError> {
         let shared = &self.shared;
         let mut w = shared.writer();
         shared.check_writable(&w)?;
@@ -56,12 +56,12 @@ fn reset_locked(
     shared: &Shared,
     w: &mut Writer,
     start: Offset,
-    base_epoch: u32,
+    base_epoch: LeaderEpoch,
 ) -> Result<(), LogError> {
     let storage = shared.storage.as_ref();
     let dir = &shared.dir;
     let mut marker = start.get().to_le_bytes().to_vec();
-    marker.extend_from_slice(&base_epoch.to_le_bytes());
+    marker.extend_from_slice(&base_epoch.get().to_le_bytes());
     state_file::write_framed(storage, dir, RESET_FILE, RESET_MAGIC, &marker)?;
     finish(storage, dir, start, base_epoch)?;
     let path = dir.join(segment::file_name(start, LOG_EXT));
@@ -103,9 +103,9 @@ pub(super) fn recover(storage: &dyn Storage, dir: &Path) -> Result<(), LogError>
     let (start, base_epoch) = match payload.len() {
         8 | 12 => {
             let start = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-            let epoch = payload
-                .get(8..12)
-                .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+            let epoch = payload.get(8..12).map_or(LeaderEpoch::ZERO, |b| {
+                LeaderEpoch::new(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            });
             (Offset::new(start), epoch)
         }
         n => {
@@ -121,9 +121,9 @@ pub(super) fn recover(storage: &dyn Storage, dir: &Path) -> Result<(), LogError>
 }
 
 /// The epoch history of a log reset to `start` after an entry of `base_epoch`.
-fn base_history(start: Offset, base_epoch: u32) -> EpochHistory {
+fn base_history(start: Offset, base_epoch: LeaderEpoch) -> EpochHistory {
     let mut epochs = EpochHistory::default();
-    if base_epoch > 0
+    if base_epoch > LeaderEpoch::ZERO
         && let Some(below) = start.get().checked_sub(1)
     {
         epochs.assign(base_epoch, Offset::new(below));
@@ -137,7 +137,7 @@ fn finish(
     storage: &dyn Storage,
     dir: &Path,
     start: Offset,
-    base_epoch: u32,
+    base_epoch: LeaderEpoch,
 ) -> Result<(), LogError> {
     let listing = open::list(storage, dir)?;
     // Newest first: until the marker goes, a crash leaves a prefix the next open discards.

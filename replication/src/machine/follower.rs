@@ -2,6 +2,8 @@
 //! joins the leader's, truncating only what disagrees), and acking what is durable and
 //! verified.
 
+use floe_wire::LeaderEpoch;
+
 use super::{Replica, Role};
 use crate::message::{Batch, Message, Output, ReplicaId};
 
@@ -10,9 +12,9 @@ impl Replica {
     pub(super) fn on_append<B: Batch>(
         &mut self,
         leader: ReplicaId,
-        epoch: u32,
+        epoch: LeaderEpoch,
         prev_offset: u64,
-        prev_epoch: u32,
+        prev_epoch: LeaderEpoch,
         reset: bool,
         batches: Vec<B>,
         leader_high_watermark: u64,

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use floe_wire::LeaderEpoch;
+
 use super::{Progress, Replica, Role};
 use crate::message::{Batch, Message, Output, ReadLog, ReplicaId};
 
@@ -48,7 +50,10 @@ impl Replica {
             } else {
                 p.matched.max(self.log.start)
             };
-            let prev_epoch = self.log.epoch_before(prev_offset).unwrap_or(0);
+            let prev_epoch = self
+                .log
+                .epoch_before(prev_offset)
+                .unwrap_or(LeaderEpoch::ZERO);
             let message = Message::Append {
                 epoch,
                 prev_offset,

@@ -7,6 +7,7 @@ pub mod rng;
 use std::collections::{BTreeMap, BTreeSet};
 
 use floe_replication::{Batch, Config, LogView, Message, Output, ReadLog, Replica, ReplicaId};
+use floe_wire::LeaderEpoch;
 
 use rng::Rng;
 
@@ -15,7 +16,7 @@ use rng::Rng;
 pub struct SimBatch {
     pub base: u64,
     pub count: u64,
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     pub id: u64,
 }
 
@@ -26,7 +27,7 @@ impl Batch for SimBatch {
     fn end(&self) -> u64 {
         self.base + self.count
     }
-    fn epoch(&self) -> u32 {
+    fn epoch(&self) -> LeaderEpoch {
         self.epoch
     }
     fn size(&self) -> usize {
@@ -39,7 +40,7 @@ impl Batch for SimBatch {
 pub struct LogData {
     pub start: u64,
     /// The epoch of the batch just below `start`, as the broker's log keeps it.
-    pub base_epoch: u32,
+    pub base_epoch: LeaderEpoch,
     pub batches: Vec<SimBatch>,
 }
 
@@ -126,7 +127,7 @@ struct Disk {
     since_sync: Vec<DiskOp>,
     /// The lowest offset a truncation or reset since the last sync removed data from.
     removed_from: Option<u64>,
-    promised: u32,
+    promised: LeaderEpoch,
     high_watermark: u64,
 }
 
@@ -144,7 +145,7 @@ impl Disk {
     }
 
     /// A reset is durable at once (the contract on `Output::Reset`).
-    fn reset(&mut self, start: u64, base_epoch: u32) {
+    fn reset(&mut self, start: u64, base_epoch: LeaderEpoch) {
         self.current = LogData {
             start,
             base_epoch,
@@ -204,31 +205,31 @@ enum Envelope {
     },
     Prepare {
         to: ReplicaId,
-        epoch: u32,
+        epoch: LeaderEpoch,
     },
     Report {
         from: ReplicaId,
-        epoch: u32,
-        last_epoch: u32,
+        epoch: LeaderEpoch,
+        last_epoch: LeaderEpoch,
         end: u64,
     },
     Lead {
         to: ReplicaId,
-        epoch: u32,
+        epoch: LeaderEpoch,
         replicas: Vec<ReplicaId>,
         previous: Vec<ReplicaId>,
         version: u64,
     },
     Follow {
         to: ReplicaId,
-        epoch: u32,
+        epoch: LeaderEpoch,
         leader: ReplicaId,
         version: u64,
     },
     /// Leader → controlplane (its heartbeat): a majority of `replicas` holds every
     /// committed record.
     NewSetReady {
-        epoch: u32,
+        epoch: LeaderEpoch,
         replicas: Vec<ReplicaId>,
     },
 }
@@ -243,15 +244,15 @@ impl Envelope {
 }
 
 /// Election reports: replica → (epoch of its last durable entry, durable end).
-type Reports = BTreeMap<ReplicaId, (u32, u64)>;
+type Reports = BTreeMap<ReplicaId, (LeaderEpoch, u64)>;
 
 /// The controlplane's view of the partition.
 #[derive(Debug, Default)]
 struct Controlplane {
-    epoch: u32,
+    epoch: LeaderEpoch,
     leader: Option<ReplicaId>,
     /// The election in progress: its epoch and the reports gathered.
-    election: Option<(u32, Reports)>,
+    election: Option<(LeaderEpoch, Reports)>,
     /// The replica set, sorted.
     replicas: Vec<ReplicaId>,
     /// The set being left while the set changes (sorted), empty otherwise.
@@ -261,6 +262,11 @@ struct Controlplane {
 }
 
 impl Controlplane {
+    /// The epoch of the next election; a simulation never runs out of epochs.
+    fn next_epoch(&self) -> LeaderEpoch {
+        self.epoch.next().expect("fewer than 2^32 elections")
+    }
+
     /// Members of either set.
     fn members(&self) -> Vec<ReplicaId> {
         let mut all: Vec<ReplicaId> = self
@@ -334,15 +340,15 @@ pub struct Sim {
     now_ms: u64,
     next_id: u64,
     /// Producer batches awaiting their ack: base → (id, end, leader, epoch).
-    pending: BTreeMap<u64, (u64, u64, ReplicaId, u32)>,
+    pending: BTreeMap<u64, (u64, u64, ReplicaId, LeaderEpoch)>,
     /// Acknowledged to the producer: base → id.
     pub acked: BTreeMap<u64, SimBatch>,
     /// Seen below some replica's high watermark: base → id.
     committed: BTreeMap<u64, u64>,
     /// Epochs each replica led, to check one leader per epoch.
-    leaders: BTreeMap<u32, ReplicaId>,
+    leaders: BTreeMap<LeaderEpoch, ReplicaId>,
     /// Every batch ever written, by (epoch, base offset): one epoch has one log.
-    written: BTreeMap<(u32, u64), u64>,
+    written: BTreeMap<(LeaderEpoch, u64), u64>,
     /// Below this offset the partition is in object storage (tiered by the leader from its
     /// committed log); replicas may drop their logs below it.
     tiered: u64,
@@ -375,7 +381,14 @@ impl Sim {
         };
         let nodes = (0..replicas + spares)
             .map(|id| Node {
-                replica: Replica::recover(id, config.clone(), 0, LogView::empty(0), 0, 0),
+                replica: Replica::recover(
+                    id,
+                    config.clone(),
+                    LeaderEpoch::ZERO,
+                    LogView::empty(0),
+                    0,
+                    0,
+                ),
                 disk: Disk::default(),
                 up: id < replicas,
                 exposed: 0,
@@ -836,7 +849,7 @@ impl Sim {
     }
 
     /// Leader `id` of `epoch` appends a new batch of `count` records (not yet shipped).
-    fn lead_append(&mut self, id: ReplicaId, epoch: u32, count: u64) -> SimBatch {
+    fn lead_append(&mut self, id: ReplicaId, epoch: LeaderEpoch, count: u64) -> SimBatch {
         let node = &mut self.nodes[id as usize];
         let base = node.disk.current.end();
         let batch = SimBatch {
@@ -1022,7 +1035,7 @@ impl Sim {
         node.replica = Replica::recover(
             added,
             self.config.clone(),
-            0,
+            LeaderEpoch::ZERO,
             LogView::empty(0),
             0,
             self.now_ms,
@@ -1040,7 +1053,7 @@ impl Sim {
         self.start_election();
     }
 
-    fn on_new_set_ready(&mut self, epoch: u32, replicas: &[ReplicaId]) {
+    fn on_new_set_ready(&mut self, epoch: LeaderEpoch, replicas: &[ReplicaId]) {
         let cp = &mut self.controlplane;
         if cp.election.is_some()
             || cp.previous.is_empty()
@@ -1088,10 +1101,10 @@ impl Sim {
             eprintln!(
                 "[{}] election of {}",
                 self.steps,
-                self.controlplane.epoch + 1
+                self.controlplane.next_epoch()
             );
         }
-        self.controlplane.epoch += 1;
+        self.controlplane.epoch = self.controlplane.next_epoch();
         self.controlplane.leader = None;
         self.controlplane.version += 1;
         self.controlplane.election = Some((self.controlplane.epoch, BTreeMap::new()));
@@ -1103,7 +1116,13 @@ impl Sim {
         }
     }
 
-    fn on_report(&mut self, from: ReplicaId, epoch: u32, last_epoch: u32, end: u64) {
+    fn on_report(
+        &mut self,
+        from: ReplicaId,
+        epoch: LeaderEpoch,
+        last_epoch: LeaderEpoch,
+        end: u64,
+    ) {
         if !self.controlplane.is_member(from) {
             return;
         }

@@ -1,7 +1,7 @@
 //! The manifest's state and the rules a change must follow. Pure: no I/O, time comes in with
 //! the change.
 
-use floe_wire::Offset;
+use floe_wire::{LeaderEpoch, Offset};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::SegmentName;
@@ -26,7 +26,7 @@ pub struct TieredSegment {
     pub record_count: u64,
     pub max_timestamp: i64,
     /// Leader epoch of the uploader.
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
 }
 
 impl From<&UploadedSegment> for TieredSegment {
@@ -57,7 +57,7 @@ pub struct PendingDeletion {
 #[serde(deny_unknown_fields)]
 pub struct Change {
     /// Leader epoch of the writer.
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     /// Milliseconds since the Unix epoch, as the writer's clock says.
     pub committed_at_ms: i64,
     /// Segments appended at the end, in offset order, contiguous with the state's end.
@@ -70,7 +70,10 @@ pub struct Change {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChangeError {
     #[error("writer epoch {writer} is older than the committed epoch {committed}")]
-    Fenced { writer: u32, committed: u32 },
+    Fenced {
+        writer: LeaderEpoch,
+        committed: LeaderEpoch,
+    },
     #[error("the change neither adds nor removes a segment")]
     Empty,
     #[error("the manifest has reached the last version number")]
@@ -97,7 +100,7 @@ pub struct ManifestState {
     /// 0 before the first commit.
     pub version: u64,
     /// The newest epoch that committed.
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     /// Where the next added segment must start; `None` until the first segment is added.
     pub end_offset: Option<u64>,
     pub segments: Vec<TieredSegment>,

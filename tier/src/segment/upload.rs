@@ -8,8 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use floe_hot_log::storage::aligned_buffer;
 use floe_hot_log::{SealedSegment, SyncActivity};
-use floe_wire::Offset;
 use floe_wire::batch::{BatchHeader, HEADER_LEN};
+use floe_wire::{LeaderEpoch, Offset};
 
 use crate::layout::{PartitionPath, SegmentName};
 use crate::segment::footer::{Footer, FooterEntry};
@@ -86,7 +86,7 @@ pub struct UploadedSegment {
     pub data_bytes: u64,
     pub record_count: u64,
     pub max_timestamp: i64,
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
 }
 
 /// Uploads the batches of `segment` from offset `from` on (its base offset, or the first
@@ -100,7 +100,7 @@ pub async fn upload_segment(
     partition: &PartitionPath,
     segment: &SealedSegment,
     from: Offset,
-    epoch: u32,
+    epoch: LeaderEpoch,
     settings: &UploadSettings,
 ) -> Result<UploadedSegment, TierError> {
     let local = |reason| TierError::LocalSegment {

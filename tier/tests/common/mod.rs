@@ -120,7 +120,7 @@ pub fn fill_log(log: &Log, tag: &str, batches: u32, count: u32, size: usize) -> 
         let appended = log
             .append(
                 &batch(&format!("{tag}{i}"), count, size, 1_000 + i64::from(i)),
-                1,
+                floe_wire::LeaderEpoch::new(1),
             )
             .expect("append");
         let read = log

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::admin::stream::{OffsetRange, StreamConfig};
-use crate::{BrokerId, Endpoint, PartitionId, StreamName};
+use crate::{BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
 
 /// `POST /v1/brokers`: a broker announces itself and takes a lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +53,7 @@ pub struct HeartbeatRequest {
 pub struct PartitionReport {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot: Option<OffsetRange>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,7 +158,7 @@ pub struct PartitionAssignment {
     pub partition: PartitionId,
     pub replicas: Vec<BrokerId>,
     pub leader: Option<BrokerId>,
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     /// An election for `epoch` is running (`leader` is then absent): every replica promises
     /// `epoch` and answers with an [`ElectionReport`]. Only for replicated partitions
     /// (replication factor above 1).
@@ -178,7 +178,7 @@ pub struct ElectionReport {
     pub stream: StreamName,
     pub partition: PartitionId,
     /// The election's epoch.
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     pub outcome: ElectionOutcome,
 }
 
@@ -188,9 +188,9 @@ pub struct ElectionReport {
 pub enum ElectionOutcome {
     /// The replica durably promised `epoch` (it ignores older leaders from now on); its
     /// durable log ends at `end`, and its last entry was written in `last_epoch` (0: empty).
-    Reported { last_epoch: u64, end: u64 },
+    Reported { last_epoch: LeaderEpoch, end: u64 },
     /// The replica cannot report for, or lead, `epoch`: it promised a newer one, or it
     /// restarted after reporting. The controlplane elects again with an epoch above both
     /// `epoch` and `promised` (the newest epoch the replica has promised).
-    Refused { promised: u64 },
+    Refused { promised: LeaderEpoch },
 }

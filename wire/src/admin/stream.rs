@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AckMode, BrokerId, PartitionId, StreamName};
+use crate::{AckMode, BrokerId, LeaderEpoch, PartitionId, StreamName};
 
 /// `POST /v1/streams`. Absent settings take the controlplane's defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,7 +108,7 @@ pub struct PartitionDescription {
     pub replicas: Vec<BrokerId>,
     pub leader: Option<BrokerId>,
     /// The leadership term; bumped by every change of leader or replica set.
-    pub epoch: u64,
+    pub epoch: LeaderEpoch,
     /// An election for `epoch` runs (`leader` is then absent); only for replicated
     /// partitions.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

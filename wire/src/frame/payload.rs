@@ -14,7 +14,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::{AckMode, Endpoint, StreamName};
+use crate::{AckMode, Endpoint, LeaderEpoch, StreamName};
 
 use super::error::{EncodeError, PayloadError};
 use super::error_code::ErrorCode;
@@ -79,6 +79,14 @@ impl PayloadReader {
 
     pub(crate) fn u64(&mut self, field: &'static str) -> Result<u64, PayloadError> {
         self.array(field).map(u64::from_le_bytes)
+    }
+
+    /// A leader epoch: a `u32`.
+    pub(crate) fn leader_epoch(
+        &mut self,
+        field: &'static str,
+    ) -> Result<LeaderEpoch, PayloadError> {
+        self.u32(field).map(LeaderEpoch::new)
     }
 
     pub(crate) fn ack_mode(&mut self, field: &'static str) -> Result<AckMode, PayloadError> {

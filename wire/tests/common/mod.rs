@@ -4,7 +4,7 @@
 
 use bytes::{Bytes, BytesMut};
 use floe_wire::frame::{self, Frame, FrameLimits, Message, ProtocolVersion, RequestId};
-use floe_wire::{BatchBuilder, Offset, StreamName, batch};
+use floe_wire::{BatchBuilder, LeaderEpoch, Offset, StreamName, batch};
 
 /// First timestamp of the sample batches.
 pub const TIMESTAMP: i64 = 1_700_000_000_000;
@@ -62,7 +62,12 @@ pub fn produced_batch(index: usize) -> Bytes {
 /// The same batch as the leader stores it: stamped with its base offset and leader epoch.
 pub fn stored_batch(index: usize, base_offset: u64, leader_epoch: u32) -> Bytes {
     let mut bytes = produced_batch(index).to_vec();
-    batch::stamp(&mut bytes, Offset::new(base_offset), leader_epoch).expect("header present");
+    batch::stamp(
+        &mut bytes,
+        Offset::new(base_offset),
+        LeaderEpoch::new(leader_epoch),
+    )
+    .expect("header present");
     Bytes::from(bytes)
 }
 

@@ -9,13 +9,17 @@ use floe_wire::frame::{
     ReplicaMismatch, ReplicaStale, StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 use floe_wire::{
-    AckMode, BatchBuilder, BrokerId, Endpoint, ErrorCode, Message, Offset, PartitionId, StreamName,
-    batch,
+    AckMode, BatchBuilder, BrokerId, Endpoint, ErrorCode, LeaderEpoch, Message, Offset,
+    PartitionId, StreamName, batch,
 };
 use proptest::collection::{btree_set, vec};
 use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::select;
+
+pub fn leader_epoch() -> impl Strategy<Value = LeaderEpoch> {
+    any::<u32>().prop_map(LeaderEpoch::new)
+}
 
 pub fn stream_name() -> impl Strategy<Value = StreamName> {
     prop_oneof![
@@ -62,7 +66,7 @@ pub fn record_batch() -> impl Strategy<Value = Bytes> {
     (
         option::of((0i64..i64::MAX, any::<u16>(), 0i32..1_000_000)),
         vec(record, 1..4),
-        option::of((0u64..=i64::MAX as u64, any::<u32>())),
+        option::of((0u64..=i64::MAX as u64, leader_epoch())),
     )
         .prop_map(|(producer, records, stamp)| {
             let mut builder = BatchBuilder::new(1 << 20);
@@ -136,7 +140,7 @@ pub fn metadata_request() -> impl Strategy<Value = MetadataRequest> {
 
 fn partition(id: u32) -> impl Strategy<Value = PartitionMetadata> {
     (
-        (option::of(endpoint()), any::<u32>(), offset(), offset()),
+        (option::of(endpoint()), leader_epoch(), offset(), offset()),
         (offset(), offset(), any::<u64>(), any::<u64>()),
     )
         .prop_map(
@@ -288,7 +292,7 @@ pub fn error_details() -> impl Strategy<Value = ErrorDetails> {
     prop_oneof![
         (offset(), offset())
             .prop_map(|(log_start, log_end)| ErrorDetails::OffsetRange { log_start, log_end }),
-        (any::<u32>(), option::of(endpoint())).prop_map(|(leader_epoch, leader)| {
+        (leader_epoch(), option::of(endpoint())).prop_map(|(leader_epoch, leader)| {
             ErrorDetails::Leader {
                 leader_epoch,
                 leader,
@@ -335,9 +339,9 @@ pub fn replica_append() -> impl Strategy<Value = ReplicaAppend> {
     (
         stream_name(),
         any::<u32>(),
-        any::<u32>(),
+        leader_epoch(),
         any::<u64>(),
-        any::<u32>(),
+        leader_epoch(),
         any::<bool>(),
         any::<u64>(),
         vec(record_batch(), 0..4),
@@ -368,7 +372,7 @@ pub fn replica_append() -> impl Strategy<Value = ReplicaAppend> {
 }
 
 pub fn replica_ack() -> impl Strategy<Value = ReplicaAck> {
-    (stream_name(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
+    (stream_name(), any::<u32>(), leader_epoch(), any::<u64>()).prop_map(
         |(stream, partition, epoch, end)| ReplicaAck {
             stream,
             partition: PartitionId::new(partition),
@@ -383,10 +387,10 @@ pub fn replica_mismatch() -> impl Strategy<Value = ReplicaMismatch> {
     (
         stream_name(),
         any::<u32>(),
-        any::<u32>(),
+        leader_epoch(),
         0u64..1 << 40,
         btree_set(0u64..1 << 20, 0..6),
-        btree_set(any::<u32>(), 0..6),
+        btree_set(leader_epoch(), 0..6),
     )
         .prop_map(|(stream, partition, epoch, start, offsets, epochs)| {
             let offsets: Vec<u64> = offsets.into_iter().map(|o| start + o).collect();
@@ -404,7 +408,7 @@ pub fn replica_mismatch() -> impl Strategy<Value = ReplicaMismatch> {
 }
 
 pub fn replica_stale() -> impl Strategy<Value = ReplicaStale> {
-    (stream_name(), any::<u32>(), any::<u32>()).prop_map(|(stream, partition, epoch)| {
+    (stream_name(), any::<u32>(), leader_epoch()).prop_map(|(stream, partition, epoch)| {
         ReplicaStale {
             stream,
             partition: PartitionId::new(partition),

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use floe_wire::admin::{
     Assignments, BrokerState, PartitionAssignment, PartitionReport, StreamAssignment,
 };
-use floe_wire::{BrokerId, PartitionId};
+use floe_wire::{BrokerId, LeaderEpoch, PartitionId};
 use sqlx::{AssertSqlSafe, Row};
 
 use super::streams::{STREAM_COLUMNS, insert_replicas, stream_from_row};
 use super::{
     SqlStore, broker_from_db, broker_state_from_db, brokers_from_db, brokers_to_db, bump_version,
-    from_db, name_from_db, opt_to_db, read_version, to_db, u32_from_db,
+    epoch_from_db, epoch_to_db, name_from_db, opt_to_db, read_version, to_db, u32_from_db,
 };
 use crate::store::{MisplacedPartition, Reassignment, StoreError};
 
@@ -48,7 +48,7 @@ pub(super) async fn report(
         .bind(report.stream.as_str())
         .bind(i64::from(report.partition.get()))
         .bind(i64::from(id.get()))
-        .bind(to_db("epoch", report.epoch)?)
+        .bind(epoch_to_db(report.epoch))
         .bind(opt_to_db("high_watermark", report.high_watermark)?)
         .bind(lag)
         .execute(&mut *tx)
@@ -81,7 +81,7 @@ async fn complete_change(
     .bind(report.stream.as_str())
     .bind(number)
     .bind(i64::from(id.get()))
-    .bind(to_db("epoch", report.epoch)?)
+    .bind(epoch_to_db(report.epoch))
     .fetch_optional(&mut *tx)
     .await?;
     if row.is_none() {
@@ -110,7 +110,7 @@ async fn complete_change(
     )
     .bind(report.stream.as_str())
     .bind(number)
-    .bind(to_db("epoch", report.epoch)?)
+    .bind(epoch_to_db(report.epoch))
     .execute(&mut *tx)
     .await?;
     tracing::info!(stream = %report.stream, partition = report.partition.get(), replicas = ?current, "replica set change complete");
@@ -155,7 +155,7 @@ pub(super) async fn misplaced(store: &SqlStore) -> Result<Vec<MisplacedPartition
             partitions.push(MisplacedPartition {
                 stream,
                 partition,
-                epoch: from_db("partitions.epoch", row.try_get(2)?)?,
+                epoch: epoch_from_db("partitions.epoch", row.try_get(2)?)?,
                 leader: leader
                     .map(|id| broker_from_db("partitions.leader", id))
                     .transpose()?,
@@ -191,7 +191,7 @@ pub(super) async fn reassign(
         let updated = sqlx::query(
             "UPDATE partitions SET leader = $1, epoch = epoch + 1, replica_count = $5, \
              electing = $6, previous_replicas = $7 \
-             WHERE stream = $2 AND partition = $3 AND epoch = $4",
+             WHERE stream = $2 AND partition = $3 AND epoch = $4 AND epoch < $8",
         )
         .bind(
             change
@@ -201,10 +201,12 @@ pub(super) async fn reassign(
         )
         .bind(change.stream.as_str())
         .bind(i64::from(change.partition.get()))
-        .bind(to_db("expected_epoch", change.expected_epoch)?)
+        .bind(epoch_to_db(change.expected_epoch))
         .bind(to_db("replica_count", change.replicas.len() as u64)?)
         .bind(i64::from(changing))
         .bind(brokers_to_db(&change.previous))
+        // An epoch never wraps: a partition at the last one cannot be reassigned.
+        .bind(epoch_to_db(LeaderEpoch::MAX))
         .execute(&mut *tx)
         .await?;
         if updated.rows_affected() != 1 {
@@ -288,7 +290,7 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
             leader: leader
                 .map(|id| broker_from_db("partitions.leader", id))
                 .transpose()?,
-            epoch: from_db("partitions.epoch", row.try_get(3)?)?,
+            epoch: epoch_from_db("partitions.epoch", row.try_get(3)?)?,
             electing: row.try_get::<i64, _>(4)? != 0,
             previous_replicas: brokers_from_db("partitions.previous_replicas", row.try_get(5)?)?,
         };

@@ -7,8 +7,8 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use super::{
-    SqlStore, broker_from_db, broker_state_from_db, brokers_from_db, bump_version, from_db,
-    name_from_db, to_db, u32_from_db,
+    SqlStore, broker_from_db, broker_state_from_db, brokers_from_db, bump_version, epoch_from_db,
+    epoch_to_db, from_db, name_from_db, u32_from_db,
 };
 use crate::store::{ElectionResult, ElectionStart, PartitionLeadership, StoreError};
 
@@ -65,7 +65,7 @@ fn leadership_from_row(
         stream,
         partition,
         replication_factor: u32_from_db("replication_factor", row.try_get(first)?)?,
-        epoch: from_db("partitions.epoch", row.try_get(first + 1)?)?,
+        epoch: epoch_from_db("partitions.epoch", row.try_get(first + 1)?)?,
         leader: leader
             .map(|id| broker_from_db("partitions.leader", id))
             .transpose()?,
@@ -161,10 +161,10 @@ pub(super) async fn start(
             "UPDATE partitions SET epoch = $1, leader = NULL, electing = 1 \
              WHERE stream = $2 AND partition = $3 AND epoch = $4",
         )
-        .bind(to_db("epoch", election.epoch)?)
+        .bind(epoch_to_db(election.epoch))
         .bind(election.stream.as_str())
         .bind(i64::from(election.partition.get()))
-        .bind(to_db("expected_epoch", election.expected_epoch)?)
+        .bind(epoch_to_db(election.expected_epoch))
         .execute(&mut *tx)
         .await?;
         if updated.rows_affected() != 1 {
@@ -186,7 +186,7 @@ pub(super) async fn elect(store: &SqlStore, result: &ElectionResult) -> Result<u
     .bind(i64::from(result.leader.get()))
     .bind(result.stream.as_str())
     .bind(i64::from(result.partition.get()))
-    .bind(to_db("epoch", result.epoch)?)
+    .bind(epoch_to_db(result.epoch))
     .execute(&mut *tx)
     .await?;
     if updated.rows_affected() != 1 {

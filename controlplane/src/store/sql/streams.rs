@@ -4,13 +4,13 @@ use floe_wire::admin::{
     OffsetRange, PartitionDescription, RetentionSettings, SegmentSettings, StreamConfig,
     StreamDescription, StreamInfo,
 };
-use floe_wire::{AckMode, BrokerId, PartitionId, StreamName};
+use floe_wire::{BrokerId, LeaderEpoch, PartitionId, StreamName};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use super::{
-    SqlStore, broker_from_db, bump_version, from_db, name_from_db, opt_from_db, opt_to_db, to_db,
-    u32_from_db,
+    SqlStore, broker_from_db, bump_version, epoch_from_db, epoch_to_db, from_db, name_from_db,
+    opt_from_db, opt_to_db, to_db, u32_from_db,
 };
 use crate::store::StoreError;
 
@@ -48,7 +48,7 @@ pub(super) async fn create(
             NewPartition {
                 partition,
                 leader: set.first().copied().filter(|_| !replicated),
-                epoch: u64::from(placed),
+                epoch: LeaderEpoch::new(u32::from(placed)),
                 replica_count: set.len(),
                 electing: replicated && placed,
             }
@@ -77,7 +77,7 @@ async fn insert_stream(tx: &mut AnyConnection, stream: &StreamInfo) -> Result<()
     .bind(stream.name.as_str())
     .bind(i64::from(config.partitions))
     .bind(i64::from(config.replication_factor))
-    .bind(ack_mode_name(config.ack_mode))
+    .bind(config.ack_mode.as_str())
     .bind(opt_to_db("segment.bytes", config.segment.bytes)?)
     .bind(opt_to_db("segment.age_ms", config.segment.age_ms)?)
     .bind(opt_to_db("retention.local_bytes", retention.local_bytes)?)
@@ -94,7 +94,7 @@ async fn insert_stream(tx: &mut AnyConnection, stream: &StreamInfo) -> Result<()
 struct NewPartition {
     partition: u32,
     leader: Option<BrokerId>,
-    epoch: u64,
+    epoch: LeaderEpoch,
     replica_count: usize,
     electing: bool,
 }
@@ -118,7 +118,7 @@ async fn insert_partitions(
                 .bind(stream.to_owned())
                 .bind(i64::from(row.partition))
                 .bind(row.leader.map(|id| i64::from(id.get())))
-                .bind(to_db("epoch", row.epoch)?)
+                .bind(epoch_to_db(row.epoch))
                 .bind(to_db("replica_count", row.replica_count as u64)?)
                 .bind(i64::from(row.electing));
         }
@@ -250,7 +250,7 @@ fn partition_from_row(row: &AnyRow) -> Result<PartitionDescription, StoreError> 
         leader: leader
             .map(|id| broker_from_db("partitions.leader", id))
             .transpose()?,
-        epoch: from_db("epoch", row.try_get("epoch")?)?,
+        epoch: epoch_from_db("epoch", row.try_get("epoch")?)?,
         electing: row.try_get::<i64, _>("electing")? != 0,
         hot: range("hot_start", "hot_end")?,
         tier: range("tier_start", "tier_end")?,
@@ -287,7 +287,9 @@ pub(super) fn stream_from_row(row: &AnyRow) -> Result<StreamInfo, StoreError> {
                 "replication_factor",
                 row.try_get("replication_factor")?,
             )?,
-            ack_mode: ack_mode_from_db(&ack_mode)?,
+            ack_mode: ack_mode
+                .parse()
+                .map_err(|_| super::corrupt("streams.ack_mode", &ack_mode))?,
             segment: SegmentSettings {
                 bytes: optional("segment_bytes")?,
                 age_ms: optional("segment_age_ms")?,
@@ -356,22 +358,6 @@ pub(super) async fn delete(store: &SqlStore, name: &StreamName) -> Result<u64, S
     let version = bump_version(&mut tx).await?;
     tx.commit().await?;
     Ok(version)
-}
-
-/// The stable stored name of an ack mode.
-fn ack_mode_name(mode: AckMode) -> &'static str {
-    match mode {
-        AckMode::None => "none",
-        AckMode::Leader => "leader",
-        AckMode::Quorum => "quorum",
-    }
-}
-
-fn ack_mode_from_db(value: &str) -> Result<AckMode, StoreError> {
-    AckMode::ALL
-        .into_iter()
-        .find(|mode| ack_mode_name(*mode) == value)
-        .ok_or_else(|| super::corrupt("streams.ack_mode", value))
 }
 
 #[cfg(test)]

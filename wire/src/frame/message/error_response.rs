@@ -15,7 +15,7 @@
 use crate::frame::error::{EncodeError, PayloadError};
 use crate::frame::error_code::ErrorCode;
 use crate::frame::payload::{PayloadReader, PayloadWriter};
-use crate::{Endpoint, Offset};
+use crate::{Endpoint, LeaderEpoch, Offset};
 
 const DETAILS_NONE: u8 = 0;
 const DETAILS_OFFSET_RANGE: u8 = 1;
@@ -39,7 +39,7 @@ pub enum ErrorDetails {
     OffsetRange { log_start: Offset, log_end: Offset },
     /// For `NotLeader`: the leader this broker knows of, if any, and its epoch.
     Leader {
-        leader_epoch: u32,
+        leader_epoch: LeaderEpoch,
         leader: Option<Endpoint>,
     },
     /// For `Throttled` and other transient errors: how long to back off.
@@ -62,7 +62,7 @@ impl ErrorResponse {
                 leader,
             }) => {
                 out.u8(DETAILS_LEADER);
-                out.u32(*leader_epoch);
+                out.u32(leader_epoch.get());
                 out.option(leader.as_ref(), |out, leader| {
                     out.bytes_u16("leader", leader.as_str().as_bytes())
                 })?;
@@ -90,7 +90,7 @@ impl ErrorResponse {
                 log_end: Offset::new(input.u64("log_end")?),
             }),
             DETAILS_LEADER => Some(ErrorDetails::Leader {
-                leader_epoch: input.u32("leader_epoch")?,
+                leader_epoch: input.leader_epoch("leader_epoch")?,
                 leader: input.option("leader", |input| input.endpoint("leader"))?,
             }),
             DETAILS_RETRY_AFTER => Some(ErrorDetails::RetryAfter {

@@ -18,7 +18,7 @@ use crate::frame::StreamSettings;
 use crate::frame::error::{EncodeError, PayloadError};
 use crate::frame::error_code::ErrorCode;
 use crate::frame::payload::{PayloadReader, PayloadWriter, invalid_message, invalid_payload};
-use crate::{AckMode, Endpoint, Offset, PartitionId, StreamName};
+use crate::{AckMode, Endpoint, LeaderEpoch, Offset, PartitionId, StreamName};
 
 /// Smallest encoded stream name: a length and one byte.
 const MIN_NAME_LEN: usize = 2 + 1;
@@ -68,7 +68,7 @@ pub struct PartitionMetadata {
     /// The client endpoint of the leader; absent while the partition has none.
     pub leader: Option<Endpoint>,
     /// The current leadership term; a client drops answers from older epochs.
-    pub leader_epoch: u32,
+    pub leader_epoch: LeaderEpoch,
     /// First offset still readable, tiered history included.
     pub log_start: Offset,
     /// Offsets below it are committed and visible to consumers.
@@ -176,7 +176,7 @@ fn read_info(input: &mut PayloadReader) -> Result<StreamInfo, PayloadError> {
         partitions.push(PartitionMetadata {
             id: PartitionId::new(input.u32("partition")?),
             leader: input.option("leader", |input| input.endpoint("leader"))?,
-            leader_epoch: input.u32("leader_epoch")?,
+            leader_epoch: input.leader_epoch("leader_epoch")?,
             log_start: Offset::new(input.u64("log_start")?),
             high_watermark: Offset::new(input.u64("high_watermark")?),
             local_start: Offset::new(input.u64("local_start")?),
@@ -205,7 +205,7 @@ fn write_partition(
     out.option(partition.leader.as_ref(), |out, leader| {
         out.bytes_u16("leader", leader.as_str().as_bytes())
     })?;
-    out.u32(partition.leader_epoch);
+    out.u32(partition.leader_epoch.get());
     out.u64(partition.log_start.get());
     out.u64(partition.high_watermark.get());
     out.u64(partition.local_start.get());

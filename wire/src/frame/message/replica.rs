@@ -20,7 +20,7 @@ use crate::batch;
 use crate::frame::batches;
 use crate::frame::error::{EncodeError, PayloadError};
 use crate::frame::payload::{PayloadReader, PayloadWriter, invalid_message, invalid_payload};
-use crate::{PartitionId, StreamName};
+use crate::{LeaderEpoch, PartitionId, StreamName};
 
 /// One epoch-history entry: 4 + 8 bytes.
 const EPOCH_ENTRY_LEN: usize = 12;
@@ -30,9 +30,9 @@ const EPOCH_ENTRY_LEN: usize = 12;
 pub struct ReplicaAppend {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     pub prev_offset: u64,
-    pub prev_epoch: u32,
+    pub prev_epoch: LeaderEpoch,
     pub reset: bool,
     pub high_watermark: u64,
     /// Stamped record batches, each exactly one encoded batch; empty for a heartbeat.
@@ -44,7 +44,7 @@ pub struct ReplicaAppend {
 pub struct ReplicaAck {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     pub end: u64,
 }
 
@@ -53,11 +53,11 @@ pub struct ReplicaAck {
 pub struct ReplicaMismatch {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
     pub start: u64,
     pub end: u64,
     /// (epoch, first offset), both strictly increasing, offsets within `[start, end)`.
-    pub epochs: Vec<(u32, u64)>,
+    pub epochs: Vec<(LeaderEpoch, u64)>,
 }
 
 /// The sender's epoch is older than the receiver's promise.
@@ -65,11 +65,11 @@ pub struct ReplicaMismatch {
 pub struct ReplicaStale {
     pub stream: StreamName,
     pub partition: PartitionId,
-    pub epoch: u32,
+    pub epoch: LeaderEpoch,
 }
 
 fn check_epochs(
-    epochs: &[(u32, u64)],
+    epochs: &[(LeaderEpoch, u64)],
     start: u64,
     end: u64,
 ) -> Result<(), (&'static str, &'static str)> {
@@ -101,9 +101,9 @@ impl ReplicaAppend {
         }
         out.bytes_u16("stream", self.stream.as_str().as_bytes())?;
         out.u32(self.partition.get());
-        out.u32(self.epoch);
+        out.u32(self.epoch.get());
         out.u64(self.prev_offset);
-        out.u32(self.prev_epoch);
+        out.u32(self.prev_epoch.get());
         out.u8(u8::from(self.reset));
         out.u64(self.high_watermark);
         out.count("batches", self.batches.len())?;
@@ -116,9 +116,9 @@ impl ReplicaAppend {
     pub(crate) fn read(input: &mut PayloadReader) -> Result<ReplicaAppend, PayloadError> {
         let stream = input.stream_name("stream")?;
         let partition = PartitionId::new(input.u32("partition")?);
-        let epoch = input.u32("epoch")?;
+        let epoch = input.leader_epoch("epoch")?;
         let prev_offset = input.u64("prev_offset")?;
-        let prev_epoch = input.u32("prev_epoch")?;
+        let prev_epoch = input.leader_epoch("prev_epoch")?;
         let reset = match input.u8("reset")? {
             0 => false,
             1 => true,
@@ -149,7 +149,7 @@ impl ReplicaAck {
     pub(crate) fn write(&self, out: &mut PayloadWriter<'_>) -> Result<(), EncodeError> {
         out.bytes_u16("stream", self.stream.as_str().as_bytes())?;
         out.u32(self.partition.get());
-        out.u32(self.epoch);
+        out.u32(self.epoch.get());
         out.u64(self.end);
         Ok(())
     }
@@ -158,7 +158,7 @@ impl ReplicaAck {
         Ok(ReplicaAck {
             stream: input.stream_name("stream")?,
             partition: PartitionId::new(input.u32("partition")?),
-            epoch: input.u32("epoch")?,
+            epoch: input.leader_epoch("epoch")?,
             end: input.u64("end")?,
         })
     }
@@ -169,12 +169,12 @@ impl ReplicaMismatch {
         check_epochs(&self.epochs, self.start, self.end).map_err(invalid_message)?;
         out.bytes_u16("stream", self.stream.as_str().as_bytes())?;
         out.u32(self.partition.get());
-        out.u32(self.epoch);
+        out.u32(self.epoch.get());
         out.u64(self.start);
         out.u64(self.end);
         out.count("epochs", self.epochs.len())?;
         for &(epoch, start) in &self.epochs {
-            out.u32(epoch);
+            out.u32(epoch.get());
             out.u64(start);
         }
         Ok(())
@@ -183,13 +183,13 @@ impl ReplicaMismatch {
     pub(crate) fn read(input: &mut PayloadReader) -> Result<ReplicaMismatch, PayloadError> {
         let stream = input.stream_name("stream")?;
         let partition = PartitionId::new(input.u32("partition")?);
-        let epoch = input.u32("epoch")?;
+        let epoch = input.leader_epoch("epoch")?;
         let start = input.u64("start")?;
         let end = input.u64("end")?;
         let count = input.count("epochs", EPOCH_ENTRY_LEN)?;
         let mut epochs = Vec::with_capacity(count as usize);
         for _ in 0..count {
-            epochs.push((input.u32("epoch")?, input.u64("start_offset")?));
+            epochs.push((input.leader_epoch("epoch")?, input.u64("start_offset")?));
         }
         check_epochs(&epochs, start, end).map_err(invalid_payload)?;
         Ok(ReplicaMismatch {
@@ -207,7 +207,7 @@ impl ReplicaStale {
     pub(crate) fn write(&self, out: &mut PayloadWriter<'_>) -> Result<(), EncodeError> {
         out.bytes_u16("stream", self.stream.as_str().as_bytes())?;
         out.u32(self.partition.get());
-        out.u32(self.epoch);
+        out.u32(self.epoch.get());
         Ok(())
     }
 
@@ -215,7 +215,7 @@ impl ReplicaStale {
         Ok(ReplicaStale {
             stream: input.stream_name("stream")?,
             partition: PartitionId::new(input.u32("partition")?),
-            epoch: input.u32("epoch")?,
+            epoch: input.leader_epoch("epoch")?,
         })
     }
 }
@@ -225,7 +225,7 @@ mod tests {
     use bytes::{Bytes, BytesMut};
 
     use crate::frame::{FrameLimits, Message, ProtocolVersion, RequestId, decode_frame};
-    use crate::{PartitionId, StreamName};
+    use crate::{LeaderEpoch, PartitionId, StreamName};
 
     use super::ReplicaMismatch;
 
@@ -233,10 +233,13 @@ mod tests {
         ReplicaMismatch {
             stream: StreamName::new("s").expect("name"),
             partition: PartitionId::new(0),
-            epoch: 3,
+            epoch: LeaderEpoch::new(3),
             start,
             end,
-            epochs,
+            epochs: epochs
+                .into_iter()
+                .map(|(epoch, start)| (LeaderEpoch::new(epoch), start))
+                .collect(),
         }
     }
 
