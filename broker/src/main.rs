@@ -13,12 +13,17 @@ use floe_broker::run::ControlplaneSettings;
 use floe_broker::run::{self, DiskHighWater, Settings};
 use floe_broker::tls::CertificatePaths;
 use floe_broker::{dev, read_replica, tls};
+use floe_controlplane::logging::LogFormat;
 
 #[derive(Parser, Debug)]
 #[command(name = "floe-broker", version, about = "Floe broker")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as text for people, or JSON objects (one per line) for a log shipper.
+    /// Levels come from FLOE_LOG, else RUST_LOG, else `info`.
+    #[arg(long, global = true, env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand, Debug)]
@@ -288,13 +293,7 @@ struct ReadReplicaArgs {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    floe_controlplane::logging::init(cli.log_format);
     rustls::crypto::ring::default_provider()
         .install_default()
         .map_err(|_| anyhow::anyhow!("a TLS crypto provider was already installed"))?;

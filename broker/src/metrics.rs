@@ -96,6 +96,8 @@ pub struct Metrics {
     /// Uncommitted tails truncated, and whole logs reset, on this broker's replicas.
     pub replica_truncations: Counter,
     pub replica_resets: Counter,
+    /// Always 1, labelled with the version and commit (`floe_build_info`).
+    build_info: Family<floe_controlplane::BuildLabels, Gauge>,
     scrape_hook: OnceLock<ScrapeHook>,
     registry: Registry,
 }
@@ -141,9 +143,18 @@ impl Metrics {
             replica_leaderships: Counter::default(),
             replica_truncations: Counter::default(),
             replica_resets: Counter::default(),
+            build_info: Family::default(),
             scrape_hook: OnceLock::new(),
             registry: Registry::default(),
         };
+        m.build_info
+            .get_or_create(&floe_controlplane::BuildLabels::current())
+            .set(1);
+        registry.register(
+            "build_info",
+            "The running build: always 1, labelled with its version and commit",
+            m.build_info.clone(),
+        );
         m.register_publish(&mut registry);
         m.register_replication(&mut registry);
         m.register_fetch(&mut registry);

@@ -174,3 +174,71 @@ pub(crate) async fn read_payload(
     }
     Ok(payload.map(bytes::BytesMut::freeze).unwrap_or_default())
 }
+
+/// Why a client port could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientPortError {
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Quic(#[from] QuicError),
+    #[error("cannot read the client port's bound address")]
+    LocalAddr(#[source] std::io::Error),
+    #[error("the advertised address `{address}` is not host:port")]
+    Advertised {
+        address: String,
+        #[source]
+        source: floe_wire::EndpointError,
+    },
+}
+
+/// The port clients connect to (a broker's or a read replica's): its endpoint, the address
+/// it is bound to, the address advertised to clients, and the stateless-reset key it signs
+/// with (kept in the data directory, see [`load_reset_key`]).
+pub struct ClientPort {
+    pub endpoint: quinn::Endpoint,
+    pub local_addr: SocketAddr,
+    pub advertised: floe_wire::Endpoint,
+    pub reset_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for ClientPort {
+    /// Without the reset key, a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientPort")
+            .field("local_addr", &self.local_addr)
+            .field("advertised", &self.advertised)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientPort {
+    /// Binds `listen` with the server certificate in `certificates`, allowing
+    /// `streams_per_connection` concurrent requests per connection. `advertised` is the
+    /// address clients are told to use; the bound address when `None`.
+    pub fn bind(
+        listen: SocketAddr,
+        certificates: &crate::tls::CertificatePaths,
+        streams_per_connection: u32,
+        data_dir: &Path,
+        advertised: Option<&str>,
+    ) -> Result<ClientPort, ClientPortError> {
+        let transport = crate::tls::transport_config(
+            streams_per_connection,
+            std::time::Duration::from_secs(30),
+        )?;
+        let config = crate::tls::server_config(certificates, transport)?;
+        let reset_key = load_reset_key(data_dir)?;
+        let endpoint = endpoint(listen, config, &reset_key)?;
+        let local_addr = endpoint.local_addr().map_err(ClientPortError::LocalAddr)?;
+        let address = advertised.map_or_else(|| local_addr.to_string(), str::to_owned);
+        let advertised = floe_wire::Endpoint::new(address.clone())
+            .map_err(|source| ClientPortError::Advertised { address, source })?;
+        Ok(ClientPort {
+            endpoint,
+            local_addr,
+            advertised,
+            reset_key,
+        })
+    }
+}

@@ -21,13 +21,14 @@ use std::time::{Duration, Instant};
 use floe_client::{Client, ClientConfig};
 use floe_tier::{PartitionPath, RequestObserver, TierReader};
 use floe_wire::frame::{ConnectionLimits, Message};
-use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
+use floe_wire::{BrokerId, PartitionId, StreamName};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
+use crate::quic::{ClientPort, ClientPortError};
 use crate::server::{self, Refusal, Service};
 use crate::tiering::{self, TierSettings};
-use crate::tls::{self, CertificatePaths};
+use crate::tls::CertificatePaths;
 use follow::Tail;
 
 /// Why a read replica could not start.
@@ -49,18 +50,8 @@ pub enum ReadReplicaError {
     ControlplaneUrl(#[source] floe_client::rest::RestError),
     #[error("cannot reach the brokers through {controlplane}: {why}")]
     NoBrokers { controlplane: String, why: String },
-    #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
-    #[error(transparent)]
-    Quic(#[from] crate::quic::QuicError),
-    #[error("cannot read the bound address")]
-    LocalAddr(#[source] std::io::Error),
-    #[error("the advertised address `{address}` is not host:port")]
-    Advertised {
-        address: String,
-        #[source]
-        source: floe_wire::EndpointError,
-    },
+    #[error("cannot open the client port")]
+    ClientPort(#[from] ClientPortError),
     #[error("registering with the controlplane")]
     Register(#[source] floe_client::rest::RestError),
     #[error(transparent)]
@@ -68,6 +59,9 @@ pub enum ReadReplicaError {
 }
 
 type Result<T, E = ReadReplicaError> = std::result::Result<T, E>;
+
+/// Concurrent requests per client connection.
+const STREAMS_PER_CONNECTION: u32 = 256;
 
 /// Everything a read replica needs to start.
 #[derive(Debug, Clone)]
@@ -296,20 +290,18 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
             .map_err(ReadReplicaError::ControlplaneUrl)?;
     let brokers = connect_brokers(&rest, &settings).await?;
 
-    let transport = tls::transport_config(256, Duration::from_secs(30))?;
-    let config = tls::server_config(&settings.certificates, transport)?;
-    let reset_key = crate::quic::load_reset_key(&settings.data_dir)?;
-    let endpoint = crate::quic::endpoint(settings.listen, config, &reset_key)?;
-    let quic_addr = endpoint.local_addr().map_err(ReadReplicaError::LocalAddr)?;
-    let advertised = settings
-        .advertised
-        .clone()
-        .unwrap_or_else(|| quic_addr.to_string());
-    let advertised =
-        Endpoint::new(advertised.clone()).map_err(|source| ReadReplicaError::Advertised {
-            address: advertised,
-            source,
-        })?;
+    let ClientPort {
+        endpoint,
+        local_addr: quic_addr,
+        advertised,
+        ..
+    } = ClientPort::bind(
+        settings.listen,
+        &settings.certificates,
+        STREAMS_PER_CONNECTION,
+        &settings.data_dir,
+        settings.advertised.as_deref(),
+    )?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let state = Arc::new(ReadReplica {

@@ -22,6 +22,7 @@ use crate::history_read_cap::HistoryReadCap;
 use crate::metrics::{KindLabels, Metrics};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::peer::Peers;
+use crate::quic::ClientPort;
 use crate::replication::Replication;
 use crate::server::{Broker, BrokerParts};
 use crate::session::{self, Session};
@@ -45,12 +46,8 @@ pub enum StartError {
     PeerWithoutControlplane,
     #[error("cannot read a bound address")]
     LocalAddr(#[source] std::io::Error),
-    #[error("the advertised address `{address}` is not host:port")]
-    Advertised {
-        address: String,
-        #[source]
-        source: floe_wire::EndpointError,
-    },
+    #[error("cannot open the client port")]
+    ClientPort(#[from] crate::quic::ClientPortError),
     #[error(transparent)]
     Session(#[from] crate::session::SessionError),
     #[error(transparent)]
@@ -179,21 +176,18 @@ pub async fn start(settings: Settings) -> Result<Running> {
     let metrics = Metrics::new();
     let (partitions, tiering, syncs) = open_partitions(&settings, &metrics).await?;
 
-    let transport =
-        tls::transport_config(settings.streams_per_connection, Duration::from_secs(30))?;
-    let config = tls::server_config(&settings.certificates, transport)?;
-    let reset_key = crate::quic::load_reset_key(&settings.data_dir)?;
-    let endpoint = crate::quic::endpoint(settings.listen, config, &reset_key)?;
-    let quic_addr = endpoint.local_addr().map_err(StartError::LocalAddr)?;
-    let advertised = settings
-        .advertised
-        .clone()
-        .unwrap_or_else(|| quic_addr.to_string());
-    let advertised =
-        Endpoint::new(advertised.clone()).map_err(|source| StartError::Advertised {
-            address: advertised,
-            source,
-        })?;
+    let ClientPort {
+        endpoint,
+        local_addr: quic_addr,
+        advertised,
+        reset_key,
+    } = ClientPort::bind(
+        settings.listen,
+        &settings.certificates,
+        settings.streams_per_connection,
+        &settings.data_dir,
+        settings.advertised.as_deref(),
+    )?;
     let (session, peer_endpoint) = join_cluster(&settings, &reset_key, &advertised).await?;
     let broker_id = session
         .as_ref()

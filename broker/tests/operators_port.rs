@@ -39,6 +39,11 @@ async fn a_standalone_broker_is_alive_and_ready_once_started() {
     let (status, body) = get(addr, "/metrics").await;
     assert_eq!(status, 200);
     assert!(body.contains("floe_connections"), "{body}");
+    let build = format!(
+        "floe_build_info{{version=\"{}\",commit=\"",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(body.contains(&build), "{body}");
     let (status, _) = get(addr, "/nothing-here").await;
     assert_eq!(status, 404);
 

@@ -14,6 +14,7 @@ mod cluster;
 mod config;
 pub mod driver;
 mod election;
+pub mod logging;
 mod metrics;
 mod partition_election;
 pub mod placement;
@@ -23,4 +24,5 @@ pub mod store;
 
 pub use config::{Config, Database};
 pub use driver::ReadReplicaDriverConfig;
+pub use metrics::BuildLabels;
 pub use running::{Controlplane, Running, StartError};

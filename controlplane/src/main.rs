@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::Parser;
 use floe_controlplane::driver::aws_asg::AsgConfig;
 use floe_controlplane::driver::kubernetes::KubernetesConfig;
+use floe_controlplane::logging::LogFormat;
 use floe_controlplane::{Config, Controlplane, Database, ReadReplicaDriverConfig};
-use tracing_subscriber::EnvFilter;
 
 /// Floe's controlplane: the REST API, metadata store, placement, leases and the read
 /// replica autoscaler.
@@ -138,36 +138,6 @@ struct Args {
     log_format: LogFormat,
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-/// The log filter: FLOE_LOG wins over RUST_LOG; `info` when neither is set or valid.
-fn log_filter(floe_log: Option<&str>, rust_log: Option<&str>) -> EnvFilter {
-    [floe_log, rust_log]
-        .into_iter()
-        .flatten()
-        .find_map(|directives| EnvFilter::try_new(directives).ok())
-        .unwrap_or_else(|| EnvFilter::new("info"))
-}
-
-fn init_logging(format: LogFormat) {
-    let floe_log = std::env::var("FLOE_LOG").ok();
-    let rust_log = std::env::var("RUST_LOG").ok();
-    let filter = log_filter(floe_log.as_deref(), rust_log.as_deref());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        // JSON lines carry no colour codes; current span fields ride along with each event.
-        LogFormat::Json => builder.json().with_ansi(false).init(),
-    }
-}
-
 impl Args {
     /// The read replica driver the flags name (at most one).
     fn driver(&self) -> anyhow::Result<ReadReplicaDriverConfig> {
@@ -282,7 +252,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    floe_controlplane::logging::init(args.log_format);
     let config = args.config(|name| std::env::var(name).ok())?;
     let running = Controlplane::start(config)
         .await
@@ -419,18 +389,6 @@ mod tests {
     fn a_tiny_autoscale_interval_is_raised_to_ten_milliseconds() {
         let config = config(&["--autoscale-interval", "1ms"]).expect("valid");
         assert_eq!(config.autoscale_interval, Duration::from_millis(10));
-    }
-
-    #[test]
-    fn floe_log_wins_over_rust_log_and_info_is_the_default() {
-        assert_eq!(log_filter(Some("debug"), Some("warn")).to_string(), "debug");
-        assert_eq!(log_filter(None, Some("warn")).to_string(), "warn");
-        assert_eq!(log_filter(None, None).to_string(), "info");
-        // An unreadable FLOE_LOG falls back to RUST_LOG rather than to nothing.
-        assert_eq!(
-            log_filter(Some("=!bad[["), Some("trace")).to_string(),
-            "trace"
-        );
     }
 
     #[test]

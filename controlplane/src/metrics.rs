@@ -32,17 +32,18 @@ pub(crate) struct StateLabels {
     pub(crate) state: &'static str,
 }
 
-/// Labels of the build's identity.
+/// Labels of the build's identity, for `floe_build_info` (the controlplane's and the
+/// broker's).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct BuildLabels {
-    pub(crate) version: &'static str,
-    pub(crate) commit: &'static str,
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub commit: &'static str,
 }
 
 impl BuildLabels {
     /// This build: the crate's version, and the commit `FLOE_BUILD_COMMIT` named at compile
     /// time (`scripts/package.sh` sets it), else `unknown`.
-    pub(crate) fn current() -> BuildLabels {
+    pub fn current() -> BuildLabels {
         BuildLabels {
             version: env!("CARGO_PKG_VERSION"),
             commit: option_env!("FLOE_BUILD_COMMIT").unwrap_or("unknown"),
