@@ -12,7 +12,7 @@ use floe_wire::Offset;
 use floe_wire::batch::{self, BatchHeader, HEADER_LEN};
 
 use crate::manifest::{ManifestLog, ManifestState, TieredSegment};
-use crate::segment::{Footer, TRAILER_LEN};
+use crate::segment::{Footer, FooterEntry, TRAILER_LEN};
 use crate::{CorruptReason, PartitionPath, TierError, TierStore};
 
 pub use chunks::DiskCacheConfig;
@@ -68,6 +68,42 @@ struct BatchesRead {
     bytes: Bytes,
     next_offset: Offset,
     end_position: u64,
+}
+
+/// The batches a read serves, as found from their headers.
+struct Extent {
+    /// Where the first batch served starts; `None` when there is none.
+    start: Option<u64>,
+    /// Where the batches served end, and the walk stopped.
+    end: u64,
+    /// The offset after the last batch walked.
+    next_offset: Offset,
+}
+
+/// The error for an object whose content is not what its footer or its batches say.
+fn corrupt(object: &ObjectData, reason: CorruptReason) -> TierError {
+    TierError::Corrupt {
+        key: object.key.to_string(),
+        reason,
+    }
+}
+
+/// Validates every batch of `bytes`, whole batches read from `start` in the object.
+fn validate_batches(object: &ObjectData, bytes: &[u8], start: u64) -> Result<(), TierError> {
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let header = batch::validate(&bytes[at..]).map_err(|e| {
+            corrupt(
+                object,
+                CorruptReason::Batch {
+                    position: start + at as u64,
+                    detail: e.to_string(),
+                },
+            )
+        })?;
+        at += header.batch_length as usize;
+    }
+    Ok(())
 }
 
 /// Reads tiered data of any partition in the store. Cheap to clone; share one per process.
@@ -271,29 +307,18 @@ impl TierReader {
             data_len: segment.data_bytes,
         };
         let footer = self.footer(&object.key, segment).await?;
-        let corrupt = |reason| TierError::Corrupt {
-            key: object.key.to_string(),
-            reason,
-        };
         let entry = footer
             .entry_for_timestamp(timestamp)
-            .ok_or_else(|| corrupt(CorruptReason::Field("time index")))?;
+            .ok_or_else(|| corrupt(&object, CorruptReason::Field("time index")))?;
         let mut position = u64::from(entry.position);
         while position < footer.data_len {
-            let header_end = (position + HEADER_LEN as u64).min(footer.data_len);
-            let raw = self.chunks.read(&object, position, header_end).await?;
-            let header = BatchHeader::parse(&raw).map_err(|e| {
-                corrupt(CorruptReason::Batch {
-                    position,
-                    detail: e.to_string(),
-                })
-            })?;
+            let header = self.header_at(&object, position, footer.data_len).await?;
             if header.max_timestamp >= timestamp {
                 return Ok(Some(header.base_offset));
             }
             position += u64::from(header.batch_length);
         }
-        Err(corrupt(CorruptReason::Field("max_timestamp")))
+        Err(corrupt(&object, CorruptReason::Field("max_timestamp")))
     }
 
     async fn read_batches(
@@ -303,14 +328,10 @@ impl TierReader {
         from: Offset,
         max_bytes: usize,
     ) -> Result<BatchesRead, TierError> {
-        let corrupt = |reason| TierError::Corrupt {
-            key: object.key.to_string(),
-            reason,
-        };
         let entry = footer
             .entry_for(from)
-            .ok_or_else(|| corrupt(CorruptReason::Field("index")))?;
-        let mut position = u64::from(entry.position);
+            .ok_or_else(|| corrupt(object, CorruptReason::Field("index")))?;
+        let position = u64::from(entry.position);
         // The chunks this read will likely walk into, fetched side by side rather than one
         // after another as the walk reaches them.
         let chunk = self.chunks.chunk_bytes();
@@ -320,32 +341,67 @@ impl TierReader {
         for index in position / chunk + 1..likely_end.div_ceil(chunk) {
             self.chunks.prefetch(object, index);
         }
-        let mut expected = Offset::new(footer.base_offset.get() + u64::from(entry.relative_offset));
         // First the batches' extent, from their headers; then their bytes in one read, which
         // is a slice of a cached chunk when they lie in one, and one copy when they span
         // chunks. Every batch is validated before it is served.
+        let extent = self
+            .batch_extent(object, footer, entry, from, max_bytes)
+            .await?;
+        let bytes = match extent.start {
+            Some(first) => self.chunks.read(object, first, extent.end).await?,
+            None => Bytes::new(),
+        };
+        // The same immutable bytes the headers came from: validating walks the same batches.
+        validate_batches(object, &bytes, extent.start.unwrap_or(0))?;
+        // A sequential reader comes back for what follows: fetch the rest of the chunk the
+        // read ended in and the `read_ahead_chunks` after it (those cached or in flight are
+        // skipped).
+        if self.reads_sequentially(bytes.len(), extent.end) {
+            for ahead in 0..=self.config.read_ahead_chunks {
+                self.chunks.prefetch(object, extent.end / chunk + ahead);
+            }
+        }
+        Ok(BatchesRead {
+            bytes,
+            next_offset: extent.next_offset,
+            end_position: extent.end,
+        })
+    }
+
+    /// Walks the batch headers from the footer `entry` at or below `from` and finds the
+    /// batches a read from `from` serves: whole batches, at least one, and no more than
+    /// `max_bytes` beyond the first.
+    async fn batch_extent(
+        &self,
+        object: &ObjectData,
+        footer: &Footer,
+        entry: FooterEntry,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<Extent, TierError> {
+        let mut position = u64::from(entry.position);
+        let mut expected = Offset::new(footer.base_offset.get() + u64::from(entry.relative_offset));
         let mut start = None;
         while position < footer.data_len {
-            let header_end = (position + HEADER_LEN as u64).min(footer.data_len);
-            let raw = self.chunks.read(object, position, header_end).await?;
-            let header = BatchHeader::parse(&raw).map_err(|e| {
-                corrupt(CorruptReason::Batch {
-                    position,
-                    detail: e.to_string(),
-                })
-            })?;
+            let header = self.header_at(object, position, footer.data_len).await?;
             if header.base_offset != expected {
-                return Err(corrupt(CorruptReason::Batch {
-                    position,
-                    detail: format!(
-                        "base offset {} where {expected} was expected",
-                        header.base_offset
-                    ),
-                }));
+                return Err(corrupt(
+                    object,
+                    CorruptReason::Batch {
+                        position,
+                        detail: format!(
+                            "base offset {} where {expected} was expected",
+                            header.base_offset
+                        ),
+                    },
+                ));
             }
             let end = position + u64::from(header.batch_length);
             if end > footer.data_len {
-                return Err(corrupt(CorruptReason::Field("batch runs past the data")));
+                return Err(corrupt(
+                    object,
+                    CorruptReason::Field("batch runs past the data"),
+                ));
             }
             if header.next_offset() <= from {
                 position = end;
@@ -360,35 +416,32 @@ impl TierReader {
             expected = header.next_offset();
         }
         if position >= footer.data_len && expected != footer.next_offset {
-            return Err(corrupt(CorruptReason::Field("next_offset")));
+            return Err(corrupt(object, CorruptReason::Field("next_offset")));
         }
-        let bytes = match start {
-            Some(first) => self.chunks.read(object, first, position).await?,
-            None => Bytes::new(),
-        };
-        // The same immutable bytes the headers came from: validating walks the same batches.
-        let mut at = 0usize;
-        while at < bytes.len() {
-            let header = batch::validate(&bytes[at..]).map_err(|e| {
-                corrupt(CorruptReason::Batch {
-                    position: start.unwrap_or(0) + at as u64,
-                    detail: e.to_string(),
-                })
-            })?;
-            at += header.batch_length as usize;
-        }
-        // A sequential reader comes back for what follows: fetch the rest of the chunk the
-        // read ended in and the `read_ahead_chunks` after it (those cached or in flight are
-        // skipped).
-        if self.reads_sequentially(bytes.len(), position) {
-            for ahead in 0..=self.config.read_ahead_chunks {
-                self.chunks.prefetch(object, position / chunk + ahead);
-            }
-        }
-        Ok(BatchesRead {
-            bytes,
+        Ok(Extent {
+            start,
+            end: position,
             next_offset: expected,
-            end_position: position,
+        })
+    }
+
+    /// The header of the batch at `position` of an object whose data is `data_len` bytes.
+    async fn header_at(
+        &self,
+        object: &ObjectData,
+        position: u64,
+        data_len: u64,
+    ) -> Result<BatchHeader, TierError> {
+        let header_end = (position + HEADER_LEN as u64).min(data_len);
+        let raw = self.chunks.read(object, position, header_end).await?;
+        BatchHeader::parse(&raw).map_err(|e| {
+            corrupt(
+                object,
+                CorruptReason::Batch {
+                    position,
+                    detail: e.to_string(),
+                },
+            )
         })
     }
 

@@ -64,28 +64,8 @@ impl Log {
     }
 
     fn append_stamped(&self, bytes: &[u8], stamp: Stamp) -> Result<Appended, LogError> {
-        let max = self.shared.config.batch_bytes_max;
-        if bytes.len() > max as usize {
-            return Err(LogError::BatchTooLarge {
-                size: bytes.len(),
-                max,
-            });
-        }
         // Validation (checksum included) happens before taking the lock.
-        let mut header = batch::validate(bytes)?;
-        if bytes.len() != header.batch_length as usize {
-            return Err(floe_wire::BatchError::LengthMismatch {
-                declared: header.batch_length,
-                available: bytes.len(),
-            }
-            .into());
-        }
-        if let Stamp::Leader { control, .. } = stamp
-            && header.is_control() != control
-        {
-            // Never from a producer; and the leader's own is always one.
-            return Err(LogError::ControlBatch);
-        }
+        let mut header = self.validate_batch(bytes, &stamp)?;
         let shared = &self.shared;
         let mut w = shared.writer();
         shared.check_writable(&w)?;
@@ -134,6 +114,33 @@ impl Log {
             shared.fail(e);
         }
         result
+    }
+
+    /// Checks a batch as a whole before the writer lock is taken: its size, its checksum, its
+    /// declared length, and that only the leader's own batches are control batches.
+    fn validate_batch(&self, bytes: &[u8], stamp: &Stamp) -> Result<BatchHeader, LogError> {
+        let max = self.shared.config.batch_bytes_max;
+        if bytes.len() > max as usize {
+            return Err(LogError::BatchTooLarge {
+                size: bytes.len(),
+                max,
+            });
+        }
+        let header = batch::validate(bytes)?;
+        if bytes.len() != header.batch_length as usize {
+            return Err(floe_wire::BatchError::LengthMismatch {
+                declared: header.batch_length,
+                available: bytes.len(),
+            }
+            .into());
+        }
+        if let Stamp::Leader { control, .. } = *stamp
+            && header.is_control() != control
+        {
+            // Never from a producer; and the leader's own is always one.
+            return Err(LogError::ControlBatch);
+        }
+        Ok(header)
     }
 
     fn write_stamped(

@@ -70,89 +70,116 @@ pub(super) fn open(
     let listing = list(storage.as_ref(), dir)?;
     let mut bases = listing.segments.clone();
     if bases.is_empty() {
-        let path = dir.join(segment::file_name(empty_start, LOG_EXT));
-        storage
-            .open(&path, true)
-            .map_err(LogError::io("create", &path))?;
-        storage
-            .sync_dir(dir)
-            .map_err(LogError::io("fsync directory", dir))?;
+        create_first_segment(storage.as_ref(), dir, empty_start)?;
         bases.push(empty_start);
     }
+    let (segments, active) = open_segments(storage.as_ref(), dir, &bases, &listing, &config)?;
+    let log_end = active.state().next_offset;
+
+    let epochs = recover_epochs(storage.as_ref(), dir, log_end)?;
+    let producers = recover_producers(storage.as_ref(), dir, &listing, &segments, &config)?;
+    let high_watermark = recover_high_watermark(storage.as_ref(), dir, log_end)?;
+
+    let writer = Writer {
+        active,
+        active_since: Instant::now(),
+        producers,
+        epochs,
+        high_watermark,
+        closed: false,
+        scratch: Vec::new(),
+    };
+    let shared = new_shared(storage, dir, config, segments, writer);
+    tracing::info!(dir = %dir.display(), segments = bases.len(), %log_end, "opened log");
+    Log::from_shared(Arc::new(shared))
+}
+
+/// Creates the empty data file of a log's first segment, durably.
+fn create_first_segment(storage: &dyn Storage, dir: &Path, base: Offset) -> Result<(), LogError> {
+    let path = dir.join(segment::file_name(base, LOG_EXT));
+    storage
+        .open(&path, true)
+        .map_err(LogError::io("create", &path))?;
+    storage
+        .sync_dir(dir)
+        .map_err(LogError::io("fsync directory", dir))
+}
+
+/// Opens the segments at `bases`, in order: every one but the last as sealed, the last as
+/// active. Returns them all (the active one last) and the active one.
+fn open_segments(
+    storage: &dyn Storage,
+    dir: &Path,
+    bases: &[Offset],
+    listing: &Listing,
+    config: &LogConfig,
+) -> Result<(Vec<Arc<Segment>>, Arc<Segment>), LogError> {
     let mut segments = Vec::with_capacity(bases.len());
     for pair in bases.windows(2) {
         let has_index = listing.indexes.contains(&pair[0]);
         segments.push(Arc::new(open_sealed(
-            storage.as_ref(),
-            dir,
-            pair[0],
-            pair[1],
-            has_index,
-            &config,
+            storage, dir, pair[0], pair[1], has_index, config,
         )?));
     }
     let active_base = *bases.last().unwrap_or(&Offset::ZERO);
-    let active = Arc::new(open_active(
-        storage.as_ref(),
-        dir,
-        active_base,
-        &listing,
-        &config,
-    )?);
-    let log_end = active.state().next_offset;
+    let active = Arc::new(open_active(storage, dir, active_base, listing, config)?);
     segments.push(active.clone());
+    Ok((segments, active))
+}
 
-    let epochs = recover_epochs(storage.as_ref(), dir, log_end)?;
-    let producers = recover_producers(storage.as_ref(), dir, &listing, &segments, &config)?;
-    let high_watermark = match state_file::read_framed(
-        storage.as_ref(),
-        dir,
-        HIGH_WATERMARK_FILE,
-        HIGH_WATERMARK_MAGIC,
-    )? {
+/// The persisted high watermark, capped at the recovered log end; zero when none was
+/// persisted.
+fn recover_high_watermark(
+    storage: &dyn Storage,
+    dir: &Path,
+    log_end: Offset,
+) -> Result<Offset, LogError> {
+    match state_file::read_framed(storage, dir, HIGH_WATERMARK_FILE, HIGH_WATERMARK_MAGIC)? {
         Some(p) if p.len() == 8 => {
-            Offset::new(u64::from_le_bytes(p.try_into().unwrap_or_default())).min(log_end)
+            Ok(Offset::new(u64::from_le_bytes(p.try_into().unwrap_or_default())).min(log_end))
         }
-        Some(_) => {
-            return Err(LogError::Corrupt {
-                file: dir.join(HIGH_WATERMARK_FILE),
-                position: 0,
-                reason: "payload is not 8 bytes".into(),
-            });
-        }
-        None => Offset::ZERO,
-    };
+        Some(_) => Err(LogError::Corrupt {
+            file: dir.join(HIGH_WATERMARK_FILE),
+            position: 0,
+            reason: "payload is not 8 bytes".into(),
+        }),
+        None => Ok(Offset::ZERO),
+    }
+}
 
+/// The state shared by a log's handles and its syncer, for a recovered log whose whole
+/// content is durable (everything written is synced).
+fn new_shared(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    config: LogConfig,
+    segments: Vec<Arc<Segment>>,
+    writer: Writer,
+) -> Shared {
+    let log_end = writer.active.state().next_offset;
     let status = SyncStatus {
         synced: log_end,
         failed: false,
         closed: false,
         truncations: 0,
     };
-    let shared = Arc::new(Shared {
+    let sync = SyncState {
+        written: log_end,
+        pending: Pending::default(),
+        synced: log_end,
+        file: writer.active.file.clone(),
+        written_bytes: writer.active.state().size,
+        cached_from: 0,
+        previous: None,
+        shutdown: false,
+        truncations: 0,
+    };
+    Shared {
         dir: dir.to_path_buf(),
-        storage: storage.clone(),
-        writer: Mutex::new(Writer {
-            active: active.clone(),
-            active_since: Instant::now(),
-            producers,
-            epochs,
-            high_watermark,
-            closed: false,
-            scratch: Vec::new(),
-        }),
+        storage,
+        writer: Mutex::new(writer),
         segments: RwLock::new(segments),
-        sync: Mutex::new(SyncState {
-            written: log_end,
-            pending: Pending::default(),
-            synced: log_end,
-            file: active.file.clone(),
-            written_bytes: active.state().size,
-            cached_from: 0,
-            previous: None,
-            shutdown: false,
-            truncations: 0,
-        }),
+        sync: Mutex::new(sync),
         config,
         work: Condvar::new(),
         synced_cv: Condvar::new(),
@@ -165,9 +192,7 @@ pub(super) fn open(
             sync_nanos: AtomicU64::new(0),
             released_bytes: AtomicU64::new(0),
         },
-    });
-    tracing::info!(dir = %dir.display(), segments = bases.len(), %log_end, "opened log");
-    Log::from_shared(shared)
+    }
 }
 
 /// Opens the data file of the segment at `base`; returns its path, handle and length.

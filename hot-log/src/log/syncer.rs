@@ -2,7 +2,7 @@
 //! how far the log is durable. Never retries a failed sync. After a sync it releases from
 //! the page cache what lies more than a window behind the synced end.
 
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
 use crate::LogError;
@@ -45,20 +45,10 @@ fn plan_release(
 }
 
 pub(super) fn run(shared: &Shared) {
-    let policy = shared.config.group_commit;
     let mut s = shared.sync_state();
     loop {
         let now = Instant::now();
-        let decision = if shared.failure.get().is_some() {
-            SyncDecision::Idle
-        } else {
-            match policy.decide(s.pending, now) {
-                // Closing: sync what is pending without waiting for company.
-                SyncDecision::WaitUntil(_) if s.shutdown => SyncDecision::SyncNow,
-                decision => decision,
-            }
-        };
-        match decision {
+        match decide(shared, &s, now) {
             SyncDecision::Idle if s.shutdown => return,
             SyncDecision::Idle => {
                 s = shared.work.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -71,57 +61,80 @@ pub(super) fn run(shared: &Shared) {
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
-            SyncDecision::SyncNow => {
-                let target = s.written;
-                let target_bytes = s.written_bytes;
-                let truncations = s.truncations;
-                let file = s.file.clone();
-                let bytes = s.pending.bytes;
-                s.pending = Pending::default();
-                drop(s);
-                let started = Instant::now();
-                let syncing = shared.config.sync_activity.as_ref().map(|a| a.begin());
-                let result = file.sync_data();
-                drop(syncing);
-                let took = started.elapsed();
-                add_stat(&shared.stats.sync_nanos, took.as_nanos() as u64);
-                if let Some(observer) = &shared.config.sync_observer {
-                    (observer.0)(took);
-                }
-                add_stat(&shared.stats.syncs, 1);
-                match result {
-                    Ok(()) => {
-                        add_stat(&shared.stats.synced_bytes, bytes);
-                        s = shared.sync_state();
-                        // A truncation during the sync changed what the offsets hold.
-                        if s.truncations == truncations && target > s.synced {
-                            s.synced = target;
-                        }
-                        shared.publish(&s);
-                        let releases = plan_release(
-                            &mut s,
-                            &file,
-                            target_bytes,
-                            truncations,
-                            shared.config.page_cache_bytes,
-                        );
-                        if !releases.is_empty() {
-                            drop(s);
-                            releases.into_iter().for_each(|r| shared.release_cache(r));
-                            s = shared.sync_state();
-                        }
-                    }
-                    Err(source) => {
-                        let error = LogError::Io {
-                            op: "fdatasync",
-                            path: shared.dir.clone(),
-                            source,
-                        };
-                        shared.fail(&error);
-                        s = shared.sync_state();
-                    }
-                }
-            }
+            SyncDecision::SyncNow => s = sync_now(shared, s),
         }
     }
+}
+
+/// What the syncer does next: nothing once the log failed, else what the group-commit policy
+/// says about what is pending.
+fn decide(shared: &Shared, s: &SyncState, now: Instant) -> SyncDecision {
+    if shared.failure.get().is_some() {
+        return SyncDecision::Idle;
+    }
+    match shared.config.group_commit.decide(s.pending, now) {
+        // Closing: sync what is pending without waiting for company.
+        SyncDecision::WaitUntil(_) if s.shutdown => SyncDecision::SyncNow,
+        decision => decision,
+    }
+}
+
+/// Syncs everything written so far, then publishes the new synced end (or fails the log).
+/// Called with the sync state locked; unlocks it for the sync and returns it locked again.
+fn sync_now<'a>(shared: &'a Shared, mut s: MutexGuard<'a, SyncState>) -> MutexGuard<'a, SyncState> {
+    let target = s.written;
+    let target_bytes = s.written_bytes;
+    let truncations = s.truncations;
+    let file = s.file.clone();
+    let bytes = s.pending.bytes;
+    s.pending = Pending::default();
+    drop(s);
+    match timed_sync(shared, file.as_ref()) {
+        Ok(()) => {
+            add_stat(&shared.stats.synced_bytes, bytes);
+            s = shared.sync_state();
+            // A truncation during the sync changed what the offsets hold.
+            if s.truncations == truncations && target > s.synced {
+                s.synced = target;
+            }
+            shared.publish(&s);
+            let releases = plan_release(
+                &mut s,
+                &file,
+                target_bytes,
+                truncations,
+                shared.config.page_cache_bytes,
+            );
+            if !releases.is_empty() {
+                drop(s);
+                releases.into_iter().for_each(|r| shared.release_cache(r));
+                s = shared.sync_state();
+            }
+            s
+        }
+        Err(source) => {
+            let error = LogError::Io {
+                op: "fdatasync",
+                path: shared.dir.clone(),
+                source,
+            };
+            shared.fail(&error);
+            shared.sync_state()
+        }
+    }
+}
+
+/// Runs `fdatasync` on `file`, reporting it as sync activity and counting it and its time.
+fn timed_sync(shared: &Shared, file: &dyn StorageFile) -> std::io::Result<()> {
+    let started = Instant::now();
+    let syncing = shared.config.sync_activity.as_ref().map(|a| a.begin());
+    let result = file.sync_data();
+    drop(syncing);
+    let took = started.elapsed();
+    add_stat(&shared.stats.sync_nanos, took.as_nanos() as u64);
+    if let Some(observer) = &shared.config.sync_observer {
+        (observer.0)(took);
+    }
+    add_stat(&shared.stats.syncs, 1);
+    result
 }

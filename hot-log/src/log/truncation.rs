@@ -2,6 +2,7 @@
 //! follower this way; only records above the high watermark are ever truncated).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use floe_wire::Offset;
@@ -40,86 +41,17 @@ impl Log {
 
 fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), LogError> {
     let segments = shared.segments();
-    let start = segments.first().map_or(Offset::ZERO, |s| s.base);
     let end = w.active.state().next_offset;
     if to >= end {
         return Ok(());
     }
-    if to < start {
-        return Err(LogError::OffsetOutOfRange {
-            requested: to,
-            log_start: start,
-            log_end: end,
-        });
-    }
-    let keep_at = segments.partition_point(|s| s.base <= to).saturating_sub(1);
-    let keep = segments[keep_at].clone();
-    let position = match keep.position_of(to)? {
-        Some((position, header)) if header.base_offset == to => position,
-        Some((_, header)) => {
-            return Err(LogError::NotBatchBoundary {
-                offset: to,
-                batch_base: header.base_offset,
-            });
-        }
-        None => {
-            return Err(LogError::OffsetOutOfRange {
-                requested: to,
-                log_start: start,
-                log_end: end,
-            });
-        }
-    };
+    let (keep_at, position) = locate_batch(&segments, to, end)?;
+    let keep = &segments[keep_at];
     let storage = shared.storage.as_ref();
     let dir = &shared.dir;
-    // Newest first, so a crash part-way leaves a contiguous log.
-    for removed in segments[keep_at + 1..].iter().rev() {
-        shared
-            .segments
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
-        remove_if_exists(storage, &removed.path)?;
-        remove_if_exists(
-            storage,
-            &dir.join(segment::file_name(removed.base, INDEX_EXT)),
-        )?;
-    }
-    storage
-        .sync_dir(dir)
-        .map_err(LogError::io("fsync directory", dir))?;
-    keep.file
-        .set_len(position)
-        .map_err(LogError::io("truncate", &keep.path))?;
-    keep.file
-        .sync_data()
-        .map_err(LogError::io("fdatasync", &keep.path))?;
-    remove_if_exists(storage, &dir.join(segment::file_name(keep.base, INDEX_EXT)))?;
-    let (state, stop) = Segment::scan_state(
-        keep.file.as_ref(),
-        &keep.path,
-        keep.base,
-        position,
-        shared.config.index_interval_bytes,
-    )?;
-    if let Some(stop) = stop {
-        return Err(LogError::Corrupt {
-            file: keep.path.clone(),
-            position: stop.position,
-            reason: stop.reason,
-        });
-    }
-    *keep.state_mut() = state;
-    let listing = open::list(storage, dir)?;
-    for &at in listing.snapshots.iter().filter(|&&at| at > to) {
-        remove_if_exists(
-            storage,
-            &dir.join(segment::file_name(at, crate::producer_state::PRODUCERS_EXT)),
-        )?;
-    }
-    storage
-        .sync_dir(dir)
-        .map_err(LogError::io("fsync directory", dir))?;
+    remove_segments(shared, &segments[keep_at + 1..])?;
+    cut_segment(shared, keep, position)?;
+    remove_snapshots_after(storage, dir, to)?;
 
     w.active = keep.clone();
     w.active_since = Instant::now();
@@ -144,4 +76,100 @@ fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), Lo
     shared.end_tx.send_replace(to);
     tracing::info!(dir = %dir.display(), %to, "truncated log");
     Ok(())
+}
+
+/// Where the batch starting at `to` lies: the index in `segments` of the segment holding it
+/// and its byte position there. `to` must be below the log end `end`.
+fn locate_batch(
+    segments: &[Arc<Segment>],
+    to: Offset,
+    end: Offset,
+) -> Result<(usize, u64), LogError> {
+    let start = segments.first().map_or(Offset::ZERO, |s| s.base);
+    let out_of_range = || LogError::OffsetOutOfRange {
+        requested: to,
+        log_start: start,
+        log_end: end,
+    };
+    if to < start {
+        return Err(out_of_range());
+    }
+    let keep_at = segments.partition_point(|s| s.base <= to).saturating_sub(1);
+    match segments[keep_at].position_of(to)? {
+        Some((position, header)) if header.base_offset == to => Ok((keep_at, position)),
+        Some((_, header)) => Err(LogError::NotBatchBoundary {
+            offset: to,
+            batch_base: header.base_offset,
+        }),
+        None => Err(out_of_range()),
+    }
+}
+
+/// Removes `removed`, the segments after the one truncation keeps, and their index files,
+/// durably.
+fn remove_segments(shared: &Shared, removed: &[Arc<Segment>]) -> Result<(), LogError> {
+    let storage = shared.storage.as_ref();
+    let dir = &shared.dir;
+    // Newest first, so a crash part-way leaves a contiguous log.
+    for removed in removed.iter().rev() {
+        shared
+            .segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        remove_if_exists(storage, &removed.path)?;
+        remove_if_exists(
+            storage,
+            &dir.join(segment::file_name(removed.base, INDEX_EXT)),
+        )?;
+    }
+    storage
+        .sync_dir(dir)
+        .map_err(LogError::io("fsync directory", dir))
+}
+
+/// Cuts `keep`, now the last segment, durably at `position`, drops its index file and
+/// rescans what remains of it.
+fn cut_segment(shared: &Shared, keep: &Segment, position: u64) -> Result<(), LogError> {
+    let storage = shared.storage.as_ref();
+    keep.file
+        .set_len(position)
+        .map_err(LogError::io("truncate", &keep.path))?;
+    keep.file
+        .sync_data()
+        .map_err(LogError::io("fdatasync", &keep.path))?;
+    remove_if_exists(
+        storage,
+        &shared.dir.join(segment::file_name(keep.base, INDEX_EXT)),
+    )?;
+    let (state, stop) = Segment::scan_state(
+        keep.file.as_ref(),
+        &keep.path,
+        keep.base,
+        position,
+        shared.config.index_interval_bytes,
+    )?;
+    if let Some(stop) = stop {
+        return Err(LogError::Corrupt {
+            file: keep.path.clone(),
+            position: stop.position,
+            reason: stop.reason,
+        });
+    }
+    *keep.state_mut() = state;
+    Ok(())
+}
+
+/// Removes the producer snapshots taken after `to`, durably.
+fn remove_snapshots_after(storage: &dyn Storage, dir: &Path, to: Offset) -> Result<(), LogError> {
+    let listing = open::list(storage, dir)?;
+    for &at in listing.snapshots.iter().filter(|&&at| at > to) {
+        remove_if_exists(
+            storage,
+            &dir.join(segment::file_name(at, crate::producer_state::PRODUCERS_EXT)),
+        )?;
+    }
+    storage
+        .sync_dir(dir)
+        .map_err(LogError::io("fsync directory", dir))
 }

@@ -120,65 +120,16 @@ impl SegmentIndex {
         base: Offset,
         segment_bytes: u64,
     ) -> Result<IndexFile, &'static str> {
-        if bytes.len() < INDEX_HEADER_LEN {
-            return Err("shorter than its header");
-        }
-        if bytes[0..4] != INDEX_MAGIC || bytes[4] != INDEX_VERSION || bytes[5..8] != [0, 0, 0] {
-            return Err("bad magic or version");
-        }
-        let u64_at = |at: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&bytes[at..at + 8]);
-            u64::from_le_bytes(b)
-        };
-        let u32_at = |at: usize| {
-            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-        };
-        if index_crc(bytes) != u32_at(44) {
-            return Err("checksum mismatch");
-        }
-        if u64_at(8) != base.get() {
-            return Err("base offset differs from the file name");
-        }
-        let next_offset = Offset::new(u64_at(16));
-        if u64_at(24) != segment_bytes {
-            return Err("segment length differs from the data file");
-        }
-        let count = u32_at(40) as usize;
-        if bytes.len() != INDEX_HEADER_LEN + count * INDEX_ENTRY_LEN {
-            return Err("entry count differs from the file length");
-        }
-        let span = next_offset.distance_from(base);
-        if span == 0 || span > u64::from(u32::MAX) || count == 0 {
-            return Err("empty or impossible offset range");
-        }
-        let mut entries: Vec<IndexEntry> = Vec::with_capacity(count);
-        for chunk in bytes[INDEX_HEADER_LEN..].chunks_exact(INDEX_ENTRY_LEN) {
-            let rel = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            let pos = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
-            let mut ts = [0u8; 8];
-            ts.copy_from_slice(&chunk[8..16]);
-            let entry = IndexEntry {
-                relative_offset: rel,
-                position: pos,
-                max_timestamp: i64::from_le_bytes(ts),
-            };
-            let ordered = match entries.last() {
-                None => rel == 0 && pos == 0,
-                Some(prev) => {
-                    rel > prev.relative_offset
-                        && pos > prev.position
-                        && entry.max_timestamp >= prev.max_timestamp
-                }
-            };
-            if !ordered || u64::from(pos) >= segment_bytes || u64::from(rel) >= span {
-                return Err("entries out of order or out of range");
-            }
-            entries.push(entry);
-        }
+        let header = decode_header(bytes, base, segment_bytes)?;
+        let entries = decode_entries(
+            &bytes[INDEX_HEADER_LEN..],
+            header.count,
+            header.span,
+            segment_bytes,
+        )?;
         Ok(IndexFile {
-            next_offset,
-            max_timestamp: i64::from_le_bytes(bytes[32..40].try_into().map_err(|_| "header")?),
+            next_offset: header.next_offset,
+            max_timestamp: header.max_timestamp,
             index: SegmentIndex {
                 entries,
                 bytes_since_entry: 0,
@@ -186,6 +137,97 @@ impl SegmentIndex {
             },
         })
     }
+}
+
+/// What an index file's header says, once checked against its segment.
+struct IndexHeader {
+    next_offset: Offset,
+    max_timestamp: i64,
+    /// Entries that follow; the file's length agrees.
+    count: usize,
+    /// Offsets the segment holds: at least 1, at most `u32::MAX`.
+    span: u64,
+}
+
+/// Parses and checks the header of the index file `bytes` (the checksum covers the entries
+/// too).
+fn decode_header(
+    bytes: &[u8],
+    base: Offset,
+    segment_bytes: u64,
+) -> Result<IndexHeader, &'static str> {
+    if bytes.len() < INDEX_HEADER_LEN {
+        return Err("shorter than its header");
+    }
+    if bytes[0..4] != INDEX_MAGIC || bytes[4] != INDEX_VERSION || bytes[5..8] != [0, 0, 0] {
+        return Err("bad magic or version");
+    }
+    let u64_at = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let u32_at =
+        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    if index_crc(bytes) != u32_at(44) {
+        return Err("checksum mismatch");
+    }
+    if u64_at(8) != base.get() {
+        return Err("base offset differs from the file name");
+    }
+    let next_offset = Offset::new(u64_at(16));
+    if u64_at(24) != segment_bytes {
+        return Err("segment length differs from the data file");
+    }
+    let count = u32_at(40) as usize;
+    if bytes.len() != INDEX_HEADER_LEN + count * INDEX_ENTRY_LEN {
+        return Err("entry count differs from the file length");
+    }
+    let span = next_offset.distance_from(base);
+    if span == 0 || span > u64::from(u32::MAX) || count == 0 {
+        return Err("empty or impossible offset range");
+    }
+    Ok(IndexHeader {
+        next_offset,
+        max_timestamp: i64::from_le_bytes(bytes[32..40].try_into().map_err(|_| "header")?),
+        count,
+        span,
+    })
+}
+
+/// Parses the `count` entries of an index file, checking that they are ordered and within
+/// the segment's `span` offsets and `segment_bytes`.
+fn decode_entries(
+    bytes: &[u8],
+    count: usize,
+    span: u64,
+    segment_bytes: u64,
+) -> Result<Vec<IndexEntry>, &'static str> {
+    let mut entries: Vec<IndexEntry> = Vec::with_capacity(count);
+    for chunk in bytes.chunks_exact(INDEX_ENTRY_LEN) {
+        let rel = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        let pos = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&chunk[8..16]);
+        let entry = IndexEntry {
+            relative_offset: rel,
+            position: pos,
+            max_timestamp: i64::from_le_bytes(ts),
+        };
+        let ordered = match entries.last() {
+            None => rel == 0 && pos == 0,
+            Some(prev) => {
+                rel > prev.relative_offset
+                    && pos > prev.position
+                    && entry.max_timestamp >= prev.max_timestamp
+            }
+        };
+        if !ordered || u64::from(pos) >= segment_bytes || u64::from(rel) >= span {
+            return Err("entries out of order or out of range");
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
 }
 
 fn index_crc(bytes: &[u8]) -> u32 {

@@ -36,106 +36,98 @@ pub(crate) fn scan_batches(
     base: Offset,
     mut visit: impl FnMut(&BatchHeader, u64),
 ) -> std::io::Result<ScanOutcome> {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut buf_start = 0u64; // file position of buf[0]
+    let mut chunks = Chunks {
+        file,
+        len,
+        buf: Vec::new(),
+        start: 0,
+    };
     let mut position = 0u64;
     let mut next_offset = base;
-    let stop = |position: u64, reason: String| ScanStop { position, reason };
-    loop {
-        if position == len {
-            return Ok(ScanOutcome {
-                valid_bytes: position,
-                next_offset,
-                stop: None,
-            });
-        }
-        let remaining = len - position;
-        if remaining < HEADER_LEN as u64 {
-            let reason = format!("{remaining} bytes left, too few for a batch header");
-            return Ok(ScanOutcome {
-                valid_bytes: position,
-                next_offset,
-                stop: Some(stop(position, reason)),
-            });
-        }
-        fill(file, &mut buf, &mut buf_start, position, HEADER_LEN, len)?;
-        let at = (position - buf_start) as usize;
-        let header = match BatchHeader::parse(&buf[at..]) {
-            Ok(h) => h,
-            Err(e) => {
+    while position < len {
+        match next_batch(&mut chunks, position, next_offset)? {
+            Ok(header) => {
+                visit(&header, position);
+                next_offset = header.next_offset();
+                position += u64::from(header.batch_length);
+            }
+            Err(reason) => {
                 return Ok(ScanOutcome {
                     valid_bytes: position,
                     next_offset,
-                    stop: Some(stop(position, e.to_string())),
+                    stop: Some(ScanStop { position, reason }),
                 });
             }
-        };
-        let batch_len = u64::from(header.batch_length);
-        if position + batch_len > u64::from(u32::MAX) {
-            let reason = "segment grows past 4 GiB, more than its index can address".to_string();
-            return Ok(ScanOutcome {
-                valid_bytes: position,
-                next_offset,
-                stop: Some(stop(position, reason)),
-            });
         }
-        if batch_len > remaining {
-            let reason = format!("batch of {batch_len} bytes runs past the end ({remaining} left)");
-            return Ok(ScanOutcome {
-                valid_bytes: position,
-                next_offset,
-                stop: Some(stop(position, reason)),
-            });
-        }
-        fill(
-            file,
-            &mut buf,
-            &mut buf_start,
-            position,
-            batch_len as usize,
-            len,
-        )?;
-        let at = (position - buf_start) as usize;
-        if let Err(e) = batch::validate(&buf[at..at + batch_len as usize]) {
-            return Ok(ScanOutcome {
-                valid_bytes: position,
-                next_offset,
-                stop: Some(stop(position, e.to_string())),
-            });
-        }
-        if header.base_offset != next_offset {
-            let reason = format!(
-                "batch starts at offset {}, expected {next_offset}",
-                header.base_offset
-            );
-            return Ok(ScanOutcome {
-                valid_bytes: position,
-                next_offset,
-                stop: Some(stop(position, reason)),
-            });
-        }
-        visit(&header, position);
-        next_offset = header.next_offset();
-        position += batch_len;
     }
+    Ok(ScanOutcome {
+        valid_bytes: position,
+        next_offset,
+        stop: None,
+    })
 }
 
-/// Makes `buf` hold at least `need` bytes from file position `position` (or up to `len`).
-fn fill(
-    file: &dyn StorageFile,
-    buf: &mut Vec<u8>,
-    buf_start: &mut u64,
+/// Reads and fully validates the batch at `position`, which must start at `next_offset`.
+/// The inner `Err` says why no valid batch is there; the outer one is a failed read.
+fn next_batch(
+    chunks: &mut Chunks<'_>,
     position: u64,
-    need: usize,
-    len: u64,
-) -> std::io::Result<()> {
-    let buf_end = *buf_start + buf.len() as u64;
-    if position >= *buf_start && position + need as u64 <= buf_end {
-        return Ok(());
+    next_offset: Offset,
+) -> std::io::Result<Result<BatchHeader, String>> {
+    let remaining = chunks.len - position;
+    if remaining < HEADER_LEN as u64 {
+        return Ok(Err(format!(
+            "{remaining} bytes left, too few for a batch header"
+        )));
     }
-    let want = need.max(SCAN_CHUNK).min((len - position) as usize);
-    buf.resize(want, 0);
-    crate::storage::read_exact_at(file, buf, position)?;
-    *buf_start = position;
-    Ok(())
+    let header = match BatchHeader::parse(chunks.at(position, HEADER_LEN)?) {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let batch_len = u64::from(header.batch_length);
+    if position + batch_len > u64::from(u32::MAX) {
+        let reason = "segment grows past 4 GiB, more than its index can address".to_string();
+        return Ok(Err(reason));
+    }
+    if batch_len > remaining {
+        let reason = format!("batch of {batch_len} bytes runs past the end ({remaining} left)");
+        return Ok(Err(reason));
+    }
+    let bytes = chunks.at(position, batch_len as usize)?;
+    if let Err(e) = batch::validate(&bytes[..batch_len as usize]) {
+        return Ok(Err(e.to_string()));
+    }
+    if header.base_offset != next_offset {
+        let reason = format!(
+            "batch starts at offset {}, expected {next_offset}",
+            header.base_offset
+        );
+        return Ok(Err(reason));
+    }
+    Ok(Ok(header))
+}
+
+/// The file being scanned, read a chunk at a time into one buffer.
+struct Chunks<'a> {
+    file: &'a dyn StorageFile,
+    /// Bytes of the file to scan.
+    len: u64,
+    buf: Vec<u8>,
+    /// File position of `buf[0]`.
+    start: u64,
+}
+
+impl Chunks<'_> {
+    /// The bytes from file position `position` to the end of the buffer, at least `need` of
+    /// them (or up to `len`).
+    fn at(&mut self, position: u64, need: usize) -> std::io::Result<&[u8]> {
+        let buf_end = self.start + self.buf.len() as u64;
+        if position < self.start || position + need as u64 > buf_end {
+            let want = need.max(SCAN_CHUNK).min((self.len - position) as usize);
+            self.buf.resize(want, 0);
+            crate::storage::read_exact_at(self.file, &mut self.buf, position)?;
+            self.start = position;
+        }
+        Ok(&self.buf[(position - self.start) as usize..])
+    }
 }

@@ -103,67 +103,19 @@ pub async fn upload_segment(
     epoch: LeaderEpoch,
     settings: &UploadSettings,
 ) -> Result<UploadedSegment, TierError> {
-    let local = |reason| TierError::LocalSegment {
-        base_offset: segment.base_offset,
-        reason,
-    };
-    let from = from.max(segment.base_offset);
-    if segment.next_offset <= from || segment.size_bytes == 0 {
-        return Err(local(CorruptReason::Field("nothing to upload")));
-    }
-    if segment.size_bytes > u64::from(u32::MAX) {
-        return Err(local(CorruptReason::Field("segment too large")));
-    }
+    let from = upload_from(segment, from)?;
     let start = start_position(segment, from).await?;
     let name = SegmentName::generate(from, epoch);
     let key = partition.segment_key(&name);
-    let mut builder = FooterBuilder::new(from, settings.index_interval_bytes);
+    let builder = FooterBuilder::new(from, settings.index_interval_bytes);
     let data_len = segment.size_bytes - start;
     let yield_to = settings.yield_to.as_ref();
     let footer = if store.is_local() {
-        // One pass through one buffer, whatever the size: read, checked, written to disk.
-        let segment = segment.clone();
-        let object_key = key.clone();
-        let yield_to = yield_to.cloned();
-        store
-            .put_streamed(&key, LOCAL_BUFFER_BYTES, move |object| {
-                stream_to_file(
-                    &object_key,
-                    &segment,
-                    start,
-                    builder,
-                    object,
-                    yield_to.as_ref(),
-                )
-            })
-            .await?
+        upload_to_directory(store, &key, segment, start, builder, yield_to).await?
     } else if data_len <= settings.single_put_max.max(PART_BYTES as u64) {
-        let mut pieces = Vec::new();
-        let mut position = start;
-        while position < segment.size_bytes {
-            let chunk = read_chunk(segment, position, yield_to).await?;
-            builder.feed(&chunk).map_err(local)?;
-            position += chunk.len() as u64;
-            pieces.push(chunk);
-        }
-        let footer = builder.finish(segment, data_len).map_err(local)?;
-        pieces.push(footer.encode());
-        store.put_pieces(&key, pieces).await?;
-        footer
+        upload_in_one_put(store, &key, segment, start, builder, yield_to).await?
     } else {
-        let mut writer = store.put_multipart(&key).await?;
-        match stream_chunks(segment, start, &mut builder, &mut writer, yield_to).await {
-            Ok(footer) => {
-                writer.write(&footer.encode()).await?;
-                writer.finish().await?;
-                footer
-            }
-            Err(e) => {
-                // The store discards the parts; an abort that fails leaves only invisible parts.
-                let _ignored = writer.abort().await;
-                return Err(e);
-            }
-        }
+        upload_in_parts(store, &key, segment, start, builder, yield_to).await?
     };
     let object_bytes = footer.data_len + footer.encode().len() as u64;
     Ok(UploadedSegment {
@@ -176,6 +128,97 @@ pub async fn upload_segment(
         max_timestamp: footer.max_timestamp,
         epoch,
     })
+}
+
+/// The first offset to upload: `from`, or the segment's base offset when that is later.
+/// Refuses a segment with nothing at or after it, or too large for a footer to address.
+fn upload_from(segment: &SealedSegment, from: Offset) -> Result<Offset, TierError> {
+    let local = local_corrupt(segment.base_offset);
+    let from = from.max(segment.base_offset);
+    if segment.next_offset <= from || segment.size_bytes == 0 {
+        return Err(local(CorruptReason::Field("nothing to upload")));
+    }
+    if segment.size_bytes > u64::from(u32::MAX) {
+        return Err(local(CorruptReason::Field("segment too large")));
+    }
+    Ok(from)
+}
+
+/// Streams the segment from `start` to `key` in a local-directory store.
+async fn upload_to_directory(
+    store: &TierStore,
+    key: &str,
+    segment: &SealedSegment,
+    start: u64,
+    builder: FooterBuilder,
+    yield_to: Option<&YieldToSyncs>,
+) -> Result<Footer, TierError> {
+    // One pass through one buffer, whatever the size: read, checked, written to disk.
+    let segment = segment.clone();
+    let object_key = key.to_string();
+    let yield_to = yield_to.cloned();
+    store
+        .put_streamed(key, LOCAL_BUFFER_BYTES, move |object| {
+            stream_to_file(
+                &object_key,
+                &segment,
+                start,
+                builder,
+                object,
+                yield_to.as_ref(),
+            )
+        })
+        .await
+}
+
+/// Uploads the segment from `start` to `key` in one PUT, holding its data in memory.
+async fn upload_in_one_put(
+    store: &TierStore,
+    key: &str,
+    segment: &SealedSegment,
+    start: u64,
+    mut builder: FooterBuilder,
+    yield_to: Option<&YieldToSyncs>,
+) -> Result<Footer, TierError> {
+    let local = local_corrupt(segment.base_offset);
+    let mut pieces = Vec::new();
+    let mut position = start;
+    while position < segment.size_bytes {
+        let chunk = read_chunk(segment, position, yield_to).await?;
+        builder.feed(&chunk).map_err(&local)?;
+        position += chunk.len() as u64;
+        pieces.push(chunk);
+    }
+    let footer = builder
+        .finish(segment, segment.size_bytes - start)
+        .map_err(local)?;
+    pieces.push(footer.encode());
+    store.put_pieces(key, pieces).await?;
+    Ok(footer)
+}
+
+/// Streams the segment from `start` to `key` as a multipart upload, aborted on failure.
+async fn upload_in_parts(
+    store: &TierStore,
+    key: &str,
+    segment: &SealedSegment,
+    start: u64,
+    mut builder: FooterBuilder,
+    yield_to: Option<&YieldToSyncs>,
+) -> Result<Footer, TierError> {
+    let mut writer = store.put_multipart(key).await?;
+    match stream_chunks(segment, start, &mut builder, &mut writer, yield_to).await {
+        Ok(footer) => {
+            writer.write(&footer.encode()).await?;
+            writer.finish().await?;
+            Ok(footer)
+        }
+        Err(e) => {
+            // The store discards the parts; an abort that fails leaves only invisible parts.
+            let _ignored = writer.abort().await;
+            Err(e)
+        }
+    }
 }
 
 /// The byte position of the batch starting at `from`, found by walking batch headers from
@@ -321,6 +364,14 @@ async fn read_exact(
     .await
     .map_err(|e| local_read(base_offset)(std::io::Error::other(e.to_string())))?;
     read.map_err(local_read(base_offset))
+}
+
+/// The error for local segment data at `base_offset` that is not what it should be.
+fn local_corrupt(base_offset: Offset) -> impl Fn(CorruptReason) -> TierError {
+    move |reason| TierError::LocalSegment {
+        base_offset,
+        reason,
+    }
 }
 
 /// The error for a failed read of the local segment at `base_offset`.
