@@ -204,6 +204,10 @@ impl StorageArgs {
 
 #[derive(Args, Debug)]
 struct ServeArgs {
+    /// A TOML file of settings: each key is one of this command's flags (`data-dir =
+    /// "/var/lib/floe"`); flags and their environment variables win over it.
+    #[arg(long = "config", env = "FLOE_CONFIG")]
+    config_file: Option<PathBuf>,
     #[arg(long, env = "FLOE_DATA_DIR")]
     data_dir: PathBuf,
     #[arg(long, env = "FLOE_LISTEN", default_value = "0.0.0.0:7100")]
@@ -251,6 +255,10 @@ struct ServeArgs {
 
 #[derive(Args, Debug)]
 struct ReadReplicaArgs {
+    /// A TOML file of settings: each key is one of this command's flags (`data-dir =
+    /// "/var/lib/floe"`); flags and their environment variables win over it.
+    #[arg(long = "config", env = "FLOE_CONFIG")]
+    config_file: Option<PathBuf>,
     /// The controlplane's REST API, e.g. http://10.0.0.5:7300: the replica registers there
     /// and finds the brokers.
     #[arg(long, env = "FLOE_CONTROLPLANE")]
@@ -292,7 +300,7 @@ struct ReadReplicaArgs {
 }
 
 fn main() -> Result<()> {
-    let cli = Cli::parse();
+    let cli: Cli = floe_controlplane::config_file::parse();
     floe_controlplane::logging::init(cli.log_format);
     rustls::crypto::ring::default_provider()
         .install_default()
@@ -375,7 +383,15 @@ async fn run_dev(args: DevArgs) -> Result<()> {
     Ok(stopped?)
 }
 
+/// Says where settings came from besides the command line.
+fn log_config_file(path: Option<&std::path::Path>) {
+    if let Some(path) = path {
+        tracing::info!(path = %path.display(), "settings from the configuration file, under flags and environment");
+    }
+}
+
 async fn run_serve(args: ServeArgs) -> Result<()> {
+    log_config_file(args.config_file.as_deref());
     let certificate = CertificatePaths {
         cert: args.cert,
         key: args.key,
@@ -405,6 +421,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
 }
 
 async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
+    log_config_file(args.config_file.as_deref());
     let certificates = CertificatePaths {
         cert: args.cert,
         key: args.key,
@@ -471,6 +488,48 @@ mod tests {
         );
         dev.storage.apply(&mut settings);
         settings.log.page_cache_bytes
+    }
+
+    /// The TOML block after the line of `docs/operations.md` that contains `marker`.
+    fn documented_config(marker: &str) -> tempfile::NamedTempFile {
+        let doc = include_str!("../../docs/operations.md");
+        let after = &doc[doc.find(marker).expect("the example is documented")..];
+        let start = after.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let text = &after[start..start + after[start..].find("```").expect("closed")];
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(file.path(), text).expect("write");
+        file
+    }
+
+    fn parse_with_file(args: &[&str], file: &tempfile::NamedTempFile) -> Cli {
+        let mut args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        args.extend(["--config".into(), file.path().into()]);
+        floe_controlplane::config_file::try_parse_from(args, |_| None)
+            .expect("the documented configuration parses")
+    }
+
+    #[test]
+    fn the_documented_configuration_files_parse() {
+        let broker = documented_config("A broker (`floe-broker serve --config");
+        let cli = parse_with_file(&["floe-broker", "serve"], &broker);
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve");
+        };
+        assert_eq!(serve.data_dir, std::path::Path::new("/var/lib/floe"));
+        assert_eq!(
+            serve.peer_listen,
+            Some("0.0.0.0:7200".parse().expect("address"))
+        );
+        assert_eq!(serve.storage.history_read_rate, Some(200 << 20));
+
+        let replica = documented_config("A read replica (`floe-broker read-replica --config");
+        let cli = parse_with_file(&["floe-broker", "read-replica"], &replica);
+        let Command::ReadReplica(replica) = cli.command else {
+            panic!("not a read replica");
+        };
+        assert_eq!(replica.broker_server_name, "broker.floe.internal");
+        assert_eq!(replica.tail_window, 64 << 20);
     }
 
     #[test]

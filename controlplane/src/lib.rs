@@ -12,6 +12,7 @@ pub mod autoscale;
 mod autoscale_loop;
 mod cluster;
 mod config;
+pub mod config_file;
 pub mod driver;
 mod election;
 pub mod logging;

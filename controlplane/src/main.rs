@@ -17,6 +17,10 @@ use floe_controlplane::{Config, Controlplane, Database, ReadReplicaDriverConfig}
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
+    /// A TOML file of settings: each key is one of these flags (`data-dir =
+    /// "/var/lib/floe"`); flags and their environment variables win over it.
+    #[arg(long = "config", env = "FLOE_CONFIG")]
+    config_file: Option<PathBuf>,
     /// HTTP address of the REST API.
     #[arg(
         long,
@@ -251,8 +255,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = floe_controlplane::config_file::parse();
     floe_controlplane::logging::init(args.log_format);
+    if let Some(path) = &args.config_file {
+        tracing::info!(path = %path.display(), "settings from the configuration file, under flags and environment");
+    }
     let config = args.config(|name| std::env::var(name).ok())?;
     let running = Controlplane::start(config)
         .await
@@ -389,6 +396,30 @@ mod tests {
     fn a_tiny_autoscale_interval_is_raised_to_ten_milliseconds() {
         let config = config(&["--autoscale-interval", "1ms"]).expect("valid");
         assert_eq!(config.autoscale_interval, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn the_documented_configuration_file_parses() {
+        let doc = include_str!("../../docs/operations.md");
+        let marker = "The controlplane (`floe-controlplane --config";
+        let after = &doc[doc.find(marker).expect("the example is documented")..];
+        let start = after.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let text = &after[start..start + after[start..].find("```").expect("closed")];
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(file.path(), text).expect("write");
+        let args = vec![
+            "floe-controlplane".into(),
+            "--config".into(),
+            file.path().into(),
+        ];
+        let args: Args = floe_controlplane::config_file::try_parse_from(args, |_| None)
+            .expect("the documented configuration parses");
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.lease, Some(Duration::from_secs(10)));
+        assert!(matches!(
+            args.driver().expect("one driver"),
+            ReadReplicaDriverConfig::AwsAutoScalingGroup(_)
+        ));
     }
 
     #[test]
