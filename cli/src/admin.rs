@@ -7,13 +7,14 @@ use floe_client::rest::Controlplane;
 use floe_wire::BrokerId;
 use floe_wire::admin::{
     BrokerInfo, BrokerState, CreateStreamRequest, OffsetRange, PartitionDescription,
-    ReadReplicaState, RetentionSettings, SegmentSettings, StreamConfig, StreamDescription,
+    ReadReplicaInfo, ReadReplicaState, Readiness, RetentionSettings, ScalingPolicy,
+    SegmentSettings, StreamConfig, StreamDescription, StreamInfo,
 };
 use serde_json::json;
 
 use crate::output::{print, print_json, table};
 use crate::read_replica::{PolicyCommand, policy_text, read_replica_table};
-use crate::stream::{StreamCommand, age_text, human_bytes, print_created, stream_name};
+use crate::stream::{CreateArgs, StreamCommand, age_text, human_bytes, print_created, stream_name};
 
 #[derive(Subcommand, Debug)]
 pub enum BrokerCommand {
@@ -38,53 +39,8 @@ pub enum ClusterCommand {
 /// `floe stream …` through the controlplane.
 pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: bool) -> Result<()> {
     match command {
-        StreamCommand::Create(args) => {
-            let stream = stream_name(&args.name)?;
-            let settings = args.settings();
-            let request = CreateStreamRequest {
-                name: stream.clone(),
-                partitions: args.partitions,
-                replication_factor: args.replication_factor,
-                ack_mode: args.ack_mode,
-                segment: SegmentSettings::from_client(&settings),
-                retention: RetentionSettings::from_client(&settings),
-            };
-            let info = controlplane
-                .create_stream(&request)
-                .await
-                .with_context(|| format!("creating stream {stream}"))?;
-            let extra = json!({ "replication_factor": info.config.replication_factor });
-            print_created(
-                &stream,
-                info.config.partitions,
-                info.config.ack_mode,
-                extra,
-                json,
-            )?;
-        }
-        StreamCommand::List => {
-            let list = controlplane.streams().await.context("listing streams")?;
-            if json {
-                print_json(&serde_json::to_value(&list.streams)?)?;
-            } else {
-                let rows: Vec<Vec<String>> = list
-                    .streams
-                    .iter()
-                    .map(|s| {
-                        vec![
-                            s.name.to_string(),
-                            s.config.partitions.to_string(),
-                            s.config.replication_factor.to_string(),
-                            s.config.ack_mode.to_string(),
-                        ]
-                    })
-                    .collect();
-                print(&table(
-                    &["NAME", "PARTITIONS", "REPLICATION", "ACK MODE"],
-                    &rows,
-                ))?;
-            }
-        }
+        StreamCommand::Create(args) => create_stream(controlplane, &args, json).await?,
+        StreamCommand::List => list_streams(controlplane, json).await?,
         StreamCommand::Describe { name } => {
             let stream = stream_name(&name)?;
             let description = controlplane
@@ -106,6 +62,58 @@ pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: b
             }
         }
     }
+    Ok(())
+}
+
+/// `floe stream create`.
+async fn create_stream(controlplane: &Controlplane, args: &CreateArgs, json: bool) -> Result<()> {
+    let stream = stream_name(&args.name)?;
+    let settings = args.settings();
+    let request = CreateStreamRequest {
+        name: stream.clone(),
+        partitions: args.partitions,
+        replication_factor: args.replication_factor,
+        ack_mode: args.ack_mode,
+        segment: SegmentSettings::from_client(&settings),
+        retention: RetentionSettings::from_client(&settings),
+    };
+    let info = controlplane
+        .create_stream(&request)
+        .await
+        .with_context(|| format!("creating stream {stream}"))?;
+    let extra = json!({ "replication_factor": info.config.replication_factor });
+    print_created(
+        &stream,
+        info.config.partitions,
+        info.config.ack_mode,
+        extra,
+        json,
+    )
+}
+
+/// `floe stream list`.
+async fn list_streams(controlplane: &Controlplane, json: bool) -> Result<()> {
+    let list = controlplane.streams().await.context("listing streams")?;
+    if json {
+        print_json(&serde_json::to_value(&list.streams)?)?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = list
+        .streams
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.to_string(),
+                s.config.partitions.to_string(),
+                s.config.replication_factor.to_string(),
+                s.config.ack_mode.to_string(),
+            ]
+        })
+        .collect();
+    print(&table(
+        &["NAME", "PARTITIONS", "REPLICATION", "ACK MODE"],
+        &rows,
+    ))?;
     Ok(())
 }
 
@@ -330,76 +338,127 @@ pub async fn cluster(
     if let ClusterCommand::Policy { command } = command {
         return crate::read_replica::policy(controlplane, command, json).await;
     }
-    let ready = controlplane
-        .ready()
-        .await
-        .context("asking the controlplane")?;
-    let brokers = controlplane
-        .brokers()
-        .await
-        .context("listing brokers")?
-        .brokers;
-    let streams = controlplane
-        .streams()
-        .await
-        .context("listing streams")?
-        .streams;
-    let read_replicas = controlplane
-        .read_replicas()
-        .await
-        .context("listing read replicas")?
-        .replicas;
-    let policy = controlplane
-        .scaling_policy()
-        .await
-        .context("reading the scaling policy")?;
-    let count = |state: BrokerState| brokers.iter().filter(|b| b.state == state).count();
-    let read_replicas_in =
-        |state: ReadReplicaState| read_replicas.iter().filter(|r| r.state == state).count();
-    let partitions: u64 = streams.iter().map(|s| u64::from(s.config.partitions)).sum();
+    let status = ClusterStatus::read(controlplane).await?;
     if json {
-        print_json(&json!({
-            "controlplane": {"url": controlplane.url(), "ready": ready.ready, "role": ready.role},
-            "brokers": {
-                "live": count(BrokerState::Live),
-                "draining": count(BrokerState::Draining),
-                "dead": count(BrokerState::Dead),
-            },
-            "streams": streams.len(),
-            "partitions": partitions,
-            "read_replicas": {
-                "live": read_replicas_in(ReadReplicaState::Live),
-                "draining": read_replicas_in(ReadReplicaState::Draining),
-                "dead": read_replicas_in(ReadReplicaState::Dead),
-            },
-            "scaling_policy": policy,
-        }))?;
+        print_json(&status.json(controlplane.url()))?;
         return Ok(());
     }
-    let role = serde_json::to_value(ready.role)?;
-    print(&format!(
-        "controlplane {} ({}, {})\n\
-         brokers: {} live, {} draining, {} dead\n\
-         streams: {}, partitions: {partitions}\n\
-         read replicas: {} live, {} draining, {} dead\n\
-         scaling policy: {}\n{}{}",
-        controlplane.url(),
-        role.as_str().unwrap_or("?"),
-        if ready.ready { "ready" } else { "not ready" },
-        count(BrokerState::Live),
-        count(BrokerState::Draining),
-        count(BrokerState::Dead),
-        streams.len(),
-        read_replicas_in(ReadReplicaState::Live),
-        read_replicas_in(ReadReplicaState::Draining),
-        read_replicas_in(ReadReplicaState::Dead),
-        policy_text(&policy),
-        table(&BROKER_HEADER, &broker_rows(&brokers)),
-        if read_replicas.is_empty() {
-            String::new()
-        } else {
-            format!("\n{}", read_replica_table(&read_replicas))
-        },
-    ))?;
+    print(&status.text(controlplane.url())?)?;
     Ok(())
+}
+
+/// What `floe cluster status` shows, as the controlplane answered.
+struct ClusterStatus {
+    ready: Readiness,
+    brokers: Vec<BrokerInfo>,
+    streams: Vec<StreamInfo>,
+    read_replicas: Vec<ReadReplicaInfo>,
+    policy: ScalingPolicy,
+}
+
+impl ClusterStatus {
+    async fn read(controlplane: &Controlplane) -> Result<ClusterStatus> {
+        let ready = controlplane
+            .ready()
+            .await
+            .context("asking the controlplane")?;
+        let brokers = controlplane
+            .brokers()
+            .await
+            .context("listing brokers")?
+            .brokers;
+        let streams = controlplane
+            .streams()
+            .await
+            .context("listing streams")?
+            .streams;
+        let read_replicas = controlplane
+            .read_replicas()
+            .await
+            .context("listing read replicas")?
+            .replicas;
+        let policy = controlplane
+            .scaling_policy()
+            .await
+            .context("reading the scaling policy")?;
+        Ok(ClusterStatus {
+            ready,
+            brokers,
+            streams,
+            read_replicas,
+            policy,
+        })
+    }
+
+    fn brokers_in(&self, state: BrokerState) -> usize {
+        self.brokers.iter().filter(|b| b.state == state).count()
+    }
+
+    fn read_replicas_in(&self, state: ReadReplicaState) -> usize {
+        self.read_replicas
+            .iter()
+            .filter(|r| r.state == state)
+            .count()
+    }
+
+    fn partitions(&self) -> u64 {
+        self.streams
+            .iter()
+            .map(|s| u64::from(s.config.partitions))
+            .sum()
+    }
+
+    /// `floe cluster status --json`; `url` is the controlplane's.
+    fn json(&self, url: &str) -> serde_json::Value {
+        json!({
+            "controlplane": {"url": url, "ready": self.ready.ready, "role": self.ready.role},
+            "brokers": {
+                "live": self.brokers_in(BrokerState::Live),
+                "draining": self.brokers_in(BrokerState::Draining),
+                "dead": self.brokers_in(BrokerState::Dead),
+            },
+            "streams": self.streams.len(),
+            "partitions": self.partitions(),
+            "read_replicas": {
+                "live": self.read_replicas_in(ReadReplicaState::Live),
+                "draining": self.read_replicas_in(ReadReplicaState::Draining),
+                "dead": self.read_replicas_in(ReadReplicaState::Dead),
+            },
+            "scaling_policy": self.policy,
+        })
+    }
+
+    /// The summary, then the brokers' table and the read replicas' (if any).
+    fn text(&self, url: &str) -> Result<String> {
+        let role = serde_json::to_value(self.ready.role)?;
+        Ok(format!(
+            "controlplane {} ({}, {})\n\
+             brokers: {} live, {} draining, {} dead\n\
+             streams: {}, partitions: {}\n\
+             read replicas: {} live, {} draining, {} dead\n\
+             scaling policy: {}\n{}{}",
+            url,
+            role.as_str().unwrap_or("?"),
+            if self.ready.ready {
+                "ready"
+            } else {
+                "not ready"
+            },
+            self.brokers_in(BrokerState::Live),
+            self.brokers_in(BrokerState::Draining),
+            self.brokers_in(BrokerState::Dead),
+            self.streams.len(),
+            self.partitions(),
+            self.read_replicas_in(ReadReplicaState::Live),
+            self.read_replicas_in(ReadReplicaState::Draining),
+            self.read_replicas_in(ReadReplicaState::Dead),
+            policy_text(&self.policy),
+            table(&BROKER_HEADER, &broker_rows(&self.brokers)),
+            if self.read_replicas.is_empty() {
+                String::new()
+            } else {
+                format!("\n{}", read_replica_table(&self.read_replicas))
+            },
+        ))
+    }
 }

@@ -113,12 +113,6 @@ async fn publish(config: ClientConfig, args: PublishBench, json: bool) -> Result
     let record_size = usize::try_from(args.record_size).context("--record-size")?;
     let client = crate::connect(config.clone()).await?;
     let info = ensure_stream(&client, &stream, args.partitions).await?;
-    let producer_config = ProducerConfig {
-        linger: args.linger,
-        max_batch_bytes: u32::try_from(args.batch_bytes).unwrap_or(u32::MAX),
-        max_in_flight: args.in_flight,
-        ..ProducerConfig::default()
-    };
     let mut clients = vec![client];
     for _ in 1..args.producers {
         clients.push(crate::connect(config.clone()).await?);
@@ -126,24 +120,7 @@ async fn publish(config: ClientConfig, args: PublishBench, json: bool) -> Result
     let acked = Arc::new(AtomicU64::new(0));
     let progress = Progress::start("publish", args.records, acked.clone());
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for (index, client) in clients.iter().enumerate() {
-        let share = share(args.records, args.producers, index as u32);
-        let producer = Producer::new(client, stream.clone(), producer_config.clone())
-            .await
-            .context("starting a producer")?;
-        tasks.push(tokio::spawn(publish_share(
-            producer,
-            share,
-            record_size,
-            acked.clone(),
-        )));
-    }
-    let mut latency = new_histogram()?;
-    for task in tasks {
-        let histogram = task.await.context("a producer task")??;
-        latency.add(&histogram).context("merging latencies")?;
-    }
+    let latency = publish_shares(&clients, &stream, &args, record_size, acked).await?;
     let elapsed = started.elapsed();
     progress.finish();
     for client in &clients {
@@ -178,6 +155,42 @@ async fn publish(config: ClientConfig, args: PublishBench, json: bool) -> Result
             "in_flight": args.in_flight,
         }),
     )
+}
+
+/// Publishes `args.records` shared among one producer per client, counting acknowledged
+/// records in `acked`; returns the merged send-to-ack latencies.
+async fn publish_shares(
+    clients: &[Client],
+    stream: &StreamName,
+    args: &PublishBench,
+    record_size: usize,
+    acked: Arc<AtomicU64>,
+) -> Result<Histogram<u64>> {
+    let producer_config = ProducerConfig {
+        linger: args.linger,
+        max_batch_bytes: u32::try_from(args.batch_bytes).unwrap_or(u32::MAX),
+        max_in_flight: args.in_flight,
+        ..ProducerConfig::default()
+    };
+    let mut tasks = Vec::new();
+    for (index, client) in clients.iter().enumerate() {
+        let share = share(args.records, args.producers, index as u32);
+        let producer = Producer::new(client, stream.clone(), producer_config.clone())
+            .await
+            .context("starting a producer")?;
+        tasks.push(tokio::spawn(publish_share(
+            producer,
+            share,
+            record_size,
+            acked.clone(),
+        )));
+    }
+    let mut latency = new_histogram()?;
+    for task in tasks {
+        let histogram = task.await.context("a producer task")??;
+        latency.add(&histogram).context("merging latencies")?;
+    }
+    Ok(latency)
 }
 
 /// Records for producer `index` of `producers`: an even share, the remainder to the first.

@@ -4,7 +4,9 @@
 use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
-use floe_client::{AckMode, ClientConfig, Offset, StreamInfo, StreamName, StreamSettings};
+use floe_client::{
+    AckMode, ClientConfig, Offset, PartitionMetadata, StreamInfo, StreamName, StreamSettings,
+};
 use serde_json::json;
 
 use crate::output::{print, print_json, table};
@@ -270,51 +272,10 @@ fn range_text(start: Offset, end: Offset) -> String {
 
 fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
     if json {
-        let partitions: Vec<serde_json::Value> = info
-            .partitions
-            .iter()
-            .map(|p| {
-                json!({
-                    "partition": p.id.get(),
-                    "leader": p.leader.as_ref().map(|l| l.as_str()),
-                    "leader_epoch": p.leader_epoch,
-                    "log_start": p.log_start.get(),
-                    "high_watermark": p.high_watermark.get(),
-                    "local_start": p.local_start.get(),
-                    "tier_end": p.tier_end.get(),
-                    "upload_backlog_segments": p.upload_backlog.segments,
-                    "upload_backlog_bytes": p.upload_backlog.bytes,
-                })
-            })
-            .collect();
-        print_json(&json!({
-            "name": stream.as_str(),
-            "partition_count": info.partition_count,
-            "ack_mode": info.ack_mode.as_str(),
-            "settings": settings_json(&info.settings),
-            "partitions": partitions,
-        }))?;
+        print_json(&description_json(stream, info))?;
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = info
-        .partitions
-        .iter()
-        .map(|p| {
-            vec![
-                p.id.to_string(),
-                p.leader.as_ref().map_or("-".into(), |l| l.to_string()),
-                p.leader_epoch.to_string(),
-                range_text(p.log_start, p.tier_end),
-                range_text(p.local_start, p.high_watermark),
-                p.high_watermark.to_string(),
-                format!(
-                    "{} ({})",
-                    p.upload_backlog.segments,
-                    human_bytes(p.upload_backlog.bytes)
-                ),
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = info.partitions.iter().map(partition_row).collect();
     let s = &info.settings;
     print(&format!(
         "stream {stream}: {} partition{}, ack mode {}\n\
@@ -342,4 +303,49 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
         )
     ))?;
     Ok(())
+}
+
+/// `floe stream describe --json`: the stream's settings and each partition's state.
+fn description_json(stream: &StreamName, info: &StreamInfo) -> serde_json::Value {
+    let partitions: Vec<serde_json::Value> = info
+        .partitions
+        .iter()
+        .map(|p| {
+            json!({
+                "partition": p.id.get(),
+                "leader": p.leader.as_ref().map(|l| l.as_str()),
+                "leader_epoch": p.leader_epoch,
+                "log_start": p.log_start.get(),
+                "high_watermark": p.high_watermark.get(),
+                "local_start": p.local_start.get(),
+                "tier_end": p.tier_end.get(),
+                "upload_backlog_segments": p.upload_backlog.segments,
+                "upload_backlog_bytes": p.upload_backlog.bytes,
+            })
+        })
+        .collect();
+    json!({
+        "name": stream.as_str(),
+        "partition_count": info.partition_count,
+        "ack_mode": info.ack_mode.as_str(),
+        "settings": settings_json(&info.settings),
+        "partitions": partitions,
+    })
+}
+
+/// One partition's row of the `describe` table.
+fn partition_row(p: &PartitionMetadata) -> Vec<String> {
+    vec![
+        p.id.to_string(),
+        p.leader.as_ref().map_or("-".into(), |l| l.to_string()),
+        p.leader_epoch.to_string(),
+        range_text(p.log_start, p.tier_end),
+        range_text(p.local_start, p.high_watermark),
+        p.high_watermark.to_string(),
+        format!(
+            "{} ({})",
+            p.upload_backlog.segments,
+            human_bytes(p.upload_backlog.bytes)
+        ),
+    ]
 }

@@ -73,6 +73,25 @@ const OPEN_PATHS: &[&str] = &[
 /// The API's router over `cluster`.
 pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
     Router::new()
+        .merge(probe_routes::<S>())
+        .merge(stream_routes::<S>())
+        .merge(broker_routes::<S>())
+        .merge(group_routes::<S>())
+        .merge(read_replica_routes::<S>())
+        .fallback(|request: Request| async move {
+            Failure::RouteNotFound(request.uri().path().to_owned())
+        })
+        .method_not_allowed_fallback(|| async { Failure::MethodNotAllowed })
+        .layer(middleware::from_fn_with_state(cluster.clone(), guard::<S>))
+        .with_state(cluster)
+}
+
+/// Routes still to be given the cluster as their state.
+type Routes<S> = Router<Arc<Cluster<S>>>;
+
+/// Health, readiness, this API's document and the metrics.
+fn probe_routes<S: Store>() -> Routes<S> {
+    Router::new()
         .route("/v1/health", get(health::health))
         .route("/v1/ready", get(health::ready::<S>))
         .route("/v1/openapi.json", get(openapi::serve))
@@ -80,6 +99,10 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
         .route("/metrics", get(crate::metrics::serve::<S>))
         .route("/healthz", get(health::health))
         .route("/readyz", get(health::ready::<S>))
+}
+
+fn stream_routes<S: Store>() -> Routes<S> {
+    Router::new()
         .route(
             "/v1/streams",
             get(streams::list::<S>).post(streams::create::<S>),
@@ -92,6 +115,10 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
             "/v1/streams/{name}/retention",
             put(streams::set_retention::<S>),
         )
+}
+
+fn broker_routes<S: Store>() -> Routes<S> {
+    Router::new()
         .route(
             "/v1/brokers",
             get(brokers::list::<S>).post(brokers::register::<S>),
@@ -109,12 +136,21 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
             "/v1/brokers/{broker_id}/elections",
             post(election_reports::report::<S>),
         )
+}
+
+fn group_routes<S: Store>() -> Routes<S> {
+    Router::new()
         .route("/v1/groups", get(groups::list::<S>))
         .route(
             "/v1/groups/{group}/offsets",
             get(groups::offsets::<S>).post(groups::commit::<S>),
         )
         .route("/v1/groups/{group}/reset", post(groups::reset::<S>))
+}
+
+/// Read replicas and their scaling policy.
+fn read_replica_routes<S: Store>() -> Routes<S> {
+    Router::new()
         .route(
             "/v1/read-replicas",
             get(read_replicas::list::<S>).post(read_replicas::register::<S>),
@@ -135,12 +171,6 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
             "/v1/scaling-policy",
             get(read_replicas::policy::<S>).put(read_replicas::set_policy::<S>),
         )
-        .fallback(|request: Request| async move {
-            Failure::RouteNotFound(request.uri().path().to_owned())
-        })
-        .method_not_allowed_fallback(|| async { Failure::MethodNotAllowed })
-        .layer(middleware::from_fn_with_state(cluster.clone(), guard::<S>))
-        .with_state(cluster)
 }
 
 /// Refuses API calls on a standby, and mutating calls without the admin token.

@@ -122,11 +122,22 @@ impl Metrics {
         metrics
     }
 
+    /// Registers every metric, in the order the exposition lists them.
     fn register(&self) {
         let mut registry = self
             .registry
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.register_build(&mut registry);
+        self.register_autoscaler_bounds(&mut registry);
+        self.register_leadership(&mut registry);
+        self.register_autoscaler_actions(&mut registry);
+        self.register_partition_changes(&mut registry);
+        self.register_read_replica_load(&mut registry);
+    }
+
+    /// The build's identity.
+    fn register_build(&self, registry: &mut Registry) {
         self.build_info
             .get_or_create(&BuildLabels::current())
             .set(1);
@@ -135,6 +146,10 @@ impl Metrics {
             "The running build: always 1, labelled with its version and commit",
             self.build_info.clone(),
         );
+    }
+
+    /// The autoscaler's desired count and its policy's bounds.
+    fn register_autoscaler_bounds(&self, registry: &mut Registry) {
         registry.register(
             "autoscaler_desired_replicas",
             "Read replicas the autoscaler wants live",
@@ -150,6 +165,10 @@ impl Metrics {
             "The scaling policy's maximum of read replicas",
             self.max_replicas.clone(),
         );
+    }
+
+    /// Leadership, and leases that lapsed.
+    fn register_leadership(&self, registry: &mut Registry) {
         registry.register(
             "controlplane_leader",
             "1 while this controlplane leads, 0 while it stands by",
@@ -165,6 +184,10 @@ impl Metrics {
             "Read replicas declared dead because their lease lapsed",
             self.read_replica_leases_expired.clone(),
         );
+    }
+
+    /// The autoscaler's decisions and its driver's calls.
+    fn register_autoscaler_actions(&self, registry: &mut Registry) {
         registry.register(
             "autoscaler_decisions",
             "Changes of the desired read replica count",
@@ -185,6 +208,10 @@ impl Metrics {
             "Driver calls that failed",
             self.driver_errors.clone(),
         );
+    }
+
+    /// Changes of partitions' replica sets and leaders.
+    fn register_partition_changes(&self, registry: &mut Registry) {
         registry.register(
             "partition_replica_replacements",
             "Replica-set changes started: members on dead or draining brokers replaced, or sets short of their factor grown",
@@ -196,6 +223,10 @@ impl Metrics {
              replicas while still reaching the controlplane",
             self.leaders_cut_off.clone(),
         );
+    }
+
+    /// Read replicas by state, and each one's reported load.
+    fn register_read_replica_load(&self, registry: &mut Registry) {
         registry.register(
             "read_replicas",
             "Read replicas by state",

@@ -189,22 +189,47 @@ pub(crate) fn replace_members(
     now_ms: u64,
     replace_after_ms: u64,
 ) -> Replacement {
+    let Some(leader) = changeable_leader(partition) else {
+        return Replacement::No;
+    };
+    let (out, nothing_now) = members_due(partition, leader, dead_since, now_ms, replace_after_ms);
+    // A set smaller than its factor (the partition was created while too few brokers were
+    // live) grows once brokers are free, through the same two-step change.
+    let factor = partition.replication_factor as usize;
+    let short = partition.replicas.len() < factor;
+    if out.is_empty() && !short {
+        return nothing_now;
+    }
+    new_set(placer, partition, leader, &out, nothing_now)
+}
+
+/// The leader of a replicated partition whose members may change now: it has members, no
+/// change runs, and its leader is live. `None` otherwise.
+fn changeable_leader(partition: &MisplacedPartition) -> Option<BrokerId> {
     if partition.replication_factor <= 1
         || partition.replicas.is_empty()
         || !partition.previous.is_empty()
     {
-        return Replacement::No;
+        return None;
     }
-    let Some(leader) = partition.leader else {
-        return Replacement::No;
-    };
-    if !partition
+    let leader = partition.leader?;
+    partition
         .replicas
         .iter()
         .any(|&(id, state)| id == leader && state == BrokerState::Live)
-    {
-        return Replacement::No;
-    }
+        .then_some(leader)
+}
+
+/// The members other than `leader` to replace now (draining, or dead for
+/// `replace_after_ms`), and the answer when nothing changes now: look again when the next
+/// dead member falls due, or [`Replacement::No`] if none will.
+fn members_due(
+    partition: &MisplacedPartition,
+    leader: BrokerId,
+    dead_since: impl Fn(BrokerId) -> Option<u64>,
+    now_ms: u64,
+    replace_after_ms: u64,
+) -> (Vec<BrokerId>, Replacement) {
     let mut later = u64::MAX;
     let mut out = Vec::new();
     for &(id, state) in &partition.replicas {
@@ -229,13 +254,19 @@ pub(crate) fn replace_members(
     } else {
         Replacement::Later(later)
     };
-    // A set smaller than its factor (the partition was created while too few brokers were
-    // live) grows once brokers are free, through the same two-step change.
-    let factor = partition.replication_factor as usize;
-    let short = partition.replicas.len() < factor;
-    if out.is_empty() && !short {
-        return nothing_now;
-    }
+    (out, nothing_now)
+}
+
+/// The change that replaces `out`: the live members kept (a majority of the old set, else
+/// [`Replacement::No`]), completed by `placer` with newcomers, plus the dead members not due
+/// yet. `nothing_now` when no member is out and no broker is free to grow a short set.
+fn new_set(
+    placer: &mut Placer,
+    partition: &MisplacedPartition,
+    leader: BrokerId,
+    out: &[BrokerId],
+    nothing_now: Replacement,
+) -> Replacement {
     let old: Vec<BrokerId> = partition.replicas.iter().map(|(id, _)| *id).collect();
     let live_kept: Vec<BrokerId> = partition
         .replicas
@@ -243,9 +274,12 @@ pub(crate) fn replace_members(
         .filter(|&&(id, state)| state == BrokerState::Live && placer.contains(id))
         .map(|&(id, _)| id)
         .collect();
+    // The election over both sets needs the live members kept to be a majority of the old
+    // one (see `replace_members`).
     if live_kept.len() < partition_election::majority(old.len()) {
         return Replacement::No;
     }
+    let factor = partition.replication_factor as usize;
     // Dead members not due yet stay; the placer completes the live ones with newcomers.
     let waiting: Vec<BrokerId> = old
         .iter()

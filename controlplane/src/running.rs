@@ -47,29 +47,8 @@ impl Controlplane {
     /// SQLite it leads at once; on PostgreSQL it stands by until it wins the election
     /// ([`Running::wait_for_role`]).
     pub async fn start(config: Config) -> Result<Running, StartError> {
-        let store = match &config.database {
-            Database::Sqlite { path } => {
-                if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
-                        path: dir.to_owned(),
-                        source,
-                    })?;
-                }
-                SqlStore::open_sqlite(path).await?
-            }
-            Database::Postgres { url } => SqlStore::connect(url).await?,
-        };
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: config.listen,
-                    source,
-                })?;
-        let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
-            addr: config.listen,
-            source,
-        })?;
+        let store = open_store(&config.database).await?;
+        let (listener, local_addr) = listen(config.listen).await?;
         let database = config.database.clone();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let cluster = Arc::new(Cluster::new(store.clone(), config, shutdown_rx.clone()));
@@ -90,25 +69,7 @@ impl Controlplane {
             cluster.clone(),
             shutdown_rx.clone(),
         )));
-        // Small JSON answers: send them now rather than wait for the client's ACK (Nagle).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "could not set TCP_NODELAY");
-            }
-        });
-        let router = api::router(cluster.clone());
-        let mut serve_shutdown = shutdown_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let stopped = async move {
-                let _ = serve_shutdown.wait_for(|stop| *stop).await;
-            };
-            if let Err(error) = axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-            {
-                tracing::error!(%error, "the HTTP server stopped");
-            }
-        }));
+        tasks.push(spawn_http(listener, &cluster, shutdown_rx.clone()));
         tracing::info!(%local_addr, backend = ?store.backend(), "controlplane listening");
         Ok(Running {
             local_addr,
@@ -118,6 +79,59 @@ impl Controlplane {
             store,
         })
     }
+}
+
+/// Opens the metadata store; on SQLite, creates the database file's directory first.
+async fn open_store(database: &Database) -> Result<SqlStore, StartError> {
+    Ok(match database {
+        Database::Sqlite { path } => {
+            if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+                    path: dir.to_owned(),
+                    source,
+                })?;
+            }
+            SqlStore::open_sqlite(path).await?
+        }
+        Database::Postgres { url } => SqlStore::connect(url).await?,
+    })
+}
+
+/// Binds the HTTP listener; returns it with the address it got (`addr` may ask for port 0).
+async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Listen { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| StartError::Listen { addr, source })?;
+    Ok((listener, local_addr))
+}
+
+/// Serves the API on `listener` until `shutdown` turns true, then stops gracefully.
+fn spawn_http(
+    listener: TcpListener,
+    cluster: &Arc<Cluster<SqlStore>>,
+    mut shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    // Small JSON answers: send them now rather than wait for the client's ACK (Nagle).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
+    let router = api::router(cluster.clone());
+    tokio::spawn(async move {
+        let stopped = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
+        if let Err(error) = axum::serve(listener, router)
+            .with_graceful_shutdown(stopped)
+            .await
+        {
+            tracing::error!(%error, "the HTTP server stopped");
+        }
+    })
 }
 
 /// Starts the autoscaler with the configured driver, if one is. A cloud driver checks its

@@ -102,7 +102,47 @@ fn error_codes() -> Value {
     ])
 }
 
-fn stream_schemas() -> Vec<(&'static str, Value)> {
+/// Named schemas, as `components.schemas` lists them.
+type Schemas = Vec<(&'static str, Value)>;
+
+/// The failure every route may answer with.
+fn error_schemas() -> Schemas {
+    vec![(
+        "ApiError",
+        object(
+            &[
+                ("code", error_codes()),
+                ("message", json!({ "type": "string" })),
+            ],
+            &["code", "message"],
+            false,
+        ),
+    )]
+}
+
+/// `/v1/health` and `/v1/ready`.
+fn probe_schemas() -> Schemas {
+    vec![
+        (
+            "Health",
+            object(&[("status", json!({ "const": "ok" }))], &["status"], false),
+        ),
+        (
+            "Readiness",
+            object(
+                &[
+                    ("ready", json!({ "type": "boolean" })),
+                    ("role", string_enum(&["leader", "standby"])),
+                ],
+                &["ready", "role"],
+                false,
+            ),
+        ),
+    ]
+}
+
+/// A stream's configuration: ack mode, segment and retention settings.
+fn stream_config_schemas() -> Schemas {
     let segment = object(
         &[
             ("bytes", bounded(1, floe_wire::admin::MAX_SEGMENT_BYTES)),
@@ -138,12 +178,91 @@ fn stream_schemas() -> Vec<(&'static str, Value)> {
         ],
         false,
     );
+    vec![
+        ("AckMode", string_enum(&AckMode::ALL.map(AckMode::as_str))),
+        ("SegmentSettings", segment),
+        ("RetentionSettings", retention),
+        ("StreamConfig", config),
+    ]
+}
+
+/// Creating and listing streams.
+fn stream_schemas() -> Schemas {
+    vec![
+        (
+            "CreateStreamRequest",
+            object(
+                &[
+                    ("name", name_schema()),
+                    ("partitions", bounded(1, 100_000)),
+                    ("replication_factor", bounded(1, 16)),
+                    ("ack_mode", reference("AckMode")),
+                    ("segment", reference("SegmentSettings")),
+                    ("retention", reference("RetentionSettings")),
+                ],
+                &["name", "partitions"],
+                true,
+            ),
+        ),
+        (
+            "StreamInfo",
+            object(
+                &[
+                    ("name", name_schema()),
+                    ("config", reference("StreamConfig")),
+                    ("created_at_ms", u64_schema()),
+                ],
+                &["name", "config", "created_at_ms"],
+                false,
+            ),
+        ),
+        (
+            "StreamList",
+            object(
+                &[("streams", array(reference("StreamInfo")))],
+                &["streams"],
+                false,
+            ),
+        ),
+    ]
+}
+
+/// Describing a stream: its partitions as their leaders last reported them.
+fn stream_description_schemas() -> Schemas {
     let range = object(
         &[("start", u64_schema()), ("end", u64_schema())],
         &["start", "end"],
         false,
     );
-    let partition = object(
+    vec![
+        ("OffsetRange", range),
+        (
+            "ReplicaLag",
+            object(
+                &[("broker_id", u32_schema()), ("records", u64_schema())],
+                &["broker_id", "records"],
+                true,
+            ),
+        ),
+        ("PartitionDescription", partition_description()),
+        (
+            "StreamDescription",
+            object(
+                &[
+                    ("name", name_schema()),
+                    ("config", reference("StreamConfig")),
+                    ("created_at_ms", u64_schema()),
+                    ("partitions", array(reference("PartitionDescription"))),
+                ],
+                &["name", "config", "created_at_ms", "partitions"],
+                false,
+            ),
+        ),
+    ]
+}
+
+fn partition_description() -> Value {
+    object(
         &[
             ("partition", u32_schema()),
             ("replicas", array(u32_schema())),
@@ -169,115 +288,12 @@ fn stream_schemas() -> Vec<(&'static str, Value)> {
             "upload_backlog_bytes",
         ],
         false,
-    );
-    vec![
-        ("AckMode", string_enum(&AckMode::ALL.map(AckMode::as_str))),
-        ("SegmentSettings", segment),
-        ("RetentionSettings", retention),
-        (
-            "CreateStreamRequest",
-            object(
-                &[
-                    ("name", name_schema()),
-                    ("partitions", bounded(1, 100_000)),
-                    ("replication_factor", bounded(1, 16)),
-                    ("ack_mode", reference("AckMode")),
-                    ("segment", reference("SegmentSettings")),
-                    ("retention", reference("RetentionSettings")),
-                ],
-                &["name", "partitions"],
-                true,
-            ),
-        ),
-        ("StreamConfig", config),
-        (
-            "StreamInfo",
-            object(
-                &[
-                    ("name", name_schema()),
-                    ("config", reference("StreamConfig")),
-                    ("created_at_ms", u64_schema()),
-                ],
-                &["name", "config", "created_at_ms"],
-                false,
-            ),
-        ),
-        (
-            "StreamList",
-            object(
-                &[("streams", array(reference("StreamInfo")))],
-                &["streams"],
-                false,
-            ),
-        ),
-        ("OffsetRange", range),
-        (
-            "ReplicaLag",
-            object(
-                &[("broker_id", u32_schema()), ("records", u64_schema())],
-                &["broker_id", "records"],
-                true,
-            ),
-        ),
-        ("PartitionDescription", partition),
-        (
-            "StreamDescription",
-            object(
-                &[
-                    ("name", name_schema()),
-                    ("config", reference("StreamConfig")),
-                    ("created_at_ms", u64_schema()),
-                    ("partitions", array(reference("PartitionDescription"))),
-                ],
-                &["name", "config", "created_at_ms", "partitions"],
-                false,
-            ),
-        ),
-    ]
+    )
 }
 
-fn broker_schemas() -> Vec<(&'static str, Value)> {
-    let partition_assignment = object(
-        &[
-            ("partition", u32_schema()),
-            ("replicas", array(u32_schema())),
-            ("leader", nullable(u32_schema())),
-            ("epoch", u64_schema()),
-            ("electing", json!({ "type": "boolean" })),
-            ("previous_replicas", array(u32_schema())),
-        ],
-        &["partition", "replicas", "leader", "epoch"],
-        false,
-    );
-    let report = object(
-        &[
-            ("stream", name_schema()),
-            ("partition", u32_schema()),
-            ("epoch", u64_schema()),
-            ("hot", reference("OffsetRange")),
-            ("tier", reference("OffsetRange")),
-            ("bytes", u64_schema()),
-            ("upload_backlog_bytes", u64_schema()),
-            ("high_watermark", u64_schema()),
-            (
-                "replica_lag",
-                json!({ "type": "array", "items": reference("ReplicaLag"), "maxItems": 16 }),
-            ),
-            (
-                "new_set_caught_up",
-                json!({ "type": "array", "items": u32_schema(), "maxItems": 16 }),
-            ),
-            ("quorum_lost", json!({ "type": "boolean" })),
-        ],
-        &[
-            "stream",
-            "partition",
-            "epoch",
-            "bytes",
-            "upload_backlog_bytes",
-        ],
-        true,
-    );
+/// A broker registering, then renewing its lease with a heartbeat that reports its
+/// partitions.
+fn broker_lease_schemas() -> Schemas {
     vec![
         ("BrokerState", string_enum(&["live", "draining", "dead"])),
         (
@@ -308,7 +324,7 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
                 false,
             ),
         ),
-        ("PartitionReport", report),
+        ("PartitionReport", partition_report()),
         (
             "HeartbeatRequest",
             object(
@@ -332,6 +348,45 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
                 false,
             ),
         ),
+    ]
+}
+
+/// A leader's report on one partition, sent with its heartbeat.
+fn partition_report() -> Value {
+    object(
+        &[
+            ("stream", name_schema()),
+            ("partition", u32_schema()),
+            ("epoch", u64_schema()),
+            ("hot", reference("OffsetRange")),
+            ("tier", reference("OffsetRange")),
+            ("bytes", u64_schema()),
+            ("upload_backlog_bytes", u64_schema()),
+            ("high_watermark", u64_schema()),
+            (
+                "replica_lag",
+                json!({ "type": "array", "items": reference("ReplicaLag"), "maxItems": 16 }),
+            ),
+            (
+                "new_set_caught_up",
+                json!({ "type": "array", "items": u32_schema(), "maxItems": 16 }),
+            ),
+            ("quorum_lost", json!({ "type": "boolean" })),
+        ],
+        &[
+            "stream",
+            "partition",
+            "epoch",
+            "bytes",
+            "upload_backlog_bytes",
+        ],
+        true,
+    )
+}
+
+/// Listing brokers (and what draining one answers).
+fn broker_list_schemas() -> Schemas {
+    vec![
         (
             "BrokerInfo",
             object(
@@ -366,21 +421,25 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
                 false,
             ),
         ),
+    ]
+}
+
+/// A broker's assignments: the partitions it holds a replica of, by stream.
+fn assignment_schemas() -> Schemas {
+    let partition_assignment = object(
+        &[
+            ("partition", u32_schema()),
+            ("replicas", array(u32_schema())),
+            ("leader", nullable(u32_schema())),
+            ("epoch", u64_schema()),
+            ("electing", json!({ "type": "boolean" })),
+            ("previous_replicas", array(u32_schema())),
+        ],
+        &["partition", "replicas", "leader", "epoch"],
+        false,
+    );
+    vec![
         ("PartitionAssignment", partition_assignment),
-        ("ElectionOutcome", election_outcome()),
-        (
-            "ElectionReport",
-            object(
-                &[
-                    ("stream", name_schema()),
-                    ("partition", u32_schema()),
-                    ("epoch", u64_schema()),
-                    ("outcome", reference("ElectionOutcome")),
-                ],
-                &["stream", "partition", "epoch", "outcome"],
-                true,
-            ),
-        ),
         (
             "StreamAssignment",
             object(
@@ -409,6 +468,26 @@ fn broker_schemas() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// A replica's report for the election of its partition's leader.
+fn election_schemas() -> Schemas {
+    vec![
+        ("ElectionOutcome", election_outcome()),
+        (
+            "ElectionReport",
+            object(
+                &[
+                    ("stream", name_schema()),
+                    ("partition", u32_schema()),
+                    ("epoch", u64_schema()),
+                    ("outcome", reference("ElectionOutcome")),
+                ],
+                &["stream", "partition", "epoch", "outcome"],
+                true,
+            ),
+        ),
+    ]
+}
+
 /// `reported` (the replica promised the epoch; where its durable log ends) or `refused`.
 fn election_outcome() -> Value {
     let kind = |name: &str| json!({ "type": "string", "const": name });
@@ -426,25 +505,8 @@ fn election_outcome() -> Value {
     ] })
 }
 
-fn group_schemas() -> Vec<(&'static str, Value)> {
-    let commit = object(
-        &[
-            ("stream", name_schema()),
-            ("partition", u32_schema()),
-            ("offset", u64_schema()),
-        ],
-        &["stream", "partition", "offset"],
-        true,
-    );
-    let target = json!({ "oneOf": [
-        object(&[("kind", json!({ "const": "earliest" }))], &["kind"], true),
-        object(&[("kind", json!({ "const": "latest" }))], &["kind"], true),
-        object(
-            &[("kind", json!({ "const": "offset" })), ("offset", u64_schema())],
-            &["kind", "offset"],
-            true,
-        ),
-    ]});
+/// Consumer groups and the offsets they committed, as read.
+fn group_schemas() -> Schemas {
     vec![
         (
             "GroupSummary",
@@ -490,6 +552,30 @@ fn group_schemas() -> Vec<(&'static str, Value)> {
                 false,
             ),
         ),
+    ]
+}
+
+/// Committing a group's offsets, and moving them.
+fn group_offset_change_schemas() -> Schemas {
+    let commit = object(
+        &[
+            ("stream", name_schema()),
+            ("partition", u32_schema()),
+            ("offset", u64_schema()),
+        ],
+        &["stream", "partition", "offset"],
+        true,
+    );
+    let target = json!({ "oneOf": [
+        object(&[("kind", json!({ "const": "earliest" }))], &["kind"], true),
+        object(&[("kind", json!({ "const": "latest" }))], &["kind"], true),
+        object(
+            &[("kind", json!({ "const": "offset" })), ("offset", u64_schema())],
+            &["kind", "offset"],
+            true,
+        ),
+    ]});
+    vec![
         ("OffsetCommit", commit),
         (
             "CommitOffsetsRequest",
@@ -515,44 +601,9 @@ fn group_schemas() -> Vec<(&'static str, Value)> {
     ]
 }
 
-fn other_schemas() -> Vec<(&'static str, Value)> {
-    let policy_fields = [
-        ("min_replicas", u32_schema()),
-        ("max_replicas", u32_schema()),
-        ("target_bytes_per_second", u64_schema()),
-        ("target_consumers", u32_schema()),
-        ("hysteresis_percent", bounded(0, 100)),
-        ("scale_up_cooldown_ms", u64_schema()),
-        ("scale_down_cooldown_ms", u64_schema()),
-    ];
-    let policy_names: Vec<&str> = policy_fields.iter().map(|(name, _)| *name).collect();
+/// Listing read replicas (and what draining one answers).
+fn read_replica_list_schemas() -> Schemas {
     vec![
-        (
-            "ApiError",
-            object(
-                &[
-                    ("code", error_codes()),
-                    ("message", json!({ "type": "string" })),
-                ],
-                &["code", "message"],
-                false,
-            ),
-        ),
-        (
-            "Health",
-            object(&[("status", json!({ "const": "ok" }))], &["status"], false),
-        ),
-        (
-            "Readiness",
-            object(
-                &[
-                    ("ready", json!({ "type": "boolean" })),
-                    ("role", string_enum(&["leader", "standby"])),
-                ],
-                &["ready", "role"],
-                false,
-            ),
-        ),
         (
             "ReadReplicaState",
             string_enum(&["live", "draining", "dead"]),
@@ -593,18 +644,31 @@ fn other_schemas() -> Vec<(&'static str, Value)> {
                 false,
             ),
         ),
-        ("ScalingPolicy", object(&policy_fields, &policy_names, true)),
     ]
-    .into_iter()
-    .chain(read_replica_schemas())
-    .collect()
+}
+
+/// The read-replica scaling policy.
+fn scaling_policy_schemas() -> Schemas {
+    let policy_fields = [
+        ("min_replicas", u32_schema()),
+        ("max_replicas", u32_schema()),
+        ("target_bytes_per_second", u64_schema()),
+        ("target_consumers", u32_schema()),
+        ("hysteresis_percent", bounded(0, 100)),
+        ("scale_up_cooldown_ms", u64_schema()),
+        ("scale_down_cooldown_ms", u64_schema()),
+    ];
+    let policy_names: Vec<&str> = policy_fields.iter().map(|(name, _)| *name).collect();
+    vec![("ScalingPolicy", object(&policy_fields, &policy_names, true))]
 }
 
 fn replica_id_schema() -> Value {
     json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" })
 }
 
-fn read_replica_schemas() -> Vec<(&'static str, Value)> {
+/// A read replica registering, then renewing its lease with a heartbeat that reports its
+/// load.
+fn read_replica_lease_schemas() -> Schemas {
     vec![
         (
             "RegisterReadReplicaRequest",
@@ -700,43 +764,32 @@ fn operation(
     operation
 }
 
+/// A mutating operation without a body: it needs the admin token too ([`operation`] marks
+/// only those with a body).
+fn admin_only(mut operation: Value) -> Value {
+    operation["security"] = json!([{ "adminToken": [] }, {}]);
+    operation
+}
+
 fn paths() -> Value {
-    let name = path_parameter("name", name_schema());
-    let broker = path_parameter("broker_id", u32_schema());
-    let group = path_parameter("group", name_schema());
-    let mut delete = operation(
-        "Delete a stream and its data",
-        vec![name.clone()],
-        None,
-        204,
-        None,
-    );
-    delete["security"] = json!([{ "adminToken": [] }, {}]);
-    let mut drain = operation(
-        "Drain a broker: no new replicas, its replicas move away",
-        vec![broker.clone()],
-        None,
-        200,
-        Some("BrokerInfo"),
-    );
-    drain["security"] = json!([{ "adminToken": [] }, {}]);
-    let replica = path_parameter("replica_id", replica_id_schema());
-    let mut replica_drain = operation(
-        "Drain a read replica: clients send it no new readers",
-        vec![replica.clone()],
-        None,
-        200,
-        Some("ReadReplicaInfo"),
-    );
-    replica_drain["security"] = json!([{ "adminToken": [] }, {}]);
-    let mut replica_delete = operation(
-        "A read replica leaves: it is forgotten at once",
-        vec![replica.clone()],
-        None,
-        204,
-        None,
-    );
-    replica_delete["security"] = json!([{ "adminToken": [] }, {}]);
+    let mut paths = serde_json::Map::new();
+    for group in [
+        probe_paths(),
+        stream_paths(),
+        broker_paths(),
+        group_paths(),
+        read_replica_paths(),
+    ] {
+        // Each group is a JSON object literal.
+        if let Value::Object(group) = group {
+            paths.extend(group);
+        }
+    }
+    Value::Object(paths)
+}
+
+/// Health, readiness and this document.
+fn probe_paths() -> Value {
     json!({
         "/v1/health": { "get": operation("The process serves HTTP", vec![], None, 200, Some("Health")) },
         "/v1/ready": { "get": {
@@ -753,6 +806,19 @@ fn paths() -> Value {
             "responses": { "200": { "description": "the OpenAPI document",
                 "content": { "application/json": { "schema": { "type": "object" } } } } },
         } },
+    })
+}
+
+fn stream_paths() -> Value {
+    let name = path_parameter("name", name_schema());
+    let delete = admin_only(operation(
+        "Delete a stream and its data",
+        vec![name.clone()],
+        None,
+        204,
+        None,
+    ));
+    json!({
         "/v1/streams": {
             "get": operation("List streams", vec![], None, 200, Some("StreamList")),
             "post": operation("Create a stream and place its partitions", vec![],
@@ -767,6 +833,19 @@ fn paths() -> Value {
             "put": operation("Replace a stream's retention", vec![name], Some("RetentionSettings"),
                 200, Some("StreamInfo")),
         },
+    })
+}
+
+fn broker_paths() -> Value {
+    let broker = path_parameter("broker_id", u32_schema());
+    let drain = admin_only(operation(
+        "Drain a broker: no new replicas, its replicas move away",
+        vec![broker.clone()],
+        None,
+        200,
+        Some("BrokerInfo"),
+    ));
+    json!({
         "/v1/brokers": {
             "get": operation("List brokers", vec![], None, 200, Some("BrokerList")),
             "post": operation("Register a broker and take a lease", vec![],
@@ -791,6 +870,12 @@ fn paths() -> Value {
                 ignored unless for the running election", vec![broker],
                 Some("ElectionReport"), 204, None),
         },
+    })
+}
+
+fn group_paths() -> Value {
+    let group = path_parameter("group", name_schema());
+    json!({
         "/v1/groups": { "get": operation("List consumer groups", vec![], None, 200, Some("GroupList")) },
         "/v1/groups/{group}/offsets": {
             "get": operation("A group's committed offsets", vec![group.clone()], None, 200,
@@ -802,6 +887,27 @@ fn paths() -> Value {
             "post": operation("Move a group's offsets in one stream", vec![group],
                 Some("ResetOffsetsRequest"), 200, Some("GroupOffsets")),
         },
+    })
+}
+
+/// Read replicas and their scaling policy.
+fn read_replica_paths() -> Value {
+    let replica = path_parameter("replica_id", replica_id_schema());
+    let drain = admin_only(operation(
+        "Drain a read replica: clients send it no new readers",
+        vec![replica.clone()],
+        None,
+        200,
+        Some("ReadReplicaInfo"),
+    ));
+    let delete = admin_only(operation(
+        "A read replica leaves: it is forgotten at once",
+        vec![replica.clone()],
+        None,
+        204,
+        None,
+    ));
+    json!({
         "/v1/read-replicas": {
             "get": operation("List read replicas, every state", vec![], None, 200,
                 Some("ReadReplicaList")),
@@ -810,11 +916,11 @@ fn paths() -> Value {
         },
         "/v1/read-replicas/{replica_id}/heartbeat": {
             "post": operation("Renew a read replica's lease and report its load",
-                vec![replica.clone()], Some("ReadReplicaHeartbeat"), 200,
+                vec![replica], Some("ReadReplicaHeartbeat"), 200,
                 Some("ReadReplicaHeartbeatResponse")),
         },
-        "/v1/read-replicas/{replica_id}/drain": { "post": replica_drain },
-        "/v1/read-replicas/{replica_id}": { "delete": replica_delete },
+        "/v1/read-replicas/{replica_id}/drain": { "post": drain },
+        "/v1/read-replicas/{replica_id}": { "delete": delete },
         "/v1/scaling-policy": {
             "get": operation("The read-replica scaling policy", vec![], None, 200,
                 Some("ScalingPolicy")),
@@ -826,10 +932,20 @@ fn paths() -> Value {
 
 fn document() -> Value {
     let schemas: serde_json::Map<String, Value> = [
+        error_schemas(),
+        probe_schemas(),
+        stream_config_schemas(),
         stream_schemas(),
-        broker_schemas(),
+        stream_description_schemas(),
+        broker_lease_schemas(),
+        broker_list_schemas(),
+        assignment_schemas(),
+        election_schemas(),
         group_schemas(),
-        other_schemas(),
+        group_offset_change_schemas(),
+        read_replica_list_schemas(),
+        read_replica_lease_schemas(),
+        scaling_policy_schemas(),
     ]
     .into_iter()
     .flatten()

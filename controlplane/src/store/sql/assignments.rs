@@ -7,7 +7,8 @@ use floe_wire::admin::{
     Assignments, BrokerState, PartitionAssignment, PartitionReport, StreamAssignment,
 };
 use floe_wire::{BrokerId, LeaderEpoch, PartitionId};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use super::streams::{STREAM_COLUMNS, insert_replicas, stream_from_row};
 use super::{
@@ -244,15 +245,49 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
         return Err(StoreError::BrokerNotFound { id });
     }
     let version = read_version(&mut tx).await?;
+    let rows = read_broker_rows(&mut tx, broker).await?;
+    tx.commit().await?;
+
+    let mut replicas = replica_sets(&rows.replicas)?;
+    let mut by_stream = partitions_by_stream(&rows.partitions, &mut replicas)?;
+    let mut streams = Vec::with_capacity(rows.streams.len());
+    for row in &rows.streams {
+        let info = stream_from_row(row)?;
+        let partitions = by_stream.remove(info.name.as_str()).unwrap_or_default();
+        streams.push(StreamAssignment {
+            name: info.name,
+            config: info.config,
+            created_at_ms: info.created_at_ms,
+            partitions,
+        });
+    }
+    Ok(Assignments {
+        broker_id: id,
+        version,
+        streams,
+    })
+}
+
+/// The rows a broker's assignments are built from, all read in one transaction.
+struct BrokerRows {
+    /// The streams with a replica on the broker, by name.
+    streams: Vec<AnyRow>,
+    /// Its partitions, by stream and partition.
+    partitions: Vec<AnyRow>,
+    /// Every member of its partitions' replica sets, in set order.
+    replicas: Vec<AnyRow>,
+}
+
+async fn read_broker_rows(tx: &mut AnyConnection, broker: i64) -> Result<BrokerRows, StoreError> {
     let sql = format!(
         "SELECT {STREAM_COLUMNS} FROM streams s WHERE EXISTS (SELECT 1 FROM partition_replicas r \
          WHERE r.stream = s.name AND r.broker_id = $1) ORDER BY s.name"
     );
-    let stream_rows = sqlx::query(AssertSqlSafe(sql))
+    let streams = sqlx::query(AssertSqlSafe(sql))
         .bind(broker)
         .fetch_all(&mut *tx)
         .await?;
-    let partition_rows = sqlx::query(
+    let partitions = sqlx::query(
         "SELECT p.stream, p.partition, p.leader, p.epoch, p.electing, p.previous_replicas \
          FROM partition_replicas mine \
          JOIN partitions p ON p.stream = mine.stream AND p.partition = mine.partition \
@@ -261,7 +296,7 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
     .bind(broker)
     .fetch_all(&mut *tx)
     .await?;
-    let replica_rows = sqlx::query(
+    let replicas = sqlx::query(
         "SELECT r.stream, r.partition, r.broker_id FROM partition_replicas mine \
          JOIN partition_replicas r ON r.stream = mine.stream AND r.partition = mine.partition \
          WHERE mine.broker_id = $1 ORDER BY r.stream, r.partition, r.position",
@@ -269,16 +304,31 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
     .bind(broker)
     .fetch_all(&mut *tx)
     .await?;
-    tx.commit().await?;
+    Ok(BrokerRows {
+        streams,
+        partitions,
+        replicas,
+    })
+}
 
+/// Replica sets keyed by (stream, partition), members in set order.
+fn replica_sets(rows: &[AnyRow]) -> Result<HashMap<(String, i64), Vec<BrokerId>>, StoreError> {
     let mut replicas: HashMap<(String, i64), Vec<BrokerId>> = HashMap::new();
-    for row in &replica_rows {
+    for row in rows {
         let key = (row.try_get::<String, _>(0)?, row.try_get::<i64, _>(1)?);
         let member = broker_from_db("partition_replicas.broker_id", row.try_get(2)?)?;
         replicas.entry(key).or_default().push(member);
     }
+    Ok(replicas)
+}
+
+/// Partition assignments by stream name, each taking its set out of `replicas`.
+fn partitions_by_stream(
+    rows: &[AnyRow],
+    replicas: &mut HashMap<(String, i64), Vec<BrokerId>>,
+) -> Result<BTreeMap<String, Vec<PartitionAssignment>>, StoreError> {
     let mut by_stream: BTreeMap<String, Vec<PartitionAssignment>> = BTreeMap::new();
-    for row in &partition_rows {
+    for row in rows {
         let stream: String = row.try_get(0)?;
         let partition: i64 = row.try_get(1)?;
         let leader: Option<i64> = row.try_get(2)?;
@@ -296,20 +346,5 @@ pub(super) async fn for_broker(store: &SqlStore, id: BrokerId) -> Result<Assignm
         };
         by_stream.entry(stream).or_default().push(assignment);
     }
-    let mut streams = Vec::with_capacity(stream_rows.len());
-    for row in &stream_rows {
-        let info = stream_from_row(row)?;
-        let partitions = by_stream.remove(info.name.as_str()).unwrap_or_default();
-        streams.push(StreamAssignment {
-            name: info.name,
-            config: info.config,
-            created_at_ms: info.created_at_ms,
-            partitions,
-        });
-    }
-    Ok(Assignments {
-        broker_id: id,
-        version,
-        streams,
-    })
+    Ok(by_stream)
 }
