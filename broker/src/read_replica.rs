@@ -258,32 +258,9 @@ impl Running {
 /// Starts a read replica: opens the store and the cache, connects to the brokers, registers
 /// with the controlplane, and serves.
 pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
-    // Replicas started under an id by a scaler may share a parent directory (the local
-    // driver's children do): each keeps its cache in its own.
-    if let Some(id) = &settings.replica_id {
-        // Also a directory name: not `.` or `..`.
-        let valid = floe_wire::admin::valid_read_replica_id(id) && id != "." && id != "..";
-        if !valid {
-            return Err(ReadReplicaError::InvalidId(id.clone()));
-        }
-        settings.data_dir = settings.data_dir.join(id);
-    }
-    std::fs::create_dir_all(&settings.data_dir).map_err(|source| ReadReplicaError::DataDir {
-        path: settings.data_dir.clone(),
-        source,
-    })?;
+    create_data_dir(&mut settings)?;
     let metrics = Metrics::new();
-    let mut reader_config = settings.tier.reader.clone();
-    reader_config.disk_cache = tiering::disk_cache(
-        settings.data_dir.join("cache"),
-        tiering::cache_disk_bytes(settings.tier_cache_disk_bytes, &settings.tier.url),
-        reader_config.chunk_bytes,
-    );
-    let store =
-        tiering::open_store(&settings.tier)?.with_observer(RequestObserver(Arc::new(|_, _| {})));
-    let reader = TierReader::new(store, reader_config)
-        .await
-        .map_err(ReadReplicaError::Cache)?;
+    let reader = open_reader(&settings).await?;
 
     let rest =
         floe_client::rest::Controlplane::new(&settings.controlplane, settings.admin_token.clone())
@@ -295,13 +272,7 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
         local_addr: quic_addr,
         advertised,
         ..
-    } = ClientPort::bind(
-        settings.listen,
-        &settings.certificates,
-        STREAMS_PER_CONNECTION,
-        &settings.data_dir,
-        settings.advertised.as_deref(),
-    )?;
+    } = bind_client_port(&settings)?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let state = Arc::new(ReadReplica {
@@ -322,19 +293,7 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
     let mut tasks = Vec::new();
     let mut metrics_addr = None;
     if let Some(addr) = settings.metrics_listen {
-        let weak = Arc::downgrade(&state);
-        metrics.set_scrape_hook(crate::metrics::ScrapeHook(Box::new(move |m: &Metrics| {
-            if let Some(state) = weak.upgrade() {
-                m.mirror_tier(
-                    &state.reader.store().metrics().snapshot(),
-                    state.reader.cache_memory_bytes(),
-                );
-            }
-        })));
-        // Registered by now: ready from the first probe.
-        let readiness = crate::operators::Readiness::default();
-        readiness.set_ready();
-        let (bound, handle) = crate::operators::serve(metrics.clone(), readiness, addr).await?;
+        let (bound, handle) = serve_operators(&state, &metrics, addr).await?;
         metrics_addr = Some(bound);
         tasks.push(handle);
     }
@@ -355,6 +314,73 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
         shutdown,
         tasks,
     })
+}
+
+/// Creates the data directory; under a replica id, the replica's own directory below it.
+fn create_data_dir(settings: &mut ReadReplicaSettings) -> Result<()> {
+    // Replicas started under an id by a scaler may share a parent directory (the local
+    // driver's children do): each keeps its cache in its own.
+    if let Some(id) = &settings.replica_id {
+        // Also a directory name: not `.` or `..`.
+        let valid = floe_wire::admin::valid_read_replica_id(id) && id != "." && id != "..";
+        if !valid {
+            return Err(ReadReplicaError::InvalidId(id.clone()));
+        }
+        settings.data_dir = settings.data_dir.join(id);
+    }
+    std::fs::create_dir_all(&settings.data_dir).map_err(|source| ReadReplicaError::DataDir {
+        path: settings.data_dir.clone(),
+        source,
+    })
+}
+
+/// Opens object storage and the tier reader, with its cache's disk half under the data
+/// directory.
+async fn open_reader(settings: &ReadReplicaSettings) -> Result<TierReader> {
+    let mut reader_config = settings.tier.reader.clone();
+    reader_config.disk_cache = tiering::disk_cache(
+        settings.data_dir.join("cache"),
+        tiering::cache_disk_bytes(settings.tier_cache_disk_bytes, &settings.tier.url),
+        reader_config.chunk_bytes,
+    );
+    let store =
+        tiering::open_store(&settings.tier)?.with_observer(RequestObserver(Arc::new(|_, _| {})));
+    TierReader::new(store, reader_config)
+        .await
+        .map_err(ReadReplicaError::Cache)
+}
+
+/// Binds the client port consumers fetch from.
+fn bind_client_port(settings: &ReadReplicaSettings) -> Result<ClientPort> {
+    Ok(ClientPort::bind(
+        settings.listen,
+        &settings.certificates,
+        STREAMS_PER_CONNECTION,
+        &settings.data_dir,
+        settings.advertised.as_deref(),
+    )?)
+}
+
+/// Serves the operators' port on `addr`, its metrics mirroring the tier's: the bound
+/// address and the port's task.
+async fn serve_operators(
+    state: &Arc<ReadReplica>,
+    metrics: &Arc<Metrics>,
+    addr: SocketAddr,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let weak = Arc::downgrade(state);
+    metrics.set_scrape_hook(crate::metrics::ScrapeHook(Box::new(move |m: &Metrics| {
+        if let Some(state) = weak.upgrade() {
+            m.mirror_tier(
+                &state.reader.store().metrics().snapshot(),
+                state.reader.cache_memory_bytes(),
+            );
+        }
+    })));
+    // Registered by now: ready from the first probe.
+    let readiness = crate::operators::Readiness::default();
+    readiness.set_ready();
+    Ok(crate::operators::serve(metrics.clone(), readiness, addr).await?)
 }
 
 /// A client of every broker the controlplane lists, waiting until at least one is live.

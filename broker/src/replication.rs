@@ -292,45 +292,8 @@ impl Driver {
     ) {
         let shared = self.shared.clone();
         let mut leading = shared.lock();
-        let log = self.partition.log();
-        let end = log.log_end().get();
-        // Local retention dropped tiered segments (committed data only).
-        let start = log.log_start().get();
-        if start > self.replica.log().start && start <= self.replica.high_watermark() {
-            self.replica.on_log_start(start);
-        }
-        let mut outputs = Vec::new();
-        {
-            let mut recent = shared.recent();
-            let shipping = ShippingLog {
-                log,
-                recent: &recent,
-            };
-            if end > self.replica.log().end {
-                outputs.extend(self.replica.on_appended(end, &shipping));
-            }
-            outputs.extend(event(&mut self.replica, &shipping));
-            // What every follower acknowledged is not shipped again from memory; a
-            // replica that does not lead keeps nothing.
-            match self.replica.leader_epoch() {
-                Some(_) => {
-                    let acked = self
-                        .replica
-                        .follower_progress()
-                        .iter()
-                        .map(|(_, m)| *m)
-                        .min();
-                    recent.release_below(acked.unwrap_or(u64::MAX));
-                }
-                None => recent.clear(),
-            }
-        }
-        for output in outputs {
-            if let Err(reason) = self.carry_out(output) {
-                self.failed = Some(reason);
-                break;
-            }
-        }
+        let outputs = self.feed(&shared, event);
+        self.carry_out_all(outputs);
         *leading = if self.failed.is_none() {
             self.replica.leader_epoch()
         } else {
@@ -341,6 +304,64 @@ impl Driver {
             high_watermark: self.replica.high_watermark(),
         };
         drop(leading);
+        self.publish(commit);
+    }
+
+    /// The state machine's outputs for the producer appends it has not seen and for `event`;
+    /// the leader's appends in memory trimmed to what followers still need. Under the
+    /// append lock.
+    fn feed(
+        &mut self,
+        shared: &Shared,
+        event: impl FnOnce(&mut Replica, &ShippingLog<'_>) -> Vec<Output<WireBatch>>,
+    ) -> Vec<Output<WireBatch>> {
+        let log = self.partition.log();
+        let end = log.log_end().get();
+        // Local retention dropped tiered segments (committed data only).
+        let start = log.log_start().get();
+        if start > self.replica.log().start && start <= self.replica.high_watermark() {
+            self.replica.on_log_start(start);
+        }
+        let mut outputs = Vec::new();
+        let mut recent = shared.recent();
+        let shipping = ShippingLog {
+            log,
+            recent: &recent,
+        };
+        if end > self.replica.log().end {
+            outputs.extend(self.replica.on_appended(end, &shipping));
+        }
+        outputs.extend(event(&mut self.replica, &shipping));
+        // What every follower acknowledged is not shipped again from memory; a
+        // replica that does not lead keeps nothing.
+        match self.replica.leader_epoch() {
+            Some(_) => {
+                let acked = self
+                    .replica
+                    .follower_progress()
+                    .iter()
+                    .map(|(_, m)| *m)
+                    .min();
+                recent.release_below(acked.unwrap_or(u64::MAX));
+            }
+            None => recent.clear(),
+        }
+        outputs
+    }
+
+    /// Carries out `outputs` in order, up to the first fault, which stops the replica.
+    fn carry_out_all(&mut self, outputs: Vec<Output<WireBatch>>) {
+        for output in outputs {
+            if let Err(reason) = self.carry_out(output) {
+                self.failed = Some(reason);
+                break;
+            }
+        }
+    }
+
+    /// Publishes what a step changed in the replica's shared state (the commit producers and
+    /// consumers watch, what heartbeats report), once the append lock is released.
+    fn publish(&self, commit: Commit) {
         if commit.leading.is_some() && self.shared.commit.borrow().leading.is_none() {
             self.context.metrics.replica_leaderships.inc();
             tracing::info!(stream = %self.stream, partition = self.partition.id(), epoch = commit.leading.map(LeaderEpoch::get), "leading");

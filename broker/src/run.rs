@@ -181,17 +181,9 @@ pub async fn start(settings: Settings) -> Result<Running> {
         local_addr: quic_addr,
         advertised,
         reset_key,
-    } = ClientPort::bind(
-        settings.listen,
-        &settings.certificates,
-        settings.streams_per_connection,
-        &settings.data_dir,
-        settings.advertised.as_deref(),
-    )?;
+    } = bind_client_port(&settings)?;
     let (session, peer_endpoint) = join_cluster(&settings, &reset_key, &advertised).await?;
-    let broker_id = session
-        .as_ref()
-        .map_or(BrokerId::new(settings.broker_id), |s| s.broker_id());
+    let broker_id = broker_id(&settings, session.as_ref());
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (replication, peer_server) = replication(
@@ -211,30 +203,10 @@ pub async fn start(settings: Settings) -> Result<Running> {
         session,
         replication,
     };
-    let broker = Arc::new(Broker::new(BrokerParts {
-        partitions: layers.partitions.clone(),
-        tiering: layers.tiering.clone(),
-        disk: layers.disk.clone(),
-        metrics: layers.metrics.clone(),
-        limits: settings.limits,
-        broker_id,
-        session: layers.session.clone(),
-        replication: layers.replication.clone(),
-        advertised,
-        fetch_wait_max: settings.fetch_wait_max,
-        shutdown: shutdown_rx.clone(),
-        fetch_bytes_per_connection: settings.fetch_bytes_per_connection,
-        history_cap: HistoryReadCap::new(settings.history_read_bytes_per_second),
-    }));
+    let broker = client_service(&layers, &settings, broker_id, advertised, &shutdown_rx);
     let readiness = crate::operators::Readiness::default();
-    let (metrics_addr, metrics_server) = match settings.metrics_listen {
-        Some(addr) => {
-            let (bound, handle) =
-                crate::operators::serve(layers.metrics.clone(), readiness.clone(), addr).await?;
-            (Some(bound), Some(handle))
-        }
-        None => (None, None),
-    };
+    let (metrics_addr, metrics_server) =
+        serve_operators(&layers.metrics, &readiness, settings.metrics_listen).await?;
     layers.metrics.set_scrape_hook(scrape::hook(&layers));
     let tasks = spawn_tasks(
         &layers,
@@ -244,18 +216,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         peer_server,
         &shutdown_rx,
     );
-    match &layers.session {
-        // Ready once the controlplane's assignments are applied: until then the broker may
-        // not serve the partitions it was given.
-        Some(session) => {
-            let session = session.clone();
-            tokio::spawn(async move {
-                session.first_applied().await;
-                readiness.set_ready();
-            });
-        }
-        None => readiness.set_ready(),
-    }
+    become_ready(layers.session.as_ref(), readiness);
     tracing::info!(%quic_addr, ?metrics_addr, data_dir = %settings.data_dir.display(), "broker serving");
     Ok(Running {
         quic_addr,
@@ -268,6 +229,80 @@ pub async fn start(settings: Settings) -> Result<Running> {
         cluster: tasks.cluster,
         metrics_server,
     })
+}
+
+/// Binds the client port, with its certificate, its streams per connection, and the
+/// stateless-reset key kept in the data directory.
+fn bind_client_port(settings: &Settings) -> Result<ClientPort> {
+    Ok(ClientPort::bind(
+        settings.listen,
+        &settings.certificates,
+        settings.streams_per_connection,
+        &settings.data_dir,
+        settings.advertised.as_deref(),
+    )?)
+}
+
+/// The id the controlplane gave this broker, or the configured one without a controlplane.
+fn broker_id(settings: &Settings, session: Option<&Arc<Session>>) -> BrokerId {
+    session.map_or(BrokerId::new(settings.broker_id), |s| s.broker_id())
+}
+
+/// The broker's `Service` on the client port, over the layers below it.
+fn client_service(
+    layers: &Layers,
+    settings: &Settings,
+    broker_id: BrokerId,
+    advertised: Endpoint,
+    shutdown: &watch::Receiver<bool>,
+) -> Arc<Broker> {
+    Arc::new(Broker::new(BrokerParts {
+        partitions: layers.partitions.clone(),
+        tiering: layers.tiering.clone(),
+        disk: layers.disk.clone(),
+        metrics: layers.metrics.clone(),
+        limits: settings.limits,
+        broker_id,
+        session: layers.session.clone(),
+        replication: layers.replication.clone(),
+        advertised,
+        fetch_wait_max: settings.fetch_wait_max,
+        shutdown: shutdown.clone(),
+        fetch_bytes_per_connection: settings.fetch_bytes_per_connection,
+        history_cap: HistoryReadCap::new(settings.history_read_bytes_per_second),
+    }))
+}
+
+/// Opens the operators' port on `listen`, if any: its bound address and its task.
+async fn serve_operators(
+    metrics: &Arc<Metrics>,
+    readiness: &crate::operators::Readiness,
+    listen: Option<SocketAddr>,
+) -> Result<(Option<SocketAddr>, Option<tokio::task::JoinHandle<()>>)> {
+    Ok(match listen {
+        Some(addr) => {
+            let (bound, handle) =
+                crate::operators::serve(metrics.clone(), readiness.clone(), addr).await?;
+            (Some(bound), Some(handle))
+        }
+        None => (None, None),
+    })
+}
+
+/// Marks the broker ready now, or with a controlplane once its first assignments are applied.
+fn become_ready(session: Option<&Arc<Session>>, readiness: crate::operators::Readiness) {
+    match session {
+        // Ready once the controlplane's assignments are applied: until then the broker may
+        // not serve the partitions it was given.
+        Some(session) => {
+            let session = session.clone();
+            tokio::spawn(async move {
+                session.first_applied().await;
+                readiness.set_ready();
+            });
+        }
+        None => readiness.set_ready(),
+    }
 }
 
 /// A running broker's tasks.

@@ -19,10 +19,10 @@ use std::time::Instant;
 
 use floe_wire::BrokerId;
 use floe_wire::frame::{
-    ConnectionLimits, Frame, FrameHeader, HEADER_LEN, Hello, HelloAck, Message, MessageType,
-    ProtocolVersion, RequestId,
+    ConnectionLimits, Frame, FrameHeader, FrameLimits, HEADER_LEN, Hello, HelloAck, Message,
+    MessageType, PayloadError, ProtocolVersion, RequestId,
 };
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, SemaphorePermit, watch};
 
 use crate::metrics::{ErrorLabels, Metrics};
 
@@ -135,26 +135,8 @@ async fn serve_stream<S: Service>(
 ) -> Result<(), ExchangeError> {
     let turn = order::Turn::new(&conn.order, ticket);
     let limits = state.limits().frame_limits();
-    let mut head = [0u8; HEADER_LEN];
-    recv.read_exact(&mut head).await?;
-    let header = match FrameHeader::decode(&head, &limits) {
-        Ok(Some(header)) => header,
-        // A whole header always decodes to a header or an error.
-        Ok(None) => return Ok(()),
-        Err(e) => {
-            // Framing is lost on this stream: answer once, then stop reading it.
-            let refusal = Message::from(Refusal::Frame(e));
-            respond(
-                state,
-                &mut send,
-                ProtocolVersion::V1,
-                RequestId::new(0),
-                refusal,
-            )
-            .await?;
-            let _ = recv.stop(0u32.into());
-            return Ok(());
-        }
+    let Some(header) = read_header(state, &limits, &mut send, &mut recv).await? else {
+        return Ok(());
     };
     let turn = if header.message_type == MessageType::Produce {
         // Wait before reading the payload: QUIC keeps receiving it meanwhile, and no later
@@ -177,18 +159,7 @@ async fn serve_stream<S: Service>(
     let message = frame.message(&limits);
     // A fetch reserves its largest possible response before reading the log; the reservation
     // lasts until the response is handed to QUIC.
-    let _fetch_permit = match &message {
-        Ok(Message::Fetch(fetch)) => {
-            let want = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection());
-            Some(
-                conn.fetch_budget
-                    .acquire_many(want)
-                    .await
-                    .map_err(|_| ExchangeError::Closing)?,
-            )
-        }
-        _ => None,
-    };
+    let _fetch_permit = reserve_fetch(state, conn, &message).await?;
     let response = match message {
         Ok(Message::Fetch(mut fetch)) => {
             fetch.max_bytes = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection());
@@ -204,6 +175,50 @@ async fn serve_stream<S: Service>(
         .copied()
         .unwrap_or(ProtocolVersion::OLDEST);
     respond(state, &mut send, version, header.request_id, response).await
+}
+
+/// Reads a request's frame header; `None` when the stream ends without a request to
+/// answer.
+async fn read_header<S: Service>(
+    state: &Arc<S>,
+    limits: &FrameLimits,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) -> Result<Option<FrameHeader>, ExchangeError> {
+    let mut head = [0u8; HEADER_LEN];
+    recv.read_exact(&mut head).await?;
+    match FrameHeader::decode(&head, limits) {
+        Ok(Some(header)) => Ok(Some(header)),
+        // A whole header always decodes to a header or an error.
+        Ok(None) => Ok(None),
+        Err(e) => {
+            // Framing is lost on this stream: answer once, then stop reading it.
+            let refusal = Message::from(Refusal::Frame(e));
+            respond(state, send, ProtocolVersion::V1, RequestId::new(0), refusal).await?;
+            let _ = recv.stop(0u32.into());
+            Ok(None)
+        }
+    }
+}
+
+/// For a fetch, reserves the connection's fetch budget for the largest response it may get.
+async fn reserve_fetch<'c, S: Service>(
+    state: &Arc<S>,
+    conn: &'c Connection,
+    message: &Result<Message, PayloadError>,
+) -> Result<Option<SemaphorePermit<'c>>, ExchangeError> {
+    Ok(match message {
+        Ok(Message::Fetch(fetch)) => {
+            let want = fetch.max_bytes.clamp(1, state.fetch_bytes_per_connection());
+            Some(
+                conn.fetch_budget
+                    .acquire_many(want)
+                    .await
+                    .map_err(|_| ExchangeError::Closing)?,
+            )
+        }
+        _ => None,
+    })
 }
 
 /// Negotiates the connection's version, once: a repeated `Hello` is refused, and the

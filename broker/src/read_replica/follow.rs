@@ -3,13 +3,14 @@
 //! window holds what the tier does not; consumers waiting on the tail are woken by each
 //! append.
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use floe_client::Error;
-use floe_wire::frame::{ErrorCode, ErrorDetails, FetchPosition};
+use floe_wire::frame::{ErrorCode, ErrorDetails, FetchPosition, FetchResponse};
 use floe_wire::{Offset, PartitionId, StreamName};
 use tokio::sync::watch;
 
@@ -178,17 +179,7 @@ async fn follow(
         let from = match tail.end() {
             Some(end) => end,
             None => {
-                // Start at the tier's end: older history is read from the tier.
-                let start = match ReadReplica::tier_path(&stream, partition) {
-                    Some(path) => match state.reader.manifest(&path).await {
-                        Ok(manifest) => manifest.tier_end(),
-                        Err(e) => {
-                            tracing::debug!(%stream, partition = partition.get(), error = %e, "reading the manifest");
-                            Offset::ZERO
-                        }
-                    },
-                    None => Offset::ZERO,
-                };
+                let start = window_start(&state, &stream, partition).await;
                 tail.set_window(start, window_bytes);
                 start
             }
@@ -204,41 +195,74 @@ async fn follow(
             )
             .await;
         drop(state);
-        match answer {
-            Ok(response) => {
-                failures = 0;
-                tail.append(
-                    &response.records,
-                    response.high_watermark,
-                    response.log_start,
-                );
-            }
-            Err(Error::Broker {
-                code: ErrorCode::OffsetOutOfRange,
-                details: Some(ErrorDetails::OffsetRange { log_start, log_end }),
-                ..
-            }) => {
-                // The window's end left the leader's log (retention, or a new log after a
-                // reassignment): continue where the leader's log is.
-                let restart = if from < log_start { log_start } else { log_end };
-                tracing::info!(%stream, partition = partition.get(), %from, %restart, "the window restarts");
-                tail.restart(restart);
-            }
-            Err(Error::Broker {
-                code: code @ (ErrorCode::UnknownStream | ErrorCode::UnknownPartition),
-                ..
-            }) => {
-                tail.fail(code);
-                return;
-            }
-            Err(e) => {
-                tracing::debug!(%stream, partition = partition.get(), error = %e, "follow fetch failed");
-                let pause = RETRY_BASE
-                    .saturating_mul(1 << failures.min(5))
-                    .min(RETRY_MAX);
-                failures += 1;
-                tokio::time::sleep(pause).await;
-            }
+        let next = take_answer(&tail, &stream, partition, from, answer, &mut failures).await;
+        if next.is_break() {
+            return;
         }
     }
+}
+
+/// Where a new window of `partition` starts.
+async fn window_start(state: &ReadReplica, stream: &StreamName, partition: PartitionId) -> Offset {
+    // Start at the tier's end: older history is read from the tier.
+    match ReadReplica::tier_path(stream, partition) {
+        Some(path) => match state.reader.manifest(&path).await {
+            Ok(manifest) => manifest.tier_end(),
+            Err(e) => {
+                tracing::debug!(%stream, partition = partition.get(), error = %e, "reading the manifest");
+                Offset::ZERO
+            }
+        },
+        None => Offset::ZERO,
+    }
+}
+
+/// Takes the leader's answer to a follow fetch from `from` into the tail; after a failure,
+/// pauses before the next fetch (`failures` counts them in a row). Breaks when the leader
+/// refused for good.
+async fn take_answer(
+    tail: &Tail,
+    stream: &StreamName,
+    partition: PartitionId,
+    from: Offset,
+    answer: Result<FetchResponse, Error>,
+    failures: &mut u32,
+) -> ControlFlow<()> {
+    match answer {
+        Ok(response) => {
+            *failures = 0;
+            tail.append(
+                &response.records,
+                response.high_watermark,
+                response.log_start,
+            );
+        }
+        Err(Error::Broker {
+            code: ErrorCode::OffsetOutOfRange,
+            details: Some(ErrorDetails::OffsetRange { log_start, log_end }),
+            ..
+        }) => {
+            // The window's end left the leader's log (retention, or a new log after a
+            // reassignment): continue where the leader's log is.
+            let restart = if from < log_start { log_start } else { log_end };
+            tracing::info!(%stream, partition = partition.get(), %from, %restart, "the window restarts");
+            tail.restart(restart);
+        }
+        Err(Error::Broker {
+            code: code @ (ErrorCode::UnknownStream | ErrorCode::UnknownPartition),
+            ..
+        }) => {
+            tail.fail(code);
+            return ControlFlow::Break(());
+        }
+        Err(e) => {
+            tracing::debug!(%stream, partition = partition.get(), error = %e, "follow fetch failed");
+            let pause = RETRY_BASE
+                .saturating_mul(1 << (*failures).min(5))
+                .min(RETRY_MAX);
+            *failures += 1;
+            tokio::time::sleep(pause).await;
+        }
+    }
+    ControlFlow::Continue(())
 }

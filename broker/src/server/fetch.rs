@@ -80,13 +80,8 @@ async fn serve(state: &Broker, partition: &Arc<Partition>, request: &Fetch) -> M
                 records,
             })
         };
-        // History: committed records in a sealed segment (asked only when capped: finding
-        // the sealed end costs a look at the segment list). A consumer at the high
-        // watermark is at the tail, even while the watermark still lies in the segment a
-        // roll just sealed.
-        let history = state.history_cap.is_capped() && from < high_watermark.min(log.sealed_end());
         let mut admission = None;
-        if history {
+        if reads_capped_history(state, partition, from, high_watermark) {
             match admit_history(state, max_bytes, history_bound).await {
                 Some(admitted) => admission = Some(admitted),
                 None => return response(from, bytes::Bytes::new()),
@@ -107,16 +102,38 @@ async fn serve(state: &Broker, partition: &Arc<Partition>, request: &Fetch) -> M
             }
             // Local retention deleted the segment since the check above: the tier has it.
             Err(LogError::OffsetOutOfRange { .. }) if from < log.log_start() => continue,
-            Err(LogError::OffsetOutOfRange { .. }) => {
-                let range = LogError::OffsetOutOfRange {
-                    requested: from,
-                    log_start: partition.log_start(),
-                    log_end: log.log_end(),
-                };
-                return Refusal::Log(range).into();
-            }
-            Err(e) => return Refusal::Log(e).into(),
+            Err(e) => return read_refusal(partition, from, e),
         }
+    }
+}
+
+/// Whether a read at `from` is of history while the broker's history read rate is capped.
+fn reads_capped_history(
+    state: &Broker,
+    partition: &Partition,
+    from: Offset,
+    high_watermark: Offset,
+) -> bool {
+    // History: committed records in a sealed segment (asked only when capped: finding
+    // the sealed end costs a look at the segment list). A consumer at the high
+    // watermark is at the tail, even while the watermark still lies in the segment a
+    // roll just sealed.
+    state.history_cap.is_capped() && from < high_watermark.min(partition.log().sealed_end())
+}
+
+/// The refusal of a failed local read at `from`; out of range, it names the partition's
+/// whole range, the tier's history included.
+fn read_refusal(partition: &Partition, from: Offset, error: LogError) -> Message {
+    match error {
+        LogError::OffsetOutOfRange { .. } => {
+            let range = LogError::OffsetOutOfRange {
+                requested: from,
+                log_start: partition.log_start(),
+                log_end: partition.log().log_end(),
+            };
+            Refusal::Log(range).into()
+        }
+        e => Refusal::Log(e).into(),
     }
 }
 

@@ -121,6 +121,26 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
     }
     *managed.epochs.lock().unwrap_or_else(|e| e.into_inner()) = epochs;
 
+    let mut complete = retire_streams(partitions, managed, &wanted).await;
+    if !serve_streams(partitions, wanted).await {
+        complete = false;
+    }
+    if !assign_replicas(holdings, &assignments) {
+        complete = false;
+    }
+    if complete {
+        managed.applied.send_replace(Some(assignments.version));
+    }
+    complete
+}
+
+/// Deletes the streams held here that the controlplane deleted (or deleted and created
+/// again), and stops serving those assigned elsewhere; whether all of it could be done.
+async fn retire_streams(
+    partitions: &Arc<Partitions>,
+    managed: &Session,
+    wanted: &BTreeMap<String, StreamEntry>,
+) -> bool {
     let mut complete = true;
     for (name, held) in partitions.streams() {
         let gone = match wanted.get(&name) {
@@ -158,6 +178,12 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
             }
         }
     }
+    complete
+}
+
+/// Serves every stream as assigned; whether each one could be.
+async fn serve_streams(partitions: &Partitions, wanted: BTreeMap<String, StreamEntry>) -> bool {
+    let mut complete = true;
     for (name, next) in wanted {
         let stream = name.clone();
         match partitions.set_stream(&stream, next).await {
@@ -171,12 +197,6 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
                 complete = false;
             }
         }
-    }
-    if !assign_replicas(holdings, &assignments) {
-        complete = false;
-    }
-    if complete {
-        managed.applied.send_replace(Some(assignments.version));
     }
     complete
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use floe_tier::apply_tier_retention;
 use tokio::sync::{Semaphore, watch};
 
-use super::Tiering;
+use super::{TierSettings, Tiering};
 use crate::clock::now_ms;
 use crate::metrics::Metrics;
 use crate::partition::Partition;
@@ -33,61 +33,100 @@ pub(crate) async fn run(
     metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let state = Work {
+    let mut schedule = Schedule::new(Work {
         tiering,
         partitions,
         metrics,
-    };
-    let settings = state.tiering.settings.clone();
-    let permits = Arc::new(Semaphore::new(settings.partitions_in_parallel.max(1)));
-    let mut uploads: HashMap<Key, tokio::task::JoinHandle<()>> = HashMap::new();
-    let mut last_run: HashMap<Key, Instant> = HashMap::new();
-    let mut collecting: Option<tokio::task::JoinHandle<()>> = None;
-    let mut deleting: Option<tokio::task::JoinHandle<()>> = None;
-    let mut last_collect = Instant::now();
-    let mut tick = tokio::time::interval(settings.upload_interval);
+    });
+    let mut tick = tokio::time::interval(schedule.settings.upload_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
         }
-        uploads.retain(|_, task| !task.is_finished());
-        let deleted = state.partitions.deleting();
-        if !deleted.is_empty() && deleting.as_ref().is_none_or(|t| t.is_finished()) {
-            // A deleted stream's uploads stop before its objects go, so that no commit lands
-            // after the deletion listed the bucket.
-            let doomed: Vec<Key> = uploads
-                .keys()
-                .filter(|(stream, _)| deleted.contains(stream))
-                .cloned()
-                .collect();
-            for key in doomed {
-                if let Some(task) = uploads.remove(&key) {
-                    task.abort();
-                    let _ = task.await;
-                }
-            }
-            deleting = Some(tokio::spawn(delete_streams(state.clone(), deleted)));
+        schedule.uploads.retain(|_, task| !task.is_finished());
+        schedule.start_deletions().await;
+        schedule.start_uploads();
+        schedule.start_collection();
+    }
+    schedule.abandon();
+}
+
+/// The loop's tasks in flight, and when each kind of work last started.
+struct Schedule {
+    state: Work,
+    settings: TierSettings,
+    /// Bounds the partitions uploading at once.
+    permits: Arc<Semaphore>,
+    uploads: HashMap<Key, tokio::task::JoinHandle<()>>,
+    last_run: HashMap<Key, Instant>,
+    collecting: Option<tokio::task::JoinHandle<()>>,
+    deleting: Option<tokio::task::JoinHandle<()>>,
+    last_collect: Instant,
+}
+
+impl Schedule {
+    fn new(state: Work) -> Schedule {
+        let settings = state.tiering.settings.clone();
+        let permits = Arc::new(Semaphore::new(settings.partitions_in_parallel.max(1)));
+        Schedule {
+            state,
+            settings,
+            permits,
+            uploads: HashMap::new(),
+            last_run: HashMap::new(),
+            collecting: None,
+            deleting: None,
+            last_collect: Instant::now(),
         }
-        for partition in state.partitions.all() {
+    }
+
+    /// Starts deleting the objects of deleted streams, unless a deletion is still running.
+    async fn start_deletions(&mut self) {
+        let deleted = self.state.partitions.deleting();
+        if deleted.is_empty() || !self.deleting.as_ref().is_none_or(|t| t.is_finished()) {
+            return;
+        }
+        // A deleted stream's uploads stop before its objects go, so that no commit lands
+        // after the deletion listed the bucket.
+        let doomed: Vec<Key> = self
+            .uploads
+            .keys()
+            .filter(|(stream, _)| deleted.contains(stream))
+            .cloned()
+            .collect();
+        for key in doomed {
+            if let Some(task) = self.uploads.remove(&key) {
+                task.abort();
+                let _ = task.await;
+            }
+        }
+        self.deleting = Some(tokio::spawn(delete_streams(self.state.clone(), deleted)));
+    }
+
+    /// Starts an upload task for each partition with work, none uploading and none that
+    /// ran too recently; the tasks wait for a permit.
+    fn start_uploads(&mut self) {
+        for partition in self.state.partitions.all() {
             let key = (partition.stream().to_string(), partition.id());
             let high_watermark = partition.log().synced_end();
-            let recent = last_run
+            let recent = self
+                .last_run
                 .get(&key)
-                .is_some_and(|at| at.elapsed() < settings.upload_min_interval);
+                .is_some_and(|at| at.elapsed() < self.settings.upload_min_interval);
             if recent
-                || uploads.contains_key(&key)
+                || self.uploads.contains_key(&key)
                 || !partition
                     .uploader()
                     .has_work(partition.log().sealed_end(), high_watermark)
             {
                 continue;
             }
-            last_run.insert(key.clone(), Instant::now());
-            let permits = permits.clone();
-            let state = state.clone();
-            uploads.insert(
+            self.last_run.insert(key.clone(), Instant::now());
+            let permits = self.permits.clone();
+            let state = self.state.clone();
+            self.uploads.insert(
                 key,
                 tokio::spawn(async move {
                     let Ok(_permit) = permits.acquire_owned().await else {
@@ -97,19 +136,30 @@ pub(crate) async fn run(
                 }),
             );
         }
-        let idle = collecting.as_ref().is_none_or(|task| task.is_finished());
-        if idle && last_collect.elapsed() >= settings.collect_interval {
-            last_collect = Instant::now();
-            collecting = Some(tokio::spawn(collect(state.clone())));
+    }
+
+    /// Starts tier retention and collection when due and none is running.
+    fn start_collection(&mut self) {
+        let idle = self
+            .collecting
+            .as_ref()
+            .is_none_or(|task| task.is_finished());
+        if idle && self.last_collect.elapsed() >= self.settings.collect_interval {
+            self.last_collect = Instant::now();
+            self.collecting = Some(tokio::spawn(collect(self.state.clone())));
         }
     }
-    // Uploads in flight are abandoned: an object whose commit never happens is an orphan the
-    // collector deletes later; nothing local was deleted for it.
-    for (_, task) in uploads {
-        task.abort();
-    }
-    for task in [collecting, deleting].into_iter().flatten() {
-        task.abort();
+
+    /// Stops every task in flight, at shutdown.
+    fn abandon(self) {
+        // Uploads in flight are abandoned: an object whose commit never happens is an orphan
+        // the collector deletes later; nothing local was deleted for it.
+        for (_, task) in self.uploads {
+            task.abort();
+        }
+        for task in [self.collecting, self.deleting].into_iter().flatten() {
+            task.abort();
+        }
     }
 }
 
