@@ -437,7 +437,9 @@ impl Replica {
         out
     }
 
-    /// A message from peer `from`.
+    /// A message from peer `from`. Fencing comes first: a [`Message::Stale`] naming a newer
+    /// epoch makes this replica promise it and stop leading or following; anything else from
+    /// an epoch older than the promise is answered with `Stale` and otherwise ignored.
     pub fn on_message<B: Batch>(
         &mut self,
         from: ReplicaId,
@@ -471,15 +473,8 @@ impl Replica {
                 high_watermark,
                 ..
             } => {
-                if epoch > self.promised {
-                    self.adopt_epoch(epoch, &mut out);
-                    self.follow(from);
-                } else if !matches!(self.role, Role::Follower { .. }) {
-                    if matches!(self.role, Role::Leader { .. }) {
-                        // Two leaders in one epoch cannot happen; refuse rather than mix logs.
-                        return out;
-                    }
-                    self.follow(from);
+                if !self.accept_leader(from, epoch, &mut out) {
+                    return out;
                 }
                 self.on_append(
                     from,
@@ -493,57 +488,12 @@ impl Replica {
                 );
             }
             Message::Ack { end, .. } if epoch == self.promised => {
-                let now = self.now_ms;
-                if let Role::Leader { followers, .. } = &mut self.role
-                    && let Some(p) = followers.get_mut(&from)
-                {
-                    p.last_heard_ms = now;
-                    p.last_contact_ms = now;
-                    p.in_flight = p.in_flight.saturating_sub(1);
-                    if end <= self.log.end {
-                        p.probing = false;
-                        if end > p.matched {
-                            p.matched = end;
-                            p.last_progress_ms = now;
-                        }
-                        p.next = p.next.max(p.matched);
-                    }
-                    self.advance_high_watermark(&mut out);
-                    self.ship(from, false, log, &mut out);
-                }
+                self.on_ack(from, end, log, &mut out);
             }
             Message::Mismatch {
                 start, end, epochs, ..
             } if epoch == self.promised => {
-                let now = self.now_ms;
-                let view = &self.log;
-                if let Role::Leader { followers, .. } = &mut self.role
-                    && let Some(p) = followers.get_mut(&from)
-                {
-                    let agreed = view.common_prefix(&epochs, end).min(view.end);
-                    p.last_heard_ms = now;
-                    p.last_contact_ms = now;
-                    p.in_flight = 0;
-                    p.probing = true;
-                    p.last_progress_ms = now;
-                    // Join where the logs agree, at the follower's own start (below which
-                    // it holds only committed data), and never below what it acked in this
-                    // epoch (a late mismatch must not send it back, let alone reset it).
-                    let join = agreed.max(start).max(p.matched);
-                    // At the leader's own start the entry before it is unknown here, so a
-                    // follower holding older entries could never check the join: it starts
-                    // over at the leader's start, as it does below it.
-                    if join < self.log.start
-                        || (join == self.log.start && start < join && p.matched < join)
-                    {
-                        p.next = self.log.start;
-                        p.reset = true;
-                    } else {
-                        p.next = join.min(self.log.end);
-                        p.reset = false;
-                    }
-                    self.ship(from, true, log, &mut out);
-                }
+                self.on_mismatch(from, start, end, &epochs, log, &mut out);
             }
             _ => {}
         }

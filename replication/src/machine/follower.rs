@@ -8,6 +8,27 @@ use super::{Replica, Role};
 use crate::message::{Batch, Message, Output, ReplicaId};
 
 impl Replica {
+    /// Follows `leader`, the sender of an append of `epoch` (not older than the promise):
+    /// false, and the append must be dropped, when this replica leads `epoch` itself.
+    pub(super) fn accept_leader<B: Batch>(
+        &mut self,
+        leader: ReplicaId,
+        epoch: LeaderEpoch,
+        out: &mut Vec<Output<B>>,
+    ) -> bool {
+        if epoch > self.promised {
+            self.adopt_epoch(epoch, out);
+            self.follow(leader);
+        } else if !matches!(self.role, Role::Follower { .. }) {
+            if matches!(self.role, Role::Leader { .. }) {
+                // Two leaders in one epoch cannot happen; refuse rather than mix logs.
+                return false;
+            }
+            self.follow(leader);
+        }
+        true
+    }
+
     /// Takes `leader`'s append of `epoch` (this replica's promise): it joins the log after
     /// `prev_offset`, or resets the log, or draws a mismatch; then its batches are written,
     /// what they verify is committed up to the leader's high watermark, and acked.
