@@ -195,6 +195,7 @@ impl Replica {
 
     /// The controlplane prepares the election of `epoch`: promise it and report the durable
     /// log. Asking again for the same epoch repeats the report.
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn prepare<B: Batch>(&mut self, epoch: LeaderEpoch) -> Vec<Output<B>> {
         let mut out = Vec::new();
         if epoch < self.promised || (epoch == self.promised && self.reported != Some(epoch)) {
@@ -220,6 +221,7 @@ impl Replica {
     /// included); `previous` is the replica set being left when the set is changing (empty
     /// otherwise), and the leader then commits only what a majority of each set holds.
     /// Naming it again in the same epoch with other sets is [`Replica::reconfigure`].
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn become_leader<B: Batch>(
         &mut self,
         epoch: LeaderEpoch,
@@ -267,6 +269,7 @@ impl Replica {
     /// each; then, once [`Replica::new_set_holds_committed`] names the new set, to the new
     /// set alone. A leader slow to hear of the first step counts the old set only, which
     /// every election during the change also counts.
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn reconfigure<B: Batch>(
         &mut self,
         replicas: &[ReplicaId],
@@ -351,6 +354,7 @@ impl Replica {
     }
 
     /// The controlplane names `leader` for `epoch`; this replica follows it.
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn become_follower<B: Batch>(
         &mut self,
         epoch: LeaderEpoch,
@@ -373,6 +377,7 @@ impl Replica {
     }
 
     /// The leader appended producer batches, in [`Replica::leader_epoch`], up to `end`.
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn on_appended<B: Batch>(&mut self, end: u64, log: &impl ReadLog<B>) -> Vec<Output<B>> {
         let mut out = Vec::new();
         let Some(epoch) = self.leader_epoch() else {
@@ -393,6 +398,7 @@ impl Replica {
     }
 
     /// The local log is durable below `end` (see the contract on [`Output`]).
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn on_synced<B: Batch>(&mut self, end: u64) -> Vec<Output<B>> {
         let mut out = Vec::new();
         self.log.synced = self.log.synced.max(end.min(self.log.end));
@@ -405,6 +411,7 @@ impl Replica {
     }
 
     /// Time passes: heartbeats and retries.
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn tick<B: Batch>(&mut self, now_ms: u64, log: &impl ReadLog<B>) -> Vec<Output<B>> {
         self.now_ms = self.now_ms.max(now_ms);
         let mut out = Vec::new();
@@ -437,7 +444,10 @@ impl Replica {
         out
     }
 
-    /// A message from peer `from`.
+    /// A message from peer `from`. Fencing comes first: a [`Message::Stale`] naming a newer
+    /// epoch makes this replica promise it and stop leading or following; anything else from
+    /// an epoch older than the promise is answered with `Stale` and otherwise ignored.
+    #[must_use = "carry out the outputs, in order, under the contract on `Output`"]
     pub fn on_message<B: Batch>(
         &mut self,
         from: ReplicaId,
@@ -471,15 +481,8 @@ impl Replica {
                 high_watermark,
                 ..
             } => {
-                if epoch > self.promised {
-                    self.adopt_epoch(epoch, &mut out);
-                    self.follow(from);
-                } else if !matches!(self.role, Role::Follower { .. }) {
-                    if matches!(self.role, Role::Leader { .. }) {
-                        // Two leaders in one epoch cannot happen; refuse rather than mix logs.
-                        return out;
-                    }
-                    self.follow(from);
+                if !self.accept_leader(from, epoch, &mut out) {
+                    return out;
                 }
                 self.on_append(
                     from,
@@ -493,57 +496,12 @@ impl Replica {
                 );
             }
             Message::Ack { end, .. } if epoch == self.promised => {
-                let now = self.now_ms;
-                if let Role::Leader { followers, .. } = &mut self.role
-                    && let Some(p) = followers.get_mut(&from)
-                {
-                    p.last_heard_ms = now;
-                    p.last_contact_ms = now;
-                    p.in_flight = p.in_flight.saturating_sub(1);
-                    if end <= self.log.end {
-                        p.probing = false;
-                        if end > p.matched {
-                            p.matched = end;
-                            p.last_progress_ms = now;
-                        }
-                        p.next = p.next.max(p.matched);
-                    }
-                    self.advance_high_watermark(&mut out);
-                    self.ship(from, false, log, &mut out);
-                }
+                self.on_ack(from, end, log, &mut out);
             }
             Message::Mismatch {
                 start, end, epochs, ..
             } if epoch == self.promised => {
-                let now = self.now_ms;
-                let view = &self.log;
-                if let Role::Leader { followers, .. } = &mut self.role
-                    && let Some(p) = followers.get_mut(&from)
-                {
-                    let agreed = view.common_prefix(&epochs, end).min(view.end);
-                    p.last_heard_ms = now;
-                    p.last_contact_ms = now;
-                    p.in_flight = 0;
-                    p.probing = true;
-                    p.last_progress_ms = now;
-                    // Join where the logs agree, at the follower's own start (below which
-                    // it holds only committed data), and never below what it acked in this
-                    // epoch (a late mismatch must not send it back, let alone reset it).
-                    let join = agreed.max(start).max(p.matched);
-                    // At the leader's own start the entry before it is unknown here, so a
-                    // follower holding older entries could never check the join: it starts
-                    // over at the leader's start, as it does below it.
-                    if join < self.log.start
-                        || (join == self.log.start && start < join && p.matched < join)
-                    {
-                        p.next = self.log.start;
-                        p.reset = true;
-                    } else {
-                        p.next = join.min(self.log.end);
-                        p.reset = false;
-                    }
-                    self.ship(from, true, log, &mut out);
-                }
+                self.on_mismatch(from, start, end, &epochs, log, &mut out);
             }
             _ => {}
         }
@@ -672,6 +630,15 @@ mod tests {
         assert_eq!(r.leader_epoch(), Some(epoch(2)));
     }
 
+    /// Drops outputs that a test may leave undone: sends, which the network loses here
+    /// (followers that never answer). Anything else fails the test.
+    fn lose_sends(out: Vec<Output<B>>) {
+        assert!(
+            out.iter().all(|o| matches!(o, Output::Send { .. })),
+            "only sends may be left undone: {out:?}"
+        );
+    }
+
     #[test]
     fn a_leader_measures_how_long_it_has_lacked_a_majority() {
         let ack = |end| Message::Ack {
@@ -680,26 +647,38 @@ mod tests {
         };
         let mut r = Replica::recover(0, Config::default(), epoch(0), LogView::empty(0), 0, 1_000);
         assert_eq!(r.quorum_contact_age_ms(), None);
-        r.prepare::<B>(epoch(1));
-        r.become_leader::<B>(epoch(1), &[0, 1, 2], &[], &Empty);
+        // No disk and no controlplane here: the promise and the report go nowhere.
+        assert_eq!(
+            r.prepare::<B>(epoch(1)),
+            vec![
+                Output::PersistEpoch(epoch(1)),
+                Output::Report {
+                    epoch: epoch(1),
+                    last_epoch: LeaderEpoch::ZERO,
+                    end: 0
+                }
+            ]
+        );
+        lose_sends(r.become_leader::<B>(epoch(1), &[0, 1, 2], &[], &Empty));
         assert_eq!(r.quorum_contact_age_ms(), Some(0));
         // Retries and heartbeats go out; no answer comes back.
         for now in (1_050..=3_000).step_by(50) {
-            r.tick::<B>(now, &Empty);
+            lose_sends(r.tick::<B>(now, &Empty));
         }
         assert_eq!(r.quorum_contact_age_ms(), Some(2_000));
-        // One follower answers: with the leader, a majority of three.
-        r.on_message::<B>(2, ack(0), &Empty);
+        // One follower answers: with the leader, a majority of three. The log is empty, so
+        // an ack commits nothing and leaves nothing to ship.
+        assert!(r.on_message::<B>(2, ack(0), &Empty).is_empty());
         assert_eq!(r.quorum_contact_age_ms(), Some(0));
-        r.tick::<B>(3_500, &Empty);
+        lose_sends(r.tick::<B>(3_500, &Empty));
         assert_eq!(r.quorum_contact_age_ms(), Some(500));
         // While the set changes, a majority of the previous set counts too: there it rests
         // on 2, last heard 1,000 ms ago, and the new member 3 answering does not count.
-        r.reconfigure::<B>(&[0, 2, 3], &[0, 1, 2], &Empty);
-        r.tick::<B>(4_000, &Empty);
-        r.on_message::<B>(3, ack(0), &Empty);
+        lose_sends(r.reconfigure::<B>(&[0, 2, 3], &[0, 1, 2], &Empty));
+        lose_sends(r.tick::<B>(4_000, &Empty));
+        assert!(r.on_message::<B>(3, ack(0), &Empty).is_empty());
         assert_eq!(r.quorum_contact_age_ms(), Some(1_000));
-        r.on_message::<B>(2, ack(0), &Empty);
+        assert!(r.on_message::<B>(2, ack(0), &Empty).is_empty());
         assert_eq!(r.quorum_contact_age_ms(), Some(0));
     }
 }

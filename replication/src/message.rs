@@ -92,6 +92,11 @@ impl<B> Message<B> {
 ///   append.
 /// - [`Output::Deposed`]: the replica no longer leads; acks still waiting must fail (their
 ///   batches may be truncated), and the producer retries on the new leader.
+///
+/// Every method of [`crate::Replica`] that returns outputs is `#[must_use]`, and so is an
+/// `Output` itself (though not through the `Vec` holding it: that is what the methods' mark
+/// is for).
+#[must_use = "an output is a step the driver must carry out, in order"]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output<B> {
     PersistEpoch(LeaderEpoch),

@@ -105,7 +105,10 @@ fn carry_out(
                         .on_appended(appended.next_offset().get(), &node.log),
                 );
             }
-            Output::Deposed { .. } | Output::Refused { .. } => {}
+            // Producers here wait on no acks: a deposed leader has none to fail.
+            Output::Deposed { .. } => {}
+            // Every election here is one the voters reported for.
+            Output::Refused { epoch } => panic!("no refusal expected (of epoch {epoch})"),
         }
     }
     if !more.is_empty() {

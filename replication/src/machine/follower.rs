@@ -8,6 +8,30 @@ use super::{Replica, Role};
 use crate::message::{Batch, Message, Output, ReplicaId};
 
 impl Replica {
+    /// Follows `leader`, the sender of an append of `epoch` (not older than the promise):
+    /// false, and the append must be dropped, when this replica leads `epoch` itself.
+    pub(super) fn accept_leader<B: Batch>(
+        &mut self,
+        leader: ReplicaId,
+        epoch: LeaderEpoch,
+        out: &mut Vec<Output<B>>,
+    ) -> bool {
+        if epoch > self.promised {
+            self.adopt_epoch(epoch, out);
+            self.follow(leader);
+        } else if !matches!(self.role, Role::Follower { .. }) {
+            if matches!(self.role, Role::Leader { .. }) {
+                // Two leaders in one epoch cannot happen; refuse rather than mix logs.
+                return false;
+            }
+            self.follow(leader);
+        }
+        true
+    }
+
+    /// Takes `leader`'s append of `epoch` (this replica's promise): it joins the log after
+    /// `prev_offset`, or resets the log, or draws a mismatch; then its batches are written,
+    /// what they verify is committed up to the leader's high watermark, and acked.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn on_append<B: Batch>(
         &mut self,
@@ -20,6 +44,25 @@ impl Replica {
         leader_high_watermark: u64,
         out: &mut Vec<Output<B>>,
     ) {
+        let joins = self.joins_after(prev_offset, prev_epoch, reset);
+        if reset && !joins && prev_offset > self.log.start {
+            // The log cannot be joined to the leader's above its local start: start over
+            // there. Idempotent: once reset (or once past `prev_offset` below the high
+            // watermark), a duplicate or late reset joins instead of wiping acked data.
+            debug_assert!(prev_offset <= leader_high_watermark);
+            self.reset_to(prev_offset, prev_epoch, out);
+        } else if !joins {
+            self.send_mismatch(leader, epoch, out);
+            return;
+        }
+        let checked = self.write_batches(epoch, prev_offset, batches, out);
+        self.verify_and_commit(epoch, checked, leader_high_watermark, out);
+        self.ack(out, true);
+    }
+
+    /// Whether the leader's log, whose entry before `prev_offset` is of `prev_epoch`,
+    /// continues this one there.
+    fn joins_after(&self, prev_offset: u64, prev_epoch: LeaderEpoch, reset: bool) -> bool {
         // Everything below the local start or the high watermark is committed and so agrees
         // with any leader; below the verified end it agrees with this one.
         let verified = match self.role {
@@ -27,41 +70,60 @@ impl Replica {
             _ => 0,
         };
         let agreed_below = self.log.start.max(self.high_watermark).max(verified);
-        let joins = if prev_offset > self.log.end {
+        if prev_offset > self.log.end {
             false
         } else if prev_offset <= agreed_below {
             true
         } else {
             !reset && self.log.epoch_before(prev_offset) == Some(prev_epoch)
-        };
-        if reset && !joins && prev_offset > self.log.start {
-            // The log cannot be joined to the leader's above its local start: start over
-            // there. Idempotent: once reset (or once past `prev_offset` below the high
-            // watermark), a duplicate or late reset joins instead of wiping acked data.
-            debug_assert!(prev_offset <= leader_high_watermark);
-            self.log.reset(prev_offset, prev_epoch);
-            out.push(Output::Reset {
-                start: prev_offset,
-                base_epoch: prev_epoch,
-            });
-            if prev_offset > self.high_watermark {
-                // Below the leader's local start everything is committed (and tiered).
-                self.high_watermark = prev_offset;
-                out.push(Output::HighWatermark(prev_offset));
-            }
-            self.set_verified(prev_offset);
-        } else if !joins {
-            out.push(Output::Send {
-                to: leader,
-                message: Message::Mismatch {
-                    epoch,
-                    start: self.log.start,
-                    end: self.log.end,
-                    epochs: self.log.epochs.clone(),
-                },
-            });
-            return;
         }
+    }
+
+    /// Drops the whole log; it goes on empty at `start`, the leader's local start, after an
+    /// entry of `base_epoch`.
+    fn reset_to<B: Batch>(
+        &mut self,
+        start: u64,
+        base_epoch: LeaderEpoch,
+        out: &mut Vec<Output<B>>,
+    ) {
+        self.log.reset(start, base_epoch);
+        out.push(Output::Reset { start, base_epoch });
+        if start > self.high_watermark {
+            // Below the leader's local start everything is committed (and tiered).
+            self.high_watermark = start;
+            out.push(Output::HighWatermark(start));
+        }
+        self.set_verified(start);
+    }
+
+    /// Tells the leader where this log lies, so it can find where the two agree.
+    fn send_mismatch<B: Batch>(
+        &self,
+        leader: ReplicaId,
+        epoch: LeaderEpoch,
+        out: &mut Vec<Output<B>>,
+    ) {
+        out.push(Output::Send {
+            to: leader,
+            message: Message::Mismatch {
+                epoch,
+                start: self.log.start,
+                end: self.log.end,
+                epochs: self.log.epochs.clone(),
+            },
+        });
+    }
+
+    /// Writes the batches that continue the log from `prev_offset`, truncating first where
+    /// they disagree with it; returns the end of the prefix checked against the leader's.
+    fn write_batches<B: Batch>(
+        &mut self,
+        epoch: LeaderEpoch,
+        prev_offset: u64,
+        batches: Vec<B>,
+        out: &mut Vec<Output<B>>,
+    ) -> u64 {
         let mut checked = prev_offset;
         let mut writes = Vec::new();
         for batch in batches {
@@ -106,6 +168,19 @@ impl Replica {
         if !writes.is_empty() {
             out.push(Output::Write(writes));
         }
+        checked
+    }
+
+    /// Marks the log verified to agree with the leader of `epoch` up to `checked` (all of
+    /// it, once it ends in `epoch`), and commits the verified prefix up to the leader's
+    /// high watermark.
+    fn verify_and_commit<B: Batch>(
+        &mut self,
+        epoch: LeaderEpoch,
+        checked: u64,
+        leader_high_watermark: u64,
+        out: &mut Vec<Output<B>>,
+    ) {
         let verified = if self.log.last_epoch() == epoch {
             self.log.end // entries of this epoch come only from its leader
         } else {
@@ -119,7 +194,6 @@ impl Replica {
                 out.push(Output::HighWatermark(committed));
             }
         }
-        self.ack(out, true);
     }
 
     fn set_verified(&mut self, to: u64) {

@@ -1,11 +1,13 @@
 //! A leader's side of replication: shipping each follower what it lacks within its window,
-//! and moving the high watermark to what a majority of each voting set holds durably.
+//! taking its acks and mismatches, and moving the high watermark to what a majority of each
+//! voting set holds durably.
 
 use std::collections::BTreeMap;
 
 use floe_wire::LeaderEpoch;
 
 use super::{Progress, Replica, Role};
+use crate::history::EpochStart;
 use crate::message::{Batch, Message, Output, ReadLog, ReplicaId};
 
 impl Replica {
@@ -75,6 +77,76 @@ impl Replica {
             if !has_data {
                 break;
             }
+        }
+    }
+
+    /// Follower `from` acked `end` in this epoch: count it, commit what a majority now
+    /// holds, and ship it more.
+    pub(super) fn on_ack<B: Batch>(
+        &mut self,
+        from: ReplicaId,
+        end: u64,
+        log: &impl ReadLog<B>,
+        out: &mut Vec<Output<B>>,
+    ) {
+        let now = self.now_ms;
+        if let Role::Leader { followers, .. } = &mut self.role
+            && let Some(p) = followers.get_mut(&from)
+        {
+            p.last_heard_ms = now;
+            p.last_contact_ms = now;
+            p.in_flight = p.in_flight.saturating_sub(1);
+            if end <= self.log.end {
+                p.probing = false;
+                if end > p.matched {
+                    p.matched = end;
+                    p.last_progress_ms = now;
+                }
+                p.next = p.next.max(p.matched);
+            }
+            self.advance_high_watermark(out);
+            self.ship(from, false, log, out);
+        }
+    }
+
+    /// Follower `from` could not join an append in this epoch; its log spans `[start, end)`
+    /// with `epochs`: probe again from where the two logs agree, or reset it.
+    pub(super) fn on_mismatch<B: Batch>(
+        &mut self,
+        from: ReplicaId,
+        start: u64,
+        end: u64,
+        epochs: &[EpochStart],
+        log: &impl ReadLog<B>,
+        out: &mut Vec<Output<B>>,
+    ) {
+        let now = self.now_ms;
+        let view = &self.log;
+        if let Role::Leader { followers, .. } = &mut self.role
+            && let Some(p) = followers.get_mut(&from)
+        {
+            let agreed = view.common_prefix(epochs, end).min(view.end);
+            p.last_heard_ms = now;
+            p.last_contact_ms = now;
+            p.in_flight = 0;
+            p.probing = true;
+            p.last_progress_ms = now;
+            // Join where the logs agree, at the follower's own start (below which it holds
+            // only committed data), and never below what it acked in this epoch (a late
+            // mismatch must not send it back, let alone reset it).
+            let join = agreed.max(start).max(p.matched);
+            // At the leader's own start the entry before it is unknown here, so a follower
+            // holding older entries could never check the join: it starts over at the
+            // leader's start, as it does below it.
+            if join < self.log.start || (join == self.log.start && start < join && p.matched < join)
+            {
+                p.next = self.log.start;
+                p.reset = true;
+            } else {
+                p.next = join.min(self.log.end);
+                p.reset = false;
+            }
+            self.ship(from, true, log, out);
         }
     }
 
