@@ -306,32 +306,42 @@ async fn draining_the_leader_moves_the_leadership_but_not_the_replicas() {
 }
 
 #[tokio::test]
-async fn a_replicated_partition_created_before_any_broker_is_placed_on_a_full_set_and_elects() {
+async fn a_replicated_stream_is_refused_until_enough_brokers_are_live_then_elects() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start_sqlite(dir.path(), |config| {
         config.partition_election_timeout = Duration::from_secs(60);
     })
     .await;
     let addr = running.local_addr();
-    let created = post(
-        addr,
-        "/v1/streams",
-        &json!({ "name": "orders", "partitions": 1, "replication_factor": 3 }),
-    )
-    .await;
-    assert_eq!(created.status, 201, "{:?}", created.body);
-    let unplaced = &get(addr, "/v1/streams/orders").await.body["partitions"][0];
-    assert_eq!(
-        (epoch(unplaced), electing(unplaced)),
-        (0, false),
-        "{unplaced}"
-    );
+    let create = || {
+        post(
+            addr,
+            "/v1/streams",
+            &json!({ "name": "orders", "partitions": 1, "replication_factor": 3 }),
+        )
+    };
+    // A stream that could take no write is refused, saying what to do.
+    let refused = create().await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    let message = refused.body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no broker is live"), "{message}");
 
-    // Its first members are its members for good: it waits for a full set of brokers.
-    let mut ids = Vec::new();
-    for (port, zone) in [(7100, "a"), (7200, "b"), (7300, "c")] {
+    let mut ids = vec![register(addr, 7100, "a").await];
+    let refused = create().await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    let message = refused.body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("replication factor 3 needs 3 live brokers and 1 is live")
+            && message.contains("--replication-factor 1"),
+        "{message}"
+    );
+    assert_eq!(get(addr, "/v1/streams/orders").await.status, 404);
+
+    for (port, zone) in [(7200, "b"), (7300, "c")] {
         ids.push(register(addr, port, zone).await);
     }
+    let created = create().await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
     let id = ids[0];
     let placed = eventually("placed and electing", Duration::from_secs(10), || async {
         let (partition, _) = assignment(addr, id).await;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use floe_wire::admin::BrokerState;
 use floe_wire::admin::{
     CreateStreamRequest, MAX_SEGMENT_BYTES, RetentionSettings, SegmentSettings, StreamConfig,
     StreamDescription, StreamInfo, StreamList,
@@ -33,6 +34,7 @@ pub(super) async fn create<S: Store>(
     Body(request): Body<CreateStreamRequest>,
 ) -> Result<(StatusCode, Json<StreamInfo>), Failure> {
     let config = resolve_config(&request, &cluster.config)?;
+    let explicit_factor = request.replication_factor.is_some();
     let stream = StreamInfo {
         name: request.name,
         config,
@@ -40,6 +42,13 @@ pub(super) async fn create<S: Store>(
     };
     let _writes = cluster.write_lock().await;
     let brokers = cluster.store.brokers().await?;
+    let live = brokers
+        .iter()
+        .filter(|broker| broker.state == BrokerState::Live)
+        .count();
+    if let Some(refusal) = too_few_brokers(&stream, explicit_factor, live) {
+        return Err(Failure::Invalid(refusal));
+    }
     let mut placer = live_placer(&brokers);
     let placements = place_new(&mut placer, config.partitions, config.replication_factor);
     let under_replicated = placements
@@ -57,6 +66,40 @@ pub(super) async fn create<S: Store>(
         cluster.request_repair();
     }
     Ok((StatusCode::CREATED, Json(stream)))
+}
+
+/// Why `stream` cannot be created on `live` brokers, if it cannot.
+///
+/// Refused rather than created under-replicated: a partition with fewer live replicas than
+/// its factor cannot take a quorum write, and with none it cannot take any, so a stream
+/// accepted here would fail its first publish instead of its create. (Brokers that die
+/// later are a different matter: their partitions are repaired as brokers come and go.)
+fn too_few_brokers(stream: &StreamInfo, explicit_factor: bool, live: usize) -> Option<String> {
+    let replication_factor = stream.config.replication_factor;
+    if replication_factor as usize <= live {
+        return None;
+    }
+    let factor = if explicit_factor {
+        format!("replication factor {replication_factor}")
+    } else {
+        format!(
+            "the default replication factor {replication_factor} (the controlplane's \
+             --default-replication-factor)"
+        )
+    };
+    Some(match live {
+        0 => format!(
+            "no broker is live, and {factor} needs {replication_factor}: start brokers \
+             before creating streams"
+        ),
+        live => format!(
+            "{factor} needs {replication_factor} live brokers and {live} {is} live: add \
+             brokers, or create the stream with a replication factor of at most {live} \
+             (`floe stream create {name} --replication-factor {live}`)",
+            is = if live == 1 { "is" } else { "are" },
+            name = stream.name,
+        ),
+    })
 }
 
 /// The stream's settings with defaults filled in, or why the request is out of range.
