@@ -16,7 +16,11 @@ use floe_broker::{dev, read_replica, tls};
 use floe_controlplane::logging::LogFormat;
 
 #[derive(Parser, Debug)]
-#[command(name = "floe-broker", version, about = "Floe broker")]
+#[command(
+    name = "floe-broker",
+    version = floe_controlplane::BuildLabels::version_line(),
+    about = "Floe broker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -21,8 +21,18 @@ use floe_client::rest::Controlplane;
 use floe_client::{Client, ClientConfig};
 use floe_wire::ClientProfile;
 
+/// What `floe --version` prints after the name: the version and the commit
+/// `FLOE_BUILD_COMMIT` named at build time (`scripts/package.sh` sets it), like the servers.
+fn version_line() -> &'static str {
+    static LINE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let commit = option_env!("FLOE_BUILD_COMMIT").unwrap_or("unknown");
+        format!("{} (commit {commit})", env!("CARGO_PKG_VERSION"))
+    });
+    LINE.as_str()
+}
+
 #[derive(Parser, Debug)]
-#[command(name = "floe", version, about = "Floe command-line client")]
+#[command(name = "floe", version = version_line(), about = "Floe command-line client")]
 struct Cli {
     #[command(flatten)]
     connection: ConnectionArgs,

@@ -15,7 +15,7 @@ use floe_controlplane::{Config, Controlplane, Database, ReadReplicaDriverConfig}
 /// Floe's controlplane: the REST API, metadata store, placement, leases and the read
 /// replica autoscaler.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version = floe_controlplane::BuildLabels::version_line())]
 struct Args {
     /// A TOML file of settings: each key is one of these flags (`data-dir =
     /// "/var/lib/floe"`); flags and their environment variables win over it.

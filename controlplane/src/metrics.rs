@@ -49,6 +49,15 @@ impl BuildLabels {
             commit: option_env!("FLOE_BUILD_COMMIT").unwrap_or("unknown"),
         }
     }
+
+    /// What `--version` prints after the program's name: `0.1.0 (commit 1a2b3c4)`.
+    pub fn version_line() -> &'static str {
+        static LINE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            let build = BuildLabels::current();
+            format!("{} (commit {})", build.version, build.commit)
+        });
+        LINE.as_str()
+    }
 }
 
 /// Labels of autoscaler decisions.

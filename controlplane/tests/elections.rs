@@ -313,13 +313,8 @@ async fn a_replicated_stream_is_refused_until_enough_brokers_are_live_then_elect
     })
     .await;
     let addr = running.local_addr();
-    let create = || {
-        post(
-            addr,
-            "/v1/streams",
-            &json!({ "name": "orders", "partitions": 1, "replication_factor": 3 }),
-        )
-    };
+    let request = json!({ "name": "orders", "partitions": 1, "replication_factor": 3 });
+    let create = || post(addr, "/v1/streams", &request);
     // A stream that could take no write is refused, saying what to do.
     let refused = create().await;
     assert_eq!(refused.status, 422, "{:?}", refused.body);

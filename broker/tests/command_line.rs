@@ -1,5 +1,5 @@
-//! `--config FILE` through the built binary: a file's mistake stops the process before it
-//! starts, naming the file, the line and the key.
+//! The command line of the built binary: `--config FILE` (a file's mistake stops the process
+//! before it starts, naming the file, the line and the key) and `--version`.
 
 use std::process::Command;
 
@@ -39,4 +39,16 @@ fn an_unknown_key_or_a_bad_value_stops_the_broker_at_its_line() {
         stderr.contains("error: FILE:1: `listen`: invalid value 'nowhere'"),
         "{stderr}"
     );
+}
+
+#[test]
+fn version_names_the_build_commit() {
+    let output = Command::new(env!("CARGO_BIN_EXE_floe-broker"))
+        .arg("--version")
+        .output()
+        .expect("run floe-broker");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let expected = format!("floe-broker {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.starts_with(&expected), "{stdout}");
 }
