@@ -86,6 +86,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     let refused = get(second.addr, "/v1/streams").await;
     assert_eq!((refused.status, refused.code()), (503, "not_leader"));
 
+    common::live_broker(first.addr, 7100, None).await;
     let created = post(
         first.addr,
         "/v1/streams",

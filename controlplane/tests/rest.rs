@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{call, eventually, get, post, raw, start_sqlite};
+use common::{call, eventually, get, live_broker, post, raw, start_sqlite};
 use serde_json::{Value, json};
 
 fn orders(partitions: u32) -> Value {
@@ -16,6 +16,7 @@ async fn a_stream_is_created_described_altered_and_deleted() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start_sqlite(dir.path(), |_| {}).await;
     let addr = running.local_addr();
+    let broker = live_broker(addr, 7100, None).await;
 
     let created = post(addr, "/v1/streams", &orders(4)).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
@@ -30,9 +31,9 @@ async fn a_stream_is_created_described_altered_and_deleted() {
     assert_eq!(partitions.len(), 4);
     assert_eq!(partitions[3]["partition"], 3);
     assert_eq!(
-        partitions[3]["leader"],
-        Value::Null,
-        "no broker registered yet"
+        partitions[3]["leader"].as_u64(),
+        Some(broker),
+        "placed on the one live broker"
     );
 
     let listed = get(addr, "/v1/streams").await;
@@ -171,6 +172,7 @@ async fn mutating_calls_need_the_admin_token_when_one_is_set() {
     })
     .await;
     let addr = running.local_addr();
+    live_broker(addr, 7100, Some("s3cret")).await;
     let refused = post(addr, "/v1/streams", &orders(1)).await;
     assert_eq!((refused.status, refused.code()), (401, "unauthorized"));
     let wrong = call(
@@ -207,6 +209,7 @@ async fn group_offsets_are_committed_listed_and_reset() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start_sqlite(dir.path(), |_| {}).await;
     let addr = running.local_addr();
+    live_broker(addr, 7100, None).await;
     assert_eq!(post(addr, "/v1/streams", &orders(2)).await.status, 201);
     let committed = post(
         addr,

@@ -165,3 +165,19 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Registers a broker (client port `port`) and heartbeats once, so that it is live: streams
+/// are only created on live brokers. Returns its id.
+pub async fn live_broker(addr: SocketAddr, port: u16, token: Option<&str>) -> u64 {
+    let body = serde_json::json!({
+        "client_endpoint": format!("127.0.0.1:{port}"),
+        "peer_endpoint": format!("127.0.0.1:{}", port + 1),
+    });
+    let reply = call(addr, "POST", "/v1/brokers", Some(&body), token).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    let id = reply.body["broker_id"].as_u64().expect("id");
+    let path = format!("/v1/brokers/{id}/heartbeat");
+    let beat = call(addr, "POST", &path, Some(&serde_json::json!({})), token).await;
+    assert_eq!(beat.status, 200, "{:?}", beat.body);
+    id
+}
