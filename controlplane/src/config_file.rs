@@ -174,19 +174,24 @@ fn command_name(root: &Command, command: &Command) -> String {
 
 /// The value of `--long VALUE` or `--long=VALUE` in `args`, if given.
 fn flag_value(args: &[OsString], long: &str) -> Option<OsString> {
-    let flag = format!("--{long}");
-    let with_value = format!("--{long}=");
     let mut args = args.iter().skip(1);
     while let Some(arg) = args.next() {
-        let text = arg.to_string_lossy();
-        if text == flag {
-            return args.next().cloned();
-        }
-        if let Some(value) = text.strip_prefix(&with_value) {
-            return Some(value.into());
+        match as_flag(&arg.to_string_lossy(), long) {
+            Some(None) => return args.next().cloned(),
+            Some(Some(value)) => return Some(value.into()),
+            None => {}
         }
     }
     None
+}
+
+/// `Some(None)` when `text` is `--long`, `Some(Some(value))` when it is `--long=value`.
+fn as_flag<'t>(text: &'t str, long: &str) -> Option<Option<&'t str>> {
+    let rest = text.strip_prefix("--")?.strip_prefix(long)?;
+    match rest.strip_prefix('=') {
+        Some(value) => Some(Some(value)),
+        None => rest.is_empty().then_some(None),
+    }
 }
 
 /// Whether the command line or the environment sets `arg`.
@@ -199,11 +204,7 @@ fn given(arg: &Arg, args: &[OsString], env: &impl Fn(&str) -> Option<OsString>) 
     names.extend(arg.get_all_aliases().unwrap_or_default());
     let on_line = args.iter().skip(1).any(|a| {
         let a = a.to_string_lossy();
-        names.iter().any(|name| {
-            a.strip_prefix("--")
-                .and_then(|rest| rest.strip_prefix(name))
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
-        })
+        names.iter().any(|name| as_flag(&a, name).is_some())
     });
     in_env || on_line
 }
