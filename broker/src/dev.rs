@@ -4,10 +4,12 @@
 //! through the local driver). It creates its data directory, a local CA and certificate, and
 //! the client profile that lets `floe` on the same machine connect with no flags.
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use floe_wire::ClientProfile;
+use floe_wire::profile::{DEV_PROFILE, ProfileDir, ProfileRef, check_name};
 
 use crate::run::Settings;
 use crate::state_file::{StateFileError, write_atomically};
@@ -45,6 +47,10 @@ pub enum DevError {
     EncodeProfile(#[source] serde_json::Error),
     #[error("cannot write the client profile")]
     WriteProfile(#[from] StateFileError),
+    #[error("cannot place the client profile: set HOME or XDG_CONFIG_HOME, or pass --profile PATH")]
+    NoProfileDir,
+    #[error("--profile: {0}")]
+    ProfileName(String),
 }
 
 type Result<T, E = DevError> = std::result::Result<T, E>;
@@ -197,9 +203,40 @@ pub struct ProfileTargets {
     pub controlplane: Option<SocketAddr>,
 }
 
+/// The client profile `dev` wrote.
+#[derive(Debug, Clone)]
+pub struct WrittenProfile {
+    pub path: PathBuf,
+    /// Its name, when it is a named profile.
+    pub name: Option<String>,
+    /// Whether `floe` uses it with no `--profile`: it was made current (no profile was), or
+    /// it already was.
+    pub current: bool,
+}
+
 /// Writes the client profile pointing at the running broker and controlplane, so `floe`
-/// needs no flags.
-pub fn write_profile(path: &Path, targets: &ProfileTargets, ca: &Path) -> Result<()> {
+/// needs no flags: the one `explicit` names (a name or a path), else `$FLOE_PROFILE`, else
+/// the profile named `dev`. A named profile becomes the current one when no profile is.
+pub fn write_profile(
+    explicit: Option<&OsStr>,
+    targets: &ProfileTargets,
+    ca: &Path,
+) -> Result<WrittenProfile> {
+    let dir = ProfileDir::from_env(|k| std::env::var_os(k));
+    let asked = explicit
+        .map(OsStr::to_os_string)
+        .or_else(|| std::env::var_os("FLOE_PROFILE"));
+    let reference = asked.map_or(ProfileRef::Named(DEV_PROFILE.into()), |value| {
+        ProfileRef::parse(&value)
+    });
+    let (path, name) = match reference {
+        ProfileRef::Path(path) => (path, None),
+        ProfileRef::Named(name) => {
+            check_name(&name).map_err(DevError::ProfileName)?;
+            let dir = dir.as_ref().ok_or(DevError::NoProfileDir)?;
+            (dir.named(&name), Some(name))
+        }
+    };
     let profile = ClientProfile {
         endpoint: targets.quic.to_string(),
         server_name: "localhost".into(),
@@ -207,9 +244,37 @@ pub fn write_profile(path: &Path, targets: &ProfileTargets, ca: &Path) -> Result
         metrics: targets.metrics.map(|m| m.to_string()),
         controlplane: targets.controlplane.map(|c| format!("http://{c}")),
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io("create", parent))?;
     }
     let bytes = serde_json::to_vec_pretty(&profile).map_err(DevError::EncodeProfile)?;
-    Ok(write_atomically(path, &bytes)?)
+    write_atomically(&path, &bytes)?;
+    let current = match (&name, &dir) {
+        (Some(name), Some(dir)) => make_current_unless_chosen(dir, name)?,
+        _ => false,
+    };
+    Ok(WrittenProfile {
+        path,
+        name,
+        current,
+    })
+}
+
+/// Makes `name` the current profile when none is (or the current one's file is gone);
+/// whether `name` is now current. An operator's choice of another profile stands.
+fn make_current_unless_chosen(dir: &ProfileDir, name: &str) -> Result<bool> {
+    let file = dir.current_file();
+    let chosen = match std::fs::read_to_string(&file) {
+        Ok(text) => Some(text.trim().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io("read", &file)(e)),
+    };
+    match chosen {
+        Some(chosen) if chosen == name => Ok(true),
+        Some(chosen) if check_name(&chosen).is_ok() && dir.named(&chosen).exists() => Ok(false),
+        _ => {
+            write_atomically(&file, format!("{name}\n").as_bytes())?;
+            Ok(true)
+        }
+    }
 }

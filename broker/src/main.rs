@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use floe_broker::run::ControlplaneSettings;
 use floe_broker::run::{self, DiskHighWater, Settings};
@@ -68,9 +68,10 @@ struct DevArgs {
         default_value = "127.0.0.1:7300"
     )]
     controlplane_listen: SocketAddr,
-    /// Where to write the client profile [default: $FLOE_PROFILE or ~/.config/floe/profile.json]
-    #[arg(long)]
-    profile: Option<PathBuf>,
+    /// The client profile to write, a name or a path [default: $FLOE_PROFILE, else the
+    /// profile named `dev` in ~/.config/floe/profiles, made current when none is]
+    #[arg(long, value_name = "NAME|PATH")]
+    profile: Option<std::ffi::OsString>,
     /// Read replicas the autoscaler keeps running at least (child processes of this one).
     #[arg(long, env = "FLOE_DEV_READ_REPLICAS", default_value_t = 1)]
     read_replicas: u32,
@@ -351,18 +352,12 @@ async fn run_dev(args: DevArgs) -> Result<()> {
         peer_endpoint: None,
     });
     let running = run::start(settings).await?;
-    let profile = match args.profile {
-        Some(path) => path,
-        None => floe_wire::profile::default_path(|k| std::env::var_os(k)).context(
-            "cannot place the client profile: set HOME or FLOE_PROFILE, or pass --profile",
-        )?,
-    };
     let targets = dev::ProfileTargets {
         quic: running.quic_addr,
         metrics: running.metrics_addr,
         controlplane: Some(controlplane_addr),
     };
-    dev::write_profile(&profile, &targets, &ca)?;
+    let profile = dev::write_profile(args.profile.as_deref(), &targets, &ca)?;
     eprintln!(
         "floe dev: broker on {} (QUIC), metrics on http://{}/metrics, controlplane on \
          http://{controlplane_addr}/v1",
@@ -374,7 +369,7 @@ async fn run_dev(args: DevArgs) -> Result<()> {
     eprintln!(
         "floe dev: data in {}, objects in {objects}, client profile {}",
         data_dir.display(),
-        profile.display()
+        profile_line(&profile)
     );
     eprintln!(
         "floe dev: {}-{} read replicas (`floe read-replica list`)",
@@ -464,6 +459,19 @@ async fn wait_for_signal() -> Result<()> {
     }
     tracing::info!("shutting down");
     Ok(())
+}
+
+/// How `dev` names the profile it wrote, and whether `floe` uses it without flags.
+fn profile_line(profile: &dev::WrittenProfile) -> String {
+    let path = profile.path.display();
+    match (&profile.name, profile.current) {
+        (Some(name), true) => format!("{name} ({path}), the current one"),
+        (Some(name), false) => format!(
+            "{name} ({path}); another profile is current: `floe profile use {name}` or \
+             `floe --profile {name} …`"
+        ),
+        (None, _) => format!("{path} (`floe --profile {path} …`)"),
+    }
 }
 
 #[cfg(test)]

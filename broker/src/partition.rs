@@ -26,7 +26,8 @@ pub(crate) struct Partition {
     stream: String,
     id: u32,
     log: Log,
-    ack_mode: AckMode,
+    /// The stream's settings may change it.
+    ack_mode: Mutex<AckMode>,
     /// Local retention and tier retention; the stream's settings may change them.
     retention: Mutex<(RetentionPolicy, TierRetention)>,
     tier_path: PartitionPath,
@@ -58,7 +59,7 @@ impl Partition {
             stream: parts.stream,
             id: parts.id,
             log: parts.log,
-            ack_mode: parts.ack_mode,
+            ack_mode: Mutex::new(parts.ack_mode),
             retention: Mutex::new((parts.local_retention, parts.tier_retention)),
             tier_path: parts.tier_path,
             uploader: parts.uploader,
@@ -82,7 +83,12 @@ impl Partition {
 
     /// When the stream acknowledges publishes.
     pub(crate) fn ack_mode(&self) -> AckMode {
-        self.ack_mode
+        *self.ack_mode.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes when the stream acknowledges publishes, from the next publish on.
+    pub(crate) fn set_ack_mode(&self, mode: AckMode) {
+        *self.ack_mode.lock().unwrap_or_else(|e| e.into_inner()) = mode;
     }
 
     /// Where the partition's objects live in the bucket.

@@ -241,7 +241,7 @@ impl Partitions {
     /// Makes this broker serve `entry` for the stream `name`, as its controlplane assigns it:
     /// persists the entry, opens the partitions it holds that are not open, closes those it
     /// no longer holds (their files stay: the partition may come back) and applies the
-    /// stream's retention to every open one.
+    /// stream's settings (retention, ack mode, segment limits) to every open one.
     pub async fn set_stream(&self, name: &str, entry: StreamEntry) -> Result<(), StreamError> {
         self.validate(&entry)?;
         {
@@ -273,10 +273,9 @@ impl Partitions {
                 "no longer serving the partition; its files stay"
             );
         }
-        let (local, tier) = self.retentions(&entry);
         for id in held {
             match self.get(name, id) {
-                Some(open) => open.set_retention(local, tier),
+                Some(open) => self.apply_settings(&open, &entry),
                 None => {
                     self.open_partition(name, id, &entry).await?;
                     tracing::info!(stream = name, partition = id, "serving partition");
@@ -284,6 +283,24 @@ impl Partitions {
             }
         }
         Ok(())
+    }
+
+    /// Applies a stream's settings, which may have changed, to one of its open partitions:
+    /// retention at once, the ack mode from the next publish, segment limits from the active
+    /// segment on.
+    fn apply_settings(&self, partition: &Partition, entry: &StreamEntry) {
+        let (local, tier) = self.retentions(entry);
+        partition.set_retention(local, tier);
+        partition.set_ack_mode(entry.ack_mode);
+        let config = self.log_config(entry);
+        if let Err(e) = partition
+            .log()
+            .set_segment_limits(config.segment_bytes_max, config.segment_age_max)
+        {
+            // `validate` checked the entry: only a limit this build cannot hold lands here.
+            tracing::warn!(stream = partition.stream(), partition = partition.id(),
+                error = %e, "keeping the partition's segment limits");
+        }
     }
 
     /// Creates a stream: persists it in the catalog, then opens its partitions' logs.

@@ -120,6 +120,7 @@ impl Session {
             client_endpoint,
             peer_endpoint,
             zone: settings.zone.clone(),
+            build: Some(floe_wire::admin::Build::current()),
         };
         let path = data_dir.join("broker.json");
         let broker_id = match std::fs::read(&path) {

@@ -1,5 +1,5 @@
 //! The commands that talk to the controlplane's REST API: `floe stream …` when a controlplane
-//! is configured, `floe broker list|drain`, `floe cluster status` and `floe cluster policy`.
+//! is configured, `floe broker list|drain|undrain`, `floe cluster status` and `floe cluster policy`.
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
@@ -14,7 +14,9 @@ use serde_json::json;
 
 use crate::output::{print, print_json, table};
 use crate::read_replica::{PolicyCommand, policy_text, read_replica_table};
-use crate::stream::{CreateArgs, StreamCommand, age_text, human_bytes, print_created, stream_name};
+use crate::stream::{
+    AlterArgs, CreateArgs, StreamCommand, age_text, human_bytes, print_created, stream_name,
+};
 
 #[derive(Subcommand, Debug)]
 pub enum BrokerCommand {
@@ -22,6 +24,8 @@ pub enum BrokerCommand {
     List,
     /// Stop placing replicas on a broker and move its replicas away.
     Drain { id: u32 },
+    /// End a drain: the broker may take replicas and lead again.
+    Undrain { id: u32 },
 }
 
 #[derive(Subcommand, Debug)]
@@ -49,6 +53,7 @@ pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: b
                 .with_context(|| format!("describing stream {stream}"))?;
             describe(&description, json)?;
         }
+        StreamCommand::Alter(args) => alter_stream(controlplane, &args, json).await?,
         StreamCommand::Delete { name } => {
             let stream = stream_name(&name)?;
             controlplane
@@ -61,6 +66,32 @@ pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: b
                 print(&format!("deleted stream {stream}\n"))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// `floe stream alter`: sends the changes, then shows the settings as they now are.
+async fn alter_stream(controlplane: &Controlplane, args: &AlterArgs, json: bool) -> Result<()> {
+    let stream = stream_name(&args.name)?;
+    let request = args.request();
+    anyhow::ensure!(
+        !request.is_empty(),
+        "nothing to change: pass at least one of --ack-mode, --segment-bytes, --segment-age, \
+         --local-retention-bytes, --local-retention-age, --retention-bytes, --retention-age"
+    );
+    let altered = controlplane
+        .alter_stream(stream.as_str(), &request)
+        .await
+        .with_context(|| format!("altering stream {stream}"))?;
+    if json {
+        print_json(&serde_json::to_value(&altered)?)?;
+    } else {
+        let config = &altered.config;
+        print(&format!(
+            "altered stream {stream}: ack mode {}; {}\n",
+            config.ack_mode,
+            settings_text(config)
+        ))?;
     }
     Ok(())
 }
@@ -156,6 +187,19 @@ fn size_and_age(size: Option<u64>, age_ms: Option<u64>, separator: &str) -> Stri
     }
 }
 
+/// A stream's segment and retention settings in words, as `describe` and `alter` print them.
+fn settings_text(c: &StreamConfig) -> String {
+    format!(
+        "segments: {}; local retention: {}; retention: {}, {}",
+        size_and_age(c.segment.bytes, c.segment.age_ms, " or "),
+        size_and_age(c.retention.local_bytes, c.retention.local_ms, ", "),
+        c.retention
+            .tier_bytes
+            .map_or("unlimited".into(), human_bytes),
+        age_text(c.retention.tier_ms),
+    )
+}
+
 fn describe(d: &StreamDescription, json: bool) -> Result<()> {
     if json {
         print_json(&description_json(d))?;
@@ -164,20 +208,14 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
     let rows: Vec<Vec<String>> = d.partitions.iter().map(partition_row).collect();
     let c = &d.config;
     print(&format!(
-        "stream {}: {} partition{}, replication {}, ack mode {}\n\
-         segments: {}; local retention: {}; retention: {}, {}\n\
+        "stream {}: {} partition{}, replication {}, ack mode {}\n{}\n\
          (ranges and sizes as the leaders last reported them)\n{}",
         d.name,
         c.partitions,
         if c.partitions == 1 { "" } else { "s" },
         c.replication_factor,
         c.ack_mode.as_str(),
-        size_and_age(c.segment.bytes, c.segment.age_ms, " or "),
-        size_and_age(c.retention.local_bytes, c.retention.local_ms, ", "),
-        c.retention
-            .tier_bytes
-            .map_or("unlimited".into(), human_bytes),
-        age_text(c.retention.tier_ms),
+        settings_text(c),
         table(
             &[
                 "PARTITION",
@@ -322,6 +360,19 @@ pub async fn broker(controlplane: &Controlplane, command: BrokerCommand, json: b
                 print(&format!(
                     "broker {id} is draining: its {} replicas move to other brokers\n",
                     broker.replicas
+                ))?;
+            }
+        }
+        BrokerCommand::Undrain { id } => {
+            let broker = controlplane
+                .undrain_broker(BrokerId::new(id))
+                .await
+                .with_context(|| format!("undraining broker {id}"))?;
+            if json {
+                print_json(&serde_json::to_value(&broker)?)?;
+            } else {
+                print(&format!(
+                    "broker {id} is live again: new replicas may be placed on it\n"
                 ))?;
             }
         }

@@ -7,12 +7,15 @@ mod bench;
 mod consume;
 mod output;
 mod position;
+mod profile;
 mod progress;
 mod publish;
 mod read_replica;
 mod size;
 mod stream;
+mod version;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -24,10 +27,8 @@ use floe_wire::ClientProfile;
 /// What `floe --version` prints after the name: the version and the commit
 /// `FLOE_BUILD_COMMIT` named at build time (`scripts/package.sh` sets it), like the servers.
 fn version_line() -> &'static str {
-    static LINE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        let commit = option_env!("FLOE_BUILD_COMMIT").unwrap_or("unknown");
-        format!("{} (commit {commit})", env!("CARGO_PKG_VERSION"))
-    });
+    static LINE: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| floe_wire::admin::Build::current().to_string());
     LINE.as_str()
 }
 
@@ -43,33 +44,67 @@ struct Cli {
     command: Command,
 }
 
-/// Where the broker is. Flags override the profile's fields.
+/// The heading of the connection flags in every command's `--help`, after its own flags.
+const CONNECTION: &str = "Connection (override the profile)";
+
+/// Where the cluster is. Flags override the profile's fields.
 #[derive(Args, Debug, Clone, Default)]
 pub struct ConnectionArgs {
-    /// Client profile [default: $FLOE_PROFILE, else ~/.config/floe/profile.json, as
-    /// written by `floe-broker dev`]
-    #[arg(long, global = true, value_name = "PATH")]
-    profile: Option<PathBuf>,
+    /// Client profile, by name (`floe profile list`) or path [default: $FLOE_PROFILE, else
+    /// the current profile (`floe profile use`), else `dev`, which `floe-broker dev` writes]
+    #[arg(long, global = true, value_name = "NAME|PATH", help_heading = CONNECTION)]
+    profile: Option<OsString>,
     /// Broker QUIC endpoint, host:port.
-    #[arg(long, global = true, value_name = "HOST:PORT")]
+    #[arg(long, global = true, value_name = "HOST:PORT", help_heading = CONNECTION)]
     endpoint: Option<String>,
     /// PEM file of the CA that signed the broker's certificate.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = CONNECTION)]
     ca_cert: Option<PathBuf>,
     /// Name the broker's certificate must carry [default: the profile's, else the
     /// endpoint's host].
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", help_heading = CONNECTION)]
     server_name: Option<String>,
     /// The controlplane's REST API, e.g. http://127.0.0.1:7300 [default: the profile's]
-    #[arg(long, global = true, env = "FLOE_CONTROLPLANE", value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_CONTROLPLANE",
+        value_name = "URL",
+        help_heading = CONNECTION
+    )]
     controlplane: Option<String>,
     /// Bearer token for the controlplane's mutating calls.
-    #[arg(long, global = true, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_ADMIN_TOKEN",
+        hide_env_values = true,
+        help_heading = CONNECTION
+    )]
     admin_token: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    #[command(flatten)]
+    Remote(Remote),
+    /// Named client profiles: where each cluster is, and which one commands use.
+    Profile {
+        #[command(subcommand)]
+        command: profile::ProfileCommand,
+    },
+    /// Print a shell completion script: `floe completions bash > /etc/bash_completion.d/floe`,
+    /// `floe completions zsh > "${fpath[1]}/_floe"`, `floe completions fish >
+    /// ~/.config/fish/completions/floe.fish`.
+    Completions { shell: clap_complete::Shell },
+    /// This client's version and, when reachable, the controlplane's and each broker's and
+    /// read replica's.
+    Version,
+}
+
+/// The commands that talk to the cluster.
+#[derive(Subcommand, Debug)]
+enum Remote {
     /// Create, list, describe and delete streams (through the controlplane when there is
     /// one).
     Stream {
@@ -125,6 +160,17 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    // Commands about the local machine need no profile and no cluster.
+    let command = match cli.command {
+        Command::Profile { command } => return profile::run(command, &cli.connection, cli.json),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "floe", &mut std::io::stdout());
+            return Ok(());
+        }
+        Command::Version => None,
+        Command::Remote(command) => Some(command),
+    };
     // The library picks its provider explicitly; anything else in the process that uses
     // rustls finds this one.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -133,54 +179,67 @@ fn run(cli: Cli) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
+        let Some(command) = command else {
+            return version::run(&cli.connection, cli.json).await;
+        };
         let profile = read_profile(&cli.connection)?;
         let controlplane = controlplane(&cli.connection, profile.as_ref())?;
         if let Some(controlplane) = &controlplane {
-            match cli.command {
-                Command::Stream { command } => {
+            match command {
+                Remote::Stream { command } => {
                     return admin::stream(controlplane, command, cli.json).await;
                 }
-                Command::Broker { command } => {
+                Remote::Broker { command } => {
                     return admin::broker(controlplane, command, cli.json).await;
                 }
-                Command::Cluster { command } => {
+                Remote::Cluster { command } => {
                     return admin::cluster(controlplane, command, cli.json).await;
                 }
-                Command::ReadReplica { command } => {
+                Remote::ReadReplica { command } => {
                     return read_replica::read_replica(controlplane, command, cli.json).await;
                 }
-                _ => {}
+                command => return remote(&cli.connection, profile, command, cli.json).await,
             }
         }
-        let config = client_config(&cli.connection, profile.as_ref())?;
-        match cli.command {
-            Command::Broker { .. } | Command::Cluster { .. } | Command::ReadReplica { .. } => {
-                Err(anyhow::anyhow!(
-                    "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
-                 the profile `floe-broker dev` writes"
-                ))
-            }
-            Command::Stream { command } => stream::run(config, command, cli.json).await,
-            Command::Publish(args) => publish::run(config, args, cli.json).await,
-            Command::Consume(args) => consume::run(config, args, cli.json).await,
-            Command::Bench { command } => bench::run(config, command, cli.json).await,
-        }
+        remote(&cli.connection, profile, command, cli.json).await
     })
 }
 
-/// The profile named by `--profile`, else the default one when it exists.
+/// A command over QUIC, or one that needs the controlplane when there is none.
+async fn remote(
+    connection: &ConnectionArgs,
+    profile: Option<ClientProfile>,
+    command: Remote,
+    json: bool,
+) -> Result<()> {
+    let config = client_config(connection, profile.as_ref())?;
+    match command {
+        Remote::Broker { .. } | Remote::Cluster { .. } | Remote::ReadReplica { .. } => {
+            Err(anyhow::anyhow!(
+                "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
+                 the profile `floe-broker dev` writes"
+            ))
+        }
+        Remote::Stream { command } => stream::run(config, command, json).await,
+        Remote::Publish(args) => publish::run(config, args, json).await,
+        Remote::Consume(args) => consume::run(config, args, json).await,
+        Remote::Bench { command } => bench::run(config, command, json).await,
+    }
+}
+
+/// The profile `--profile` names (a name or a path), else the current one, when there is one.
 fn read_profile(args: &ConnectionArgs) -> Result<Option<ClientProfile>> {
-    let profile_path = args
-        .profile
-        .clone()
-        .or_else(floe_client::default_profile_path);
-    Ok(match &profile_path {
-        Some(path) if args.profile.is_some() || path.exists() => Some(
-            floe_client::read_profile(path)
-                .with_context(|| format!("reading the client profile {}", path.display()))?,
+    let Some(found) = floe_client::resolve_profile(args.profile.as_deref())? else {
+        return Ok(None);
+    };
+    let profile = floe_client::read_profile(&found.path).with_context(|| match &found.name {
+        Some(name) => format!(
+            "reading the client profile {name} ({}); `floe profile list` shows the profiles",
+            found.path.display()
         ),
-        _ => None,
-    })
+        None => format!("reading the client profile {}", found.path.display()),
+    })?;
+    Ok(Some(profile))
 }
 
 /// The controlplane from the flag, else the profile; `None` when neither names one.
@@ -226,7 +285,7 @@ fn client_config(args: &ConnectionArgs, profile: Option<&ClientProfile>) -> Resu
 }
 
 /// The host part of `host:port` (without the brackets of an IPv6 address).
-fn host_of(endpoint: &str) -> &str {
+pub(crate) fn host_of(endpoint: &str) -> &str {
     let host = endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host);
     host.trim_start_matches('[').trim_end_matches(']')
 }
@@ -253,7 +312,7 @@ mod tests {
                 "controlplane":"http://127.0.0.1:7300"}"#,
         )?;
         let args = ConnectionArgs {
-            profile: Some(path.clone()),
+            profile: Some(path.clone().into_os_string()),
             ..ConnectionArgs::default()
         };
         let profile = read_profile(&args)?;
@@ -268,7 +327,7 @@ mod tests {
         );
         let overridden = client_config(
             &ConnectionArgs {
-                profile: Some(path),
+                profile: Some(path.into_os_string()),
                 endpoint: Some("broker.example:7100".into()),
                 ca_cert: Some("/other.pem".into()),
                 controlplane: Some("http://controlplane.example:7300".into()),
@@ -290,7 +349,7 @@ mod tests {
     fn read_replica_commands_answer_to_their_old_name_too() -> Result<()> {
         for name in ["read-replica", "replica"] {
             let cli = Cli::try_parse_from(["floe", name, "drain", "r-1"])?;
-            let Command::ReadReplica { command } = cli.command else {
+            let Command::Remote(Remote::ReadReplica { command }) = cli.command else {
                 anyhow::bail!("`floe {name} drain` parsed as {:?}", cli.command);
             };
             assert!(

@@ -1,4 +1,4 @@
-//! `floe stream create|list|describe|delete`, over the client protocol to a broker without a
+//! `floe stream create|list|describe|alter|delete`, over the client protocol to a broker without a
 //! controlplane (with one, `admin` sends them to its REST API).
 
 use anyhow::{Context, Result};
@@ -7,10 +7,13 @@ use clap::{Args, Subcommand};
 use floe_client::{
     AckMode, ClientConfig, Offset, PartitionMetadata, StreamInfo, StreamName, StreamSettings,
 };
+use floe_wire::admin::{AlterStreamRequest, RetentionChange, SegmentChange};
 use serde_json::json;
 
 use crate::output::{print, print_json, table};
-use crate::size::{duration_ms, parse_duration, parse_size};
+use crate::size::{
+    Setting, duration_ms, parse_duration, parse_duration_setting, parse_size, parse_size_setting,
+};
 
 #[derive(Subcommand, Debug)]
 pub enum StreamCommand {
@@ -21,8 +24,70 @@ pub enum StreamCommand {
     /// Show a stream's settings and partitions: leader, epoch, local and tiered ranges, high
     /// watermark and upload backlog.
     Describe { name: String },
+    /// Change a live stream's ack mode, segment or retention settings (controlplane).
+    ///
+    /// Retention applies at once, segment settings from each partition's next segment on,
+    /// the ack mode from the next publish. A setting given as `default` returns to the
+    /// broker's default (for --retention-*: no limit). The partition count and the
+    /// replication factor are fixed for a stream's life.
+    Alter(AlterArgs),
     /// Delete a stream and all its records.
     Delete { name: String },
+}
+
+/// `floe stream alter`'s flags: each one given changes that setting, the rest stay.
+#[derive(Args, Debug)]
+pub struct AlterArgs {
+    pub name: String,
+    /// When a publish is acknowledged.
+    #[arg(long, value_parser = ack_mode_parser())]
+    pub ack_mode: Option<AckMode>,
+    /// Seal segments at this size, e.g. 64MiB, or `default`.
+    #[arg(long, value_parser = parse_size_setting, value_name = "SIZE|default")]
+    pub segment_bytes: Option<Setting>,
+    /// Seal segments at this age, e.g. 10m, or `default`.
+    #[arg(long, value_parser = parse_duration_setting, value_name = "AGE|default")]
+    pub segment_age: Option<Setting>,
+    /// Keep at most this much per partition on the broker's disk, or `default`.
+    #[arg(long, value_parser = parse_size_setting, value_name = "SIZE|default")]
+    pub local_retention_bytes: Option<Setting>,
+    /// Keep records this long on the broker's disk, or `default`.
+    #[arg(long, value_parser = parse_duration_setting, value_name = "AGE|default")]
+    pub local_retention_age: Option<Setting>,
+    /// Keep at most this much per partition in all, or `unlimited`.
+    #[arg(long, value_parser = parse_size_setting, value_name = "SIZE|unlimited")]
+    pub retention_bytes: Option<Setting>,
+    /// Keep records this long in all, or `unlimited`.
+    #[arg(long, value_parser = parse_duration_setting, value_name = "AGE|unlimited")]
+    pub retention_age: Option<Setting>,
+    /// Refused, with the reason: the partition count is fixed for a stream's life.
+    #[arg(long, hide = true)]
+    pub partitions: Option<u32>,
+    /// Refused, with the reason: the replication factor is fixed for a stream's life.
+    #[arg(long, hide = true)]
+    pub replication_factor: Option<u32>,
+}
+
+impl AlterArgs {
+    /// The request for the controlplane's REST API.
+    pub fn request(&self) -> AlterStreamRequest {
+        let change = |setting: Option<Setting>| setting.map(|s| s.0);
+        AlterStreamRequest {
+            ack_mode: self.ack_mode,
+            segment: SegmentChange {
+                bytes: change(self.segment_bytes),
+                age_ms: change(self.segment_age),
+            },
+            retention: RetentionChange {
+                local_bytes: change(self.local_retention_bytes),
+                local_ms: change(self.local_retention_age),
+                tier_bytes: change(self.retention_bytes),
+                tier_ms: change(self.retention_age),
+            },
+            partitions: self.partitions,
+            replication_factor: self.replication_factor,
+        }
+    }
 }
 
 /// `floe stream create`'s flags.
@@ -156,6 +221,13 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
                 .await
                 .with_context(|| format!("describing stream {stream}"))?;
             describe(&stream, &info, json)?;
+        }
+        StreamCommand::Alter(args) => {
+            anyhow::bail!(
+                "altering stream {} needs the controlplane, which keeps every stream's \
+                 settings: pass --controlplane URL (or set FLOE_CONTROLPLANE)",
+                args.name
+            );
         }
         StreamCommand::Delete { name } => {
             let stream = stream_name(&name)?;

@@ -333,3 +333,240 @@ fn a_missing_profile_is_explained() {
     assert!(!run.status.success());
     assert!(run.stderr.contains("absent.json"), "{}", run.stderr);
 }
+
+/// `floe` with its configuration directory in `config` and no `--profile`.
+fn floe_in(config: &Path, args: &[&str]) -> Run {
+    let output = Command::new(floe_binary())
+        .args(args)
+        .env("XDG_CONFIG_HOME", config)
+        .env_remove("FLOE_PROFILE")
+        .env_remove("FLOE_CONTROLPLANE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("floe runs");
+    Run {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn named_profiles_are_created_listed_used_and_deleted() {
+    let broker = broker();
+    let config = tempfile::tempdir().expect("a temporary directory");
+    let dir = config.path();
+    let listed = floe_in(dir, &["profile", "list"]);
+    assert!(listed.stdout.contains("no profiles"), "{}", listed.stdout);
+    let none = floe_in(dir, &["stream", "list"]);
+    assert!(!none.status.success());
+    assert!(none.stderr.contains("floe-broker dev"), "{}", none.stderr);
+
+    let path = broker.profile();
+    let path = path.to_str().expect("a UTF-8 path");
+    let created = floe_in(dir, &["profile", "create", "local", "--from", path]);
+    assert!(created.status.success(), "{}", created.stderr);
+    let twice = floe_in(dir, &["profile", "create", "local", "--from", path]);
+    assert!(twice.stderr.contains("--force"), "{}", twice.stderr);
+    let unused = floe_in(dir, &["stream", "list"]);
+    assert!(!unused.status.success(), "no profile is current yet");
+    let by_name = floe_in(dir, &["--profile", "local", "stream", "list"]);
+    assert!(by_name.status.success(), "{}", by_name.stderr);
+
+    let missing = floe_in(dir, &["profile", "use", "prod"]);
+    assert!(!missing.status.success());
+    assert!(
+        missing.stderr.contains("there are: local"),
+        "{}",
+        missing.stderr
+    );
+    let used = floe_in(dir, &["profile", "use", "local"]);
+    assert_eq!(used.stdout, "now using profile local\n", "{}", used.stderr);
+    let listed = floe_in(dir, &["profile", "list"]);
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with('*') && l.contains("local")),
+        "{}",
+        listed.stdout
+    );
+    let current = floe_in(dir, &["stream", "list"]);
+    assert!(current.status.success(), "{}", current.stderr);
+    let shown = floe_in(dir, &["--json", "profile", "show"]);
+    let shown: serde_json::Value = serde_json::from_str(shown.stdout.trim()).expect("JSON");
+    assert!(shown["controlplane"].is_string(), "{shown}");
+
+    let bad = floe_in(dir, &["profile", "create", "a b", "--from", path]);
+    assert!(bad.stderr.contains("not a profile name"), "{}", bad.stderr);
+    let deleted = floe_in(dir, &["profile", "delete", "local"]);
+    assert!(deleted.status.success(), "{}", deleted.stderr);
+    assert!(
+        floe_in(dir, &["profile", "list"])
+            .stdout
+            .contains("no profiles")
+    );
+}
+
+#[test]
+fn streams_are_altered_and_brokers_undrained() {
+    let broker = broker();
+    let profile = broker.profile();
+    floe(&profile, &["stream", "create", "changing"], None);
+    let altered = floe(
+        &profile,
+        &[
+            "stream",
+            "alter",
+            "changing",
+            "--ack-mode",
+            "none",
+            "--segment-bytes",
+            "64KiB",
+            "--retention-age",
+            "7days",
+        ],
+        None,
+    );
+    assert!(
+        altered
+            .stdout
+            .contains("altered stream changing: ack mode none"),
+        "{}",
+        altered.stdout
+    );
+    let described = floe(
+        &profile,
+        &["--json", "stream", "describe", "changing"],
+        None,
+    );
+    let described = json_lines(&described.stdout).remove(0);
+    assert_eq!(described["settings"]["segment_bytes"], 64 << 10);
+    assert_eq!(
+        described["settings"]["retention_ms"],
+        7u64 * 24 * 3600 * 1000
+    );
+    let cleared = floe(
+        &profile,
+        &[
+            "stream",
+            "alter",
+            "changing",
+            "--retention-age",
+            "unlimited",
+        ],
+        None,
+    );
+    assert!(
+        cleared.stdout.contains("retention: unlimited, unlimited"),
+        "{}",
+        cleared.stdout
+    );
+
+    // The broker applies the new segment size: publishes of 100 KB each (a batch or more
+    // apiece) seal a segment each, which the controlplane then sees tiered.
+    let line = "x".repeat(1000);
+    let input: String = (0..100).map(|_| format!("{line}\n")).collect();
+    for _ in 0..4 {
+        floe(&profile, &["publish", "changing"], Some(&input));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let described = floe(
+            &profile,
+            &["--json", "stream", "describe", "changing"],
+            None,
+        );
+        let described = json_lines(&described.stdout).remove(0);
+        let tiered = described["partitions"][0]["tier"]["end"]
+            .as_u64()
+            .unwrap_or(0);
+        if tiered > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no segment was sealed and tiered at 64 KiB: {described}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    for (args, needle) in [
+        (
+            &["stream", "alter", "changing", "--partitions", "4"][..],
+            "partitions cannot change",
+        ),
+        (&["stream", "alter", "changing"][..], "nothing to change"),
+        (
+            &["stream", "alter", "absent", "--ack-mode", "leader"][..],
+            "stream_not_found",
+        ),
+        (&["broker", "undrain", "99"][..], "broker_not_found"),
+    ] {
+        let refused = Child::spawn(&profile, args, None).wait();
+        assert!(!refused.status.success(), "{args:?}");
+        assert!(
+            refused.stderr.contains(needle),
+            "{args:?}: {}",
+            refused.stderr
+        );
+    }
+
+    let drained = floe(&profile, &["broker", "drain", "1"], None);
+    assert!(drained.stdout.contains("is draining"), "{}", drained.stdout);
+    let undrained = floe(&profile, &["broker", "undrain", "1"], None);
+    assert_eq!(
+        undrained.stdout,
+        "broker 1 is live again: new replicas may be placed on it\n"
+    );
+    let brokers = floe(&profile, &["--json", "broker", "list"], None).stdout;
+    let brokers: serde_json::Value = serde_json::from_str(brokers.trim()).expect("JSON");
+    assert_eq!(brokers[0]["state"], "live", "{brokers}");
+}
+
+#[test]
+fn version_completions_and_help() {
+    let broker = broker();
+    let profile = broker.profile();
+    let version = floe(&profile, &["--json", "version"], None).stdout;
+    let rows: serde_json::Value = serde_json::from_str(version.trim()).expect("JSON");
+    let components: Vec<&str> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["component"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(components, ["client", "controlplane", "broker"], "{rows}");
+    for row in rows.as_array().expect("rows") {
+        assert_eq!(row["build"]["version"], env!("CARGO_PKG_VERSION"), "{row}");
+    }
+    let table = floe(&profile, &["version"], None).stdout;
+    assert!(table.starts_with("COMPONENT"), "{table}");
+
+    // A controlplane that is down: the client still answers, and says so.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let down = floe(
+        &profile,
+        &["--controlplane", "http://127.0.0.1:9", "version"],
+        None,
+    );
+    assert!(down.stdout.contains("unreachable"), "{}", down.stdout);
+    drop(dir);
+
+    for shell in ["bash", "zsh", "fish"] {
+        let script = floe(&profile, &["completions", shell], None).stdout;
+        assert!(script.contains("floe"), "{shell}");
+        assert!(
+            script.contains("undrain"),
+            "{shell}: every command is completed"
+        );
+    }
+
+    let help = floe(&profile, &["stream", "alter", "--help"], None).stdout;
+    let own = help.find("--segment-bytes").expect("the command's flags");
+    let heading = help
+        .find("Connection (override the profile)")
+        .expect("a heading");
+    let connection = help.find("--endpoint").expect("the connection flags");
+    assert!(own < heading && heading < connection, "{help}");
+}

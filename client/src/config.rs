@@ -1,11 +1,13 @@
 //! Where a client connects, whom it trusts, and how long it waits: [`ClientConfig`], built
 //! from the client profile that `floe-broker dev` writes or from explicit values.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use floe_wire::ClientProfile;
+use floe_wire::profile::{DEV_PROFILE, ProfileDir, ProfileRef, check_name};
 
 use crate::error::ConfigError;
 
@@ -14,7 +16,8 @@ use crate::error::ConfigError;
 /// ```no_run
 /// use floe_client::ClientConfig;
 ///
-/// // The profile `floe-broker dev` wrote ($FLOE_PROFILE, else ~/.config/floe/profile.json).
+/// // The current profile: $FLOE_PROFILE, else the one `floe profile use` chose, else the
+/// // one `floe-broker dev` wrote.
 /// let config = ClientConfig::from_default_profile()?;
 /// assert_eq!(config.server_name, "localhost");
 /// # Ok::<(), floe_client::Error>(())
@@ -90,17 +93,90 @@ impl ClientConfig {
         read_profile(path).map(|profile| ClientConfig::from_profile(&profile))
     }
 
-    /// Reads the client profile at its default location: `$FLOE_PROFILE`, else
-    /// `$XDG_CONFIG_HOME/floe/profile.json`, else `$HOME/.config/floe/profile.json`.
+    /// Reads the current client profile (see [`resolve_profile`]).
     pub fn from_default_profile() -> Result<ClientConfig, ConfigError> {
-        let path = default_profile_path().ok_or(ConfigError::NoProfilePath)?;
-        ClientConfig::load_profile(&path)
+        let profile = resolve_profile(None)?.ok_or(ConfigError::NoProfilePath)?;
+        ClientConfig::load_profile(&profile.path)
     }
 }
 
-/// The default client profile location for this process's environment.
+/// A client profile's file, and its name when it is a named one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileLocation {
+    pub path: PathBuf,
+    pub name: Option<String>,
+}
+
+/// The profile to use: `explicit` (a name or a path, as `--profile` takes it), else
+/// `$FLOE_PROFILE`, else the current profile (`floe profile use`), else the unnamed
+/// `profile.json` of earlier versions, else the `dev` profile. `None` when no file of those
+/// exists and none was named; a profile named explicitly is returned even when absent, so
+/// that reading it says what is missing.
+pub fn resolve_profile(explicit: Option<&OsStr>) -> Result<Option<ProfileLocation>, ConfigError> {
+    let dir = ProfileDir::from_env(|name| std::env::var_os(name));
+    let asked = explicit
+        .map(OsStr::to_os_string)
+        .or_else(|| std::env::var_os("FLOE_PROFILE"));
+    if let Some(value) = asked {
+        return Ok(Some(locate(dir.as_ref(), ProfileRef::parse(&value))?));
+    }
+    let Some(dir) = dir else {
+        return Ok(None);
+    };
+    if let Some(name) = current_profile(&dir)? {
+        return Ok(Some(locate(Some(&dir), ProfileRef::Named(name))?));
+    }
+    for (path, name) in [
+        (dir.unnamed(), None),
+        (dir.named(DEV_PROFILE), Some(DEV_PROFILE.to_string())),
+    ] {
+        if path.exists() {
+            return Ok(Some(ProfileLocation { path, name }));
+        }
+    }
+    Ok(None)
+}
+
+/// The name in `current-profile`, when the file exists.
+pub fn current_profile(dir: &ProfileDir) -> Result<Option<String>, ConfigError> {
+    let path = dir.current_file();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let name = text.trim().to_string();
+            check_name(&name).map_err(|reason| ConfigError::Invalid {
+                field: "current-profile",
+                reason: format!("{}: {reason}", path.display()),
+            })?;
+            Ok(Some(name))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConfigError::Read {
+            path,
+            source: Arc::new(source),
+        }),
+    }
+}
+
+fn locate(dir: Option<&ProfileDir>, reference: ProfileRef) -> Result<ProfileLocation, ConfigError> {
+    match reference {
+        ProfileRef::Path(path) => Ok(ProfileLocation { path, name: None }),
+        ProfileRef::Named(name) => {
+            check_name(&name).map_err(|reason| ConfigError::Invalid {
+                field: "profile",
+                reason,
+            })?;
+            let dir = dir.ok_or(ConfigError::NoProfilePath)?;
+            Ok(ProfileLocation {
+                path: dir.named(&name),
+                name: Some(name),
+            })
+        }
+    }
+}
+
+/// The current client profile's file (see [`resolve_profile`]), when there is one.
 pub fn default_profile_path() -> Option<PathBuf> {
-    floe_wire::profile::default_path(|name| std::env::var_os(name))
+    resolve_profile(None).ok().flatten().map(|p| p.path)
 }
 
 /// Reads and parses a client profile.

@@ -47,7 +47,10 @@ mod record;
 pub mod rest;
 
 pub use client::Client;
-pub use config::{ClientConfig, default_profile_path, read_profile};
+pub use config::{
+    ClientConfig, ProfileLocation, current_profile, default_profile_path, read_profile,
+    resolve_profile,
+};
 pub use consumer::{Consumer, ConsumerConfig};
 pub use error::{ConfigError, ConnectFailure, Error, ProtocolViolation};
 pub use producer::{

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use floe_wire::BrokerId;
 use floe_wire::admin::{
-    AlterRetentionRequest, ApiError, ApiErrorCode, Assignments, BrokerInfo, BrokerList,
-    CreateStreamRequest, ElectionReport, Health, HeartbeatRequest, HeartbeatResponse,
+    AlterRetentionRequest, AlterStreamRequest, ApiError, ApiErrorCode, Assignments, BrokerInfo,
+    BrokerList, CreateStreamRequest, ElectionReport, Health, HeartbeatRequest, HeartbeatResponse,
     ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo, ReadReplicaList,
     Readiness, RegisterBrokerRequest, RegisterBrokerResponse, RegisterReadReplicaRequest,
     RegisterReadReplicaResponse, ScalingPolicy, StreamDescription, StreamInfo, StreamList,
@@ -240,6 +240,17 @@ impl Controlplane {
         self.send(Method::PUT, &path, retention).await
     }
 
+    /// `PATCH /v1/streams/{name}`: changes a live stream's ack mode, segment or retention
+    /// settings.
+    pub async fn alter_stream(
+        &self,
+        name: &str,
+        request: &AlterStreamRequest,
+    ) -> Result<StreamInfo, RestError> {
+        let path = format!("/v1/streams/{}", path_segment(name));
+        self.send(Method::PATCH, &path, request).await
+    }
+
     /// `DELETE /v1/streams/{name}`.
     pub async fn delete_stream(&self, name: &str) -> Result<(), RestError> {
         let path = format!("/v1/streams/{}", path_segment(name));
@@ -256,6 +267,12 @@ impl Controlplane {
     /// `POST /v1/brokers/{id}/drain`.
     pub async fn drain_broker(&self, id: BrokerId) -> Result<BrokerInfo, RestError> {
         let path = format!("/v1/brokers/{}/drain", id.get());
+        self.expect(Method::POST, &path, None, CALL_TIMEOUT).await
+    }
+
+    /// `POST /v1/brokers/{id}/undrain`.
+    pub async fn undrain_broker(&self, id: BrokerId) -> Result<BrokerInfo, RestError> {
+        let path = format!("/v1/brokers/{}/undrain", id.get());
         self.expect(Method::POST, &path, None, CALL_TIMEOUT).await
     }
 

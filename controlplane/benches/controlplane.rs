@@ -159,6 +159,7 @@ async fn load(store: &SqlStore) -> anyhow::Result<Duration> {
                 client_endpoint: Endpoint::new(format!("10.0.{}.{}:7100", id / 250, id % 250))?,
                 peer_endpoint: Endpoint::new(format!("10.0.{}.{}:7101", id / 250, id % 250))?,
                 zone: Some(format!("zone-{}", id % 3)),
+                build: None,
                 now_ms: 0,
                 lease_expires_at_ms: i64::MAX as u64,
             })

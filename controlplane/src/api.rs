@@ -37,12 +37,14 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/streams"),
     ("post", "/v1/streams"),
     ("get", "/v1/streams/{name}"),
+    ("patch", "/v1/streams/{name}"),
     ("delete", "/v1/streams/{name}"),
     ("put", "/v1/streams/{name}/retention"),
     ("get", "/v1/brokers"),
     ("post", "/v1/brokers"),
     ("post", "/v1/brokers/{broker_id}/heartbeat"),
     ("post", "/v1/brokers/{broker_id}/drain"),
+    ("post", "/v1/brokers/{broker_id}/undrain"),
     ("get", "/v1/brokers/{broker_id}/assignments"),
     ("post", "/v1/brokers/{broker_id}/elections"),
     ("get", "/v1/groups"),
@@ -109,7 +111,9 @@ fn stream_routes<S: Store>() -> Routes<S> {
         )
         .route(
             "/v1/streams/{name}",
-            get(streams::describe::<S>).delete(streams::delete::<S>),
+            get(streams::describe::<S>)
+                .patch(streams::alter::<S>)
+                .delete(streams::delete::<S>),
         )
         .route(
             "/v1/streams/{name}/retention",
@@ -128,6 +132,10 @@ fn broker_routes<S: Store>() -> Routes<S> {
             post(brokers::heartbeat::<S>),
         )
         .route("/v1/brokers/{broker_id}/drain", post(brokers::drain::<S>))
+        .route(
+            "/v1/brokers/{broker_id}/undrain",
+            post(brokers::undrain::<S>),
+        )
         .route(
             "/v1/brokers/{broker_id}/assignments",
             get(brokers::assignments::<S>),

@@ -22,8 +22,8 @@ mod sql;
 use std::future::Future;
 
 use floe_wire::admin::{
-    Assignments, BrokerInfo, BrokerState, CommittedOffset, GroupSummary, OffsetCommit,
-    PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, RetentionSettings, ScalingPolicy,
+    Assignments, BrokerInfo, BrokerState, Build, CommittedOffset, GroupSummary, OffsetCommit,
+    PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, ScalingPolicy, StreamConfig,
     StreamDescription, StreamInfo,
 };
 use floe_wire::{BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
@@ -77,6 +77,7 @@ pub struct BrokerRegistration {
     pub client_endpoint: Endpoint,
     pub peer_endpoint: Endpoint,
     pub zone: Option<String>,
+    pub build: Option<Build>,
     pub now_ms: u64,
     pub lease_expires_at_ms: u64,
 }
@@ -88,6 +89,7 @@ pub struct ReadReplicaRegistration {
     pub id: Option<String>,
     pub endpoint: Endpoint,
     pub zone: Option<String>,
+    pub build: Option<Build>,
     pub lease_expires_at_ms: u64,
 }
 
@@ -185,12 +187,14 @@ pub trait MetadataStore: Send + Sync + 'static {
         name: &StreamName,
     ) -> impl Future<Output = Result<Option<StreamDescription>, StoreError>> + Send;
 
-    /// Replaces a stream's retention settings.
-    fn set_retention(
+    /// Replaces what can change on a live stream: its ack mode, segment and retention
+    /// settings (`config`'s partitions and replication factor are not looked at). Returns
+    /// the stream and the new assignment version, which brokers follow to learn it.
+    fn set_stream_settings(
         &self,
         name: &StreamName,
-        retention: &RetentionSettings,
-    ) -> impl Future<Output = Result<StreamInfo, StoreError>> + Send;
+        config: &StreamConfig,
+    ) -> impl Future<Output = Result<(StreamInfo, u64), StoreError>> + Send;
 
     /// Deletes a stream, its partitions and its consumer-group offsets. Returns the new
     /// assignment version.
@@ -216,7 +220,8 @@ pub trait MetadataStore: Send + Sync + 'static {
     /// Every broker, ordered by id, with its replica and leader counts.
     fn brokers(&self) -> impl Future<Output = Result<Vec<BrokerInfo>, StoreError>> + Send;
 
-    /// Sets a broker's state (draining, or back to live).
+    /// Sets a broker's state: draining, or back to live from draining (a dead broker stays
+    /// dead: only its heartbeat makes it live). Answers with the broker as it now is.
     fn set_broker_state(
         &self,
         id: BrokerId,

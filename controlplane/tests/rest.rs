@@ -50,6 +50,63 @@ async fn a_stream_is_created_described_altered_and_deleted() {
     assert_eq!(altered.status, 200, "{:?}", altered.body);
     assert_eq!(altered.body["config"]["retention"]["local_ms"], 60000);
 
+    // A patch: absent settings stay, null returns one to its default, a value sets it;
+    // every change bumps the assignment version that brokers follow.
+    let version_before = assignment_version(addr, broker).await;
+    let patched = call(
+        addr,
+        "PATCH",
+        "/v1/streams/orders",
+        Some(
+            &json!({ "ack_mode": "quorum", "segment": { "bytes": 1_048_576 },
+                      "retention": { "tier_bytes": null } }),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{:?}", patched.body);
+    let config = &patched.body["config"];
+    assert_eq!(config["ack_mode"], "quorum");
+    assert_eq!(config["segment"]["bytes"], 1_048_576);
+    assert_eq!(config["retention"]["local_ms"], 60000, "kept");
+    assert_eq!(config["retention"]["tier_bytes"], Value::Null, "cleared");
+    assert!(assignment_version(addr, broker).await > version_before);
+    let assigned = get(addr, &format!("/v1/brokers/{broker}/assignments")).await;
+    assert_eq!(
+        assigned.body["streams"][0]["config"]["segment"]["bytes"], 1_048_576,
+        "brokers are told: {:?}",
+        assigned.body
+    );
+    for (body, needle) in [
+        (json!({ "partitions": 8 }), "partitions cannot change"),
+        (json!({ "replication_factor": 3 }), "--replication-factor 3"),
+        (json!({}), "nothing to change"),
+        (json!({ "segment": { "bytes": 0 } }), "segment.bytes"),
+    ] {
+        let refused = call(addr, "PATCH", "/v1/streams/orders", Some(&body), None).await;
+        assert_eq!(
+            (refused.status, refused.code()),
+            (422, "invalid_argument"),
+            "{body}"
+        );
+        let message = refused.body["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    let missing = call(
+        addr,
+        "PATCH",
+        "/v1/streams/nothing",
+        Some(&json!({ "ack_mode": "leader" })),
+        None,
+    )
+    .await;
+    assert_eq!((missing.status, missing.code()), (404, "stream_not_found"));
+    let unchanged = get(addr, "/v1/streams/orders").await;
+    assert_eq!(
+        unchanged.body["config"]["partitions"], 4,
+        "refusals change nothing"
+    );
+
     let deleted = call(addr, "DELETE", "/v1/streams/orders", None, None).await;
     assert_eq!(deleted.status, 204);
     let gone = get(addr, "/v1/streams/orders").await;
@@ -66,6 +123,69 @@ type Case<'a> = (
     u16,
     &'a str,
 );
+
+async fn assignment_version(addr: std::net::SocketAddr, broker: u64) -> u64 {
+    let reply = get(addr, &format!("/v1/brokers/{broker}/assignments")).await;
+    reply.body["version"].as_u64().expect("a version")
+}
+
+#[tokio::test]
+async fn a_broker_is_drained_and_undrained_and_reports_its_build() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_sqlite(dir.path(), |_| {}).await;
+    let addr = running.local_addr();
+    let body = json!({
+        "client_endpoint": "127.0.0.1:7100",
+        "peer_endpoint": "127.0.0.1:7101",
+        "build": { "version": "9.8.7", "commit": "abc1234" },
+    });
+    let registered = post(addr, "/v1/brokers", &body).await;
+    assert_eq!(registered.status, 200, "{:?}", registered.body);
+    let id = registered.body["broker_id"].as_u64().expect("id");
+    let listed = get(addr, "/v1/brokers").await;
+    assert_eq!(
+        listed.body["brokers"][0]["build"],
+        json!({ "version": "9.8.7", "commit": "abc1234" })
+    );
+    let health = get(addr, "/v1/health").await;
+    assert_eq!(health.body["build"]["version"], env!("CARGO_PKG_VERSION"));
+
+    let drained = call(addr, "POST", &format!("/v1/brokers/{id}/drain"), None, None).await;
+    assert_eq!(drained.body["state"], "draining", "{:?}", drained.body);
+    let undrained = call(
+        addr,
+        "POST",
+        &format!("/v1/brokers/{id}/undrain"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(undrained.status, 200, "{:?}", undrained.body);
+    assert_eq!(undrained.body["state"], "live");
+    let again = call(
+        addr,
+        "POST",
+        &format!("/v1/brokers/{id}/undrain"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        again.body["state"], "live",
+        "undraining a live broker changes nothing"
+    );
+    let missing = call(addr, "POST", "/v1/brokers/77/undrain", None, None).await;
+    assert_eq!((missing.status, missing.code()), (404, "broker_not_found"));
+
+    let bad_build = json!({
+        "client_endpoint": "127.0.0.1:7200",
+        "peer_endpoint": "127.0.0.1:7201",
+        "build": { "version": "", "commit": "x" },
+    });
+    let refused = post(addr, "/v1/brokers", &bad_build).await;
+    assert_eq!((refused.status, refused.code()), (422, "invalid_argument"));
+    running.shutdown().await;
+}
 
 #[tokio::test]
 async fn bad_input_is_a_json_4xx() {

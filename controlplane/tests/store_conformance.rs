@@ -8,9 +8,9 @@ use floe_controlplane::store::{
     ReadReplicaRegistration, ReadReplicaStore, Reassignment, SqlStore, StoreError,
 };
 use floe_wire::admin::{
-    BrokerState, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo,
-    ReadReplicaState, ReplicaLag, RetentionSettings, ScalingPolicy, SegmentSettings, StreamConfig,
-    StreamInfo,
+    BrokerState, Build, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaHeartbeat,
+    ReadReplicaInfo, ReadReplicaState, ReplicaLag, RetentionSettings, ScalingPolicy,
+    SegmentSettings, StreamConfig, StreamInfo,
 };
 use floe_wire::{AckMode, BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
 
@@ -100,8 +100,17 @@ fn registration(id: Option<u32>, port: u16, expires: u64) -> BrokerRegistration 
         client_endpoint: Endpoint::new(format!("127.0.0.1:{port}")).expect("endpoint"),
         peer_endpoint: Endpoint::new(format!("127.0.0.1:{}", port + 1)).expect("endpoint"),
         zone: Some("zone-a".to_owned()),
+        build: Some(build(port)),
         now_ms: 1_000,
         lease_expires_at_ms: expires,
+    }
+}
+
+/// A build that tells registrations apart.
+fn build(port: u16) -> Build {
+    Build {
+        version: "1.2.3".to_owned(),
+        commit: format!("c{port}"),
     }
 }
 
@@ -194,15 +203,29 @@ async fn streams_are_created_listed_described_altered_and_deleted(store: &SqlSto
         tier_bytes: Some(1 << 40),
         tier_ms: None,
     };
-    let altered = store
-        .set_retention(&name("orders"), &retention)
+    let mut settings = orders.config;
+    settings.retention = retention;
+    settings.segment.bytes = Some(1 << 20);
+    settings.ack_mode = AckMode::Quorum;
+    // Only what can change on a live stream is written.
+    settings.partitions = 99;
+    let (altered, altered_version) = store
+        .set_stream_settings(&name("orders"), &settings)
         .await
         .expect("alter");
+    assert_eq!(
+        altered_version,
+        before + 3,
+        "brokers learn the new settings"
+    );
     assert_eq!(altered.config.retention, retention);
-    assert_eq!(altered.config.segment, orders.config.segment);
+    assert_eq!(altered.config.segment.bytes, Some(1 << 20));
+    assert_eq!(altered.config.segment.age_ms, orders.config.segment.age_ms);
+    assert_eq!(altered.config.ack_mode, AckMode::Quorum);
+    assert_eq!(altered.config.partitions, orders.config.partitions);
 
     let version = store.delete_stream(&name("orders")).await.expect("delete");
-    assert_eq!(version, before + 3);
+    assert_eq!(version, before + 4);
     assert!(
         store
             .describe_stream(&name("orders"))
@@ -215,7 +238,7 @@ async fn streams_are_created_listed_described_altered_and_deleted(store: &SqlSto
         Err(StoreError::StreamNotFound { .. })
     ));
     assert!(matches!(
-        store.set_retention(&name("orders"), &retention).await,
+        store.set_stream_settings(&name("orders"), &settings).await,
         Err(StoreError::StreamNotFound { .. })
     ));
     // The name is free again, with no leftover partitions.
@@ -286,6 +309,7 @@ async fn brokers_register_renew_expire_and_come_back(store: &SqlStore) {
     assert_eq!((first.broker_id.get(), second.broker_id.get()), (1, 2));
     assert_eq!(first.state, BrokerState::Live);
     assert_eq!(first.zone.as_deref(), Some("zone-a"));
+    assert_eq!(first.build, Some(build(7100)));
 
     let renewed = store
         .renew_lease(first.broker_id, 8_000)
@@ -297,6 +321,15 @@ async fn brokers_register_renew_expire_and_come_back(store: &SqlStore) {
     assert!(
         store.expire_leases(8_500).await.expect("expire").is_empty(),
         "dead only once"
+    );
+    let undrained = store
+        .set_broker_state(first.broker_id, BrokerState::Live)
+        .await
+        .expect("set state");
+    assert_eq!(
+        undrained.state,
+        BrokerState::Dead,
+        "only a heartbeat makes a dead broker live"
     );
     assert!(matches!(
         store.renew_lease(first.broker_id, 20_000).await,
@@ -741,12 +774,14 @@ async fn read_replicas_and_the_scaling_policy_are_kept(store: &SqlStore) {
         consumers: 3,
         fetch_latency_p99_us: 2_500,
         cache_hit_ratio_permille: 950,
+        build: None,
     };
     store.upsert_read_replica(&replica).await.expect("insert");
     replica.consumers = 4;
     store.upsert_read_replica(&replica).await.expect("update");
     let other = ReadReplicaInfo {
         replica_id: "replica-a".to_owned(),
+        build: Some(build(7100)),
         ..replica.clone()
     };
     store.upsert_read_replica(&other).await.expect("insert");
@@ -759,6 +794,7 @@ fn replica_registration(id: Option<&str>, port: u16, expires: u64) -> ReadReplic
         id: id.map(str::to_owned),
         endpoint: Endpoint::new(format!("127.0.0.1:{port}")).expect("endpoint"),
         zone: None,
+        build: Some(build(port)),
         lease_expires_at_ms: expires,
     }
 }
@@ -777,6 +813,7 @@ async fn read_replicas_register_heartbeat_drain_expire_and_leave(store: &SqlStor
         ("r-1", "r-2")
     );
     assert_eq!(first.state, ReadReplicaState::Live);
+    assert_eq!(first.build, Some(build(7500)));
     // A name a driver chose is kept; an assigned id skips one that is taken.
     store
         .register_read_replica(&replica_registration(Some("r-3"), 7502, 1_000))

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use floe_wire::Offset;
@@ -152,10 +152,29 @@ pub(crate) struct Shared {
     pub stats: LogStats,
 }
 
+/// When the active segment is sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentLimits {
+    pub bytes_max: u64,
+    pub age_max: Duration,
+}
+
+impl SegmentLimits {
+    pub(crate) fn of(config: &LogConfig) -> SegmentLimits {
+        SegmentLimits {
+            bytes_max: config.segment_bytes_max,
+            age_max: config.segment_age_max,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Writer {
     pub active: Arc<Segment>,
     pub active_since: Instant,
+    /// When the active segment is sealed: the configured limits at first, then whatever
+    /// [`Log::set_segment_limits`] last set (a stream's settings can change while it runs).
+    pub segment_limits: SegmentLimits,
     pub producers: ProducerState,
     pub epochs: EpochHistory,
     pub high_watermark: Offset,
@@ -356,6 +375,20 @@ impl Shared {
 }
 
 impl Log {
+    /// Changes when segments are sealed, from the active one on: at `bytes_max` bytes or
+    /// `age_max` of age. Refused, changing nothing, when `bytes_max` is out of the range
+    /// [`LogConfig::validate`] allows.
+    pub fn set_segment_limits(&self, bytes_max: u64, age_max: Duration) -> Result<(), LogError> {
+        if bytes_max == 0 || bytes_max > LogConfig::SEGMENT_BYTES_LIMIT {
+            return Err(LogError::InvalidConfig(format!(
+                "segment_bytes_max {bytes_max} must be in 1..={}",
+                LogConfig::SEGMENT_BYTES_LIMIT
+            )));
+        }
+        self.shared.writer().segment_limits = SegmentLimits { bytes_max, age_max };
+        Ok(())
+    }
+
     /// Opens (and recovers) the log in `dir`, creating it if needed.
     pub fn open(storage: Arc<dyn Storage>, dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         open::open(storage, dir, config, Offset::ZERO)
@@ -621,7 +654,7 @@ impl Log {
         let shared = &self.shared;
         let mut w = shared.writer();
         shared.check_writable(&w)?;
-        let aged = now.saturating_duration_since(w.active_since) >= shared.config.segment_age_max;
+        let aged = now.saturating_duration_since(w.active_since) >= w.segment_limits.age_max;
         if !aged || w.active.state().size == 0 {
             return Ok(false);
         }

@@ -879,3 +879,43 @@ fn reads_of_released_segments_go_around_the_page_cache() {
         "the second read found the segment cached ({fetched} bytes fetched)"
     );
 }
+
+#[test]
+fn segment_limits_change_on_a_running_log() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        segment_bytes_max: 1 << 30,
+        ..LogConfig::default()
+    };
+    let log = Log::open(Arc::new(FsStorage), tmp.path(), config).expect("open");
+    let append = |i: i64| {
+        log.append(&sized_batch(1, 4_000, i), LeaderEpoch::new(1))
+            .expect("append");
+    };
+    for i in 0..10 {
+        append(i);
+    }
+    assert!(log.sealed_segments().is_empty(), "far below 1 GiB");
+    // Out of range: refused, and nothing changes.
+    assert!(log.set_segment_limits(0, Duration::from_secs(600)).is_err());
+    log.set_segment_limits(16 << 10, Duration::from_secs(600))
+        .expect("in range");
+    for i in 10..30 {
+        append(i);
+    }
+    let sealed = log.sealed_segments().len();
+    assert!(
+        sealed >= 4,
+        "20 batches of 4 KB in 16 KiB segments: {sealed}"
+    );
+    // By age: the next maintenance seals the active segment.
+    log.set_segment_limits(1 << 30, Duration::ZERO)
+        .expect("in range");
+    assert!(log.maintain(Instant::now()).expect("maintain"));
+    assert_eq!(log.sealed_segments().len(), sealed + 1);
+    assert_eq!(
+        read_all(&log, Offset::ZERO).len(),
+        30,
+        "every record is kept"
+    );
+}

@@ -23,14 +23,14 @@ pub use group::{
     CommitOffsetsRequest, CommittedOffset, GroupList, GroupOffsets, GroupSummary, OffsetCommit,
     ResetOffsetsRequest, ResetTarget,
 };
-pub use health::{Health, Readiness, Role};
+pub use health::{Build, Health, Readiness, Role};
 pub use read_replica::{
     MAX_READ_REPLICA_ID_LEN, ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo,
     ReadReplicaList, ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse,
     ScalingPolicy, valid_read_replica_id,
 };
 pub use stream::{
-    AlterRetentionRequest, CreateStreamRequest, MAX_SEGMENT_BYTES, OffsetRange,
-    PartitionDescription, RetentionSettings, SegmentSettings, StreamConfig, StreamDescription,
-    StreamInfo, StreamList,
+    AlterRetentionRequest, AlterStreamRequest, Change, CreateStreamRequest, MAX_SEGMENT_BYTES,
+    OffsetRange, PartitionDescription, RetentionChange, RetentionSettings, SegmentChange,
+    SegmentSettings, StreamConfig, StreamDescription, StreamInfo, StreamList,
 };

@@ -93,6 +93,7 @@ pub async fn register(
         replica_id: id,
         endpoint: endpoint.clone(),
         zone: None,
+        build: Some(floe_wire::admin::Build::current()),
     };
     let deadline = Instant::now() + REGISTER_PATIENCE;
     loop {

@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::State;
 use floe_wire::BrokerId;
 use floe_wire::admin::{
-    Assignments, BrokerInfo, BrokerList, BrokerState, HeartbeatRequest, HeartbeatResponse,
+    Assignments, BrokerInfo, BrokerList, BrokerState, Build, HeartbeatRequest, HeartbeatResponse,
     RegisterBrokerRequest, RegisterBrokerResponse,
 };
 use serde::Deserialize;
@@ -45,11 +45,34 @@ pub(super) fn check_zone(zone: Option<&str>) -> Result<(), Failure> {
     }
 }
 
+/// The longest version or commit a process may register with, in bytes.
+const MAX_BUILD_LEN: usize = 64;
+
+/// A build's version and commit are 1 to [`MAX_BUILD_LEN`] printable ASCII characters.
+pub(super) fn check_build(build: Option<&Build>) -> Result<(), Failure> {
+    let Some(build) = build else { return Ok(()) };
+    for (field, value) in [
+        ("build.version", &build.version),
+        ("build.commit", &build.commit),
+    ] {
+        let valid = !value.is_empty()
+            && value.len() <= MAX_BUILD_LEN
+            && value.bytes().all(|b| b.is_ascii_graphic());
+        if !valid {
+            return Err(Failure::Invalid(format!(
+                "{field} must be 1 to {MAX_BUILD_LEN} printable ASCII characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub(super) async fn register<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
     Body(request): Body<RegisterBrokerRequest>,
 ) -> Result<Json<RegisterBrokerResponse>, Failure> {
     check_zone(request.zone.as_deref())?;
+    check_build(request.build.as_ref())?;
     let now = now_ms();
     let lease_ms = millis(cluster.config.lease);
     let registration = BrokerRegistration {
@@ -57,6 +80,7 @@ pub(super) async fn register<S: Store>(
         client_endpoint: request.client_endpoint,
         peer_endpoint: request.peer_endpoint,
         zone: request.zone,
+        build: request.build,
         now_ms: now,
         lease_expires_at_ms: now.saturating_add(lease_ms),
     };
@@ -144,13 +168,38 @@ pub(super) async fn drain<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
     PathParams(id): PathParams<u32>,
 ) -> Result<Json<BrokerInfo>, Failure> {
-    let broker = {
-        let _writes = cluster.write_lock().await;
-        cluster
-            .store
-            .set_broker_state(BrokerId::new(id), BrokerState::Draining)
-            .await?
-    };
+    let broker = set_state(&cluster, id, BrokerState::Draining).await?;
+    cluster.request_repair();
+    Ok(Json(broker))
+}
+
+/// Sets a broker's state under the write lock; the broker as it now is.
+async fn set_state<S: Store>(
+    cluster: &Cluster<S>,
+    id: u32,
+    state: BrokerState,
+) -> Result<BrokerInfo, Failure> {
+    let _writes = cluster.write_lock().await;
+    Ok(cluster
+        .store
+        .set_broker_state(BrokerId::new(id), state)
+        .await?)
+}
+
+/// Ends a drain: the broker may take replicas and lead again. A dead broker cannot be
+/// undrained; it becomes live when it heartbeats again.
+pub(super) async fn undrain<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(id): PathParams<u32>,
+) -> Result<Json<BrokerInfo>, Failure> {
+    let broker = set_state(&cluster, id, BrokerState::Live).await?;
+    if broker.state == BrokerState::Dead {
+        return Err(Failure::Conflict(format!(
+            "broker {id} is dead (its lease expired): it becomes live when it runs and \
+             heartbeats again, not by undrain"
+        )));
+    }
+    // Partitions short of replicas may now be placed on it.
     cluster.request_repair();
     Ok(Json(broker))
 }

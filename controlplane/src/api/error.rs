@@ -41,6 +41,9 @@ pub(crate) enum Failure {
     RouteNotFound(String),
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// The call cannot apply to the resource in its present state.
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl Failure {
@@ -85,6 +88,7 @@ impl Failure {
             Failure::NotLeader => (StatusCode::SERVICE_UNAVAILABLE, Code::NotLeader),
             Failure::RouteNotFound(_) => (StatusCode::NOT_FOUND, Code::RouteNotFound),
             Failure::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Code::RouteNotFound),
+            Failure::Conflict(_) => (StatusCode::CONFLICT, Code::Conflict),
         }
     }
 }

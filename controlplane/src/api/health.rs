@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use floe_wire::admin::{Health, Readiness, Role};
+use floe_wire::admin::{Build, Health, Readiness, Role};
 
 use crate::cluster::Cluster;
 use crate::store::Store;
@@ -13,6 +13,7 @@ use crate::store::Store;
 pub(super) async fn health() -> Json<Health> {
     Json(Health {
         status: "ok".to_owned(),
+        build: Some(Build::current()),
     })
 }
 

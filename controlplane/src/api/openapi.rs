@@ -120,13 +120,31 @@ fn error_schemas() -> Schemas {
     )]
 }
 
+/// A program's version and commit, 1 to 64 printable ASCII characters each.
+fn build_schema() -> Value {
+    let text = json!({ "type": "string", "pattern": "^[!-~]{1,64}$" });
+    object(
+        &[("version", text.clone()), ("commit", text)],
+        &["version", "commit"],
+        true,
+    )
+}
+
 /// `/v1/health` and `/v1/ready`.
 fn probe_schemas() -> Schemas {
     vec![
         (
             "Health",
-            object(&[("status", json!({ "const": "ok" }))], &["status"], false),
+            object(
+                &[
+                    ("status", json!({ "const": "ok" })),
+                    ("build", reference("Build")),
+                ],
+                &["status"],
+                false,
+            ),
         ),
+        ("Build", build_schema()),
         (
             "Readiness",
             object(
@@ -183,7 +201,45 @@ fn stream_config_schemas() -> Schemas {
         ("SegmentSettings", segment),
         ("RetentionSettings", retention),
         ("StreamConfig", config),
+        ("AlterStreamRequest", alter_stream_request()),
     ]
+}
+
+/// `PATCH /v1/streams/{name}`: absent keeps a setting, `null` returns it to its default.
+fn alter_stream_request() -> Value {
+    let segment = object(
+        &[
+            (
+                "bytes",
+                nullable(bounded(1, floe_wire::admin::MAX_SEGMENT_BYTES)),
+            ),
+            ("age_ms", nullable(setting_schema())),
+        ],
+        &[],
+        true,
+    );
+    let retention = object(
+        &[
+            ("local_bytes", nullable(setting_schema())),
+            ("local_ms", nullable(setting_schema())),
+            ("tier_bytes", nullable(setting_schema())),
+            ("tier_ms", nullable(setting_schema())),
+        ],
+        &[],
+        true,
+    );
+    object(
+        &[
+            ("ack_mode", reference("AckMode")),
+            ("segment", segment),
+            ("retention", retention),
+            // Refused with the reason: fixed for a stream's life.
+            ("partitions", u32_schema()),
+            ("replication_factor", u32_schema()),
+        ],
+        &[],
+        true,
+    )
 }
 
 /// Creating and listing streams.
@@ -307,6 +363,7 @@ fn broker_lease_schemas() -> Schemas {
                         "zone",
                         json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" }),
                     ),
+                    ("build", reference("Build")),
                 ],
                 &["client_endpoint", "peer_endpoint"],
                 true,
@@ -399,6 +456,7 @@ fn broker_list_schemas() -> Schemas {
                     ("lease_expires_at_ms", u64_schema()),
                     ("replicas", u32_schema()),
                     ("leaders", u32_schema()),
+                    ("build", reference("Build")),
                 ],
                 &[
                     "broker_id",
@@ -621,6 +679,7 @@ fn read_replica_list_schemas() -> Schemas {
                     ("consumers", u32_schema()),
                     ("fetch_latency_p99_us", u64_schema()),
                     ("cache_hit_ratio_permille", bounded(0, 1000)),
+                    ("build", reference("Build")),
                 ],
                 &[
                     "replica_id",
@@ -680,6 +739,7 @@ fn read_replica_lease_schemas() -> Schemas {
                         "zone",
                         json!({ "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" }),
                     ),
+                    ("build", reference("Build")),
                 ],
                 &["endpoint"],
                 true,
@@ -705,6 +765,7 @@ fn read_replica_lease_schemas() -> Schemas {
                     ("consumers", u32_schema()),
                     ("fetch_latency_p99_us", u64_schema()),
                     ("cache_hit_ratio_permille", bounded(0, 1000)),
+                    ("build", reference("Build")),
                 ],
                 &[],
                 true,
@@ -827,6 +888,9 @@ fn stream_paths() -> Value {
         "/v1/streams/{name}": {
             "get": operation("Describe a stream and its partitions", vec![name.clone()], None, 200,
                 Some("StreamDescription")),
+            "patch": operation("Change a live stream's ack mode, segment or retention settings \
+                (absent: kept; null: the default)", vec![name.clone()],
+                Some("AlterStreamRequest"), 200, Some("StreamInfo")),
             "delete": delete,
         },
         "/v1/streams/{name}/retention": {
@@ -845,6 +909,13 @@ fn broker_paths() -> Value {
         200,
         Some("BrokerInfo"),
     ));
+    let undrain = admin_only(operation(
+        "End a broker's drain: it may take replicas and lead again (not a dead broker)",
+        vec![broker.clone()],
+        None,
+        200,
+        Some("BrokerInfo"),
+    ));
     json!({
         "/v1/brokers": {
             "get": operation("List brokers", vec![], None, 200, Some("BrokerList")),
@@ -856,6 +927,7 @@ fn broker_paths() -> Value {
                 vec![broker.clone()], Some("HeartbeatRequest"), 200, Some("HeartbeatResponse")),
         },
         "/v1/brokers/{broker_id}/drain": { "post": drain },
+        "/v1/brokers/{broker_id}/undrain": { "post": undrain },
         "/v1/brokers/{broker_id}/assignments": {
             "get": operation("A broker's assignments; long-polls with after_version",
                 vec![broker.clone(),

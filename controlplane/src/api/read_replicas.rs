@@ -12,7 +12,7 @@ use floe_wire::admin::{
     valid_read_replica_id,
 };
 
-use crate::api::brokers::{check_zone, millis};
+use crate::api::brokers::{check_build, check_zone, millis};
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
 use crate::cluster::{Cluster, now_ms};
@@ -48,11 +48,13 @@ pub(super) async fn register<S: Store>(
         return Err(Failure::Invalid(id_message()));
     }
     check_zone(request.zone.as_deref())?;
+    check_build(request.build.as_ref())?;
     let lease_ms = millis(cluster.config.lease);
     let registration = ReadReplicaRegistration {
         id: request.replica_id,
         endpoint: request.endpoint,
         zone: request.zone,
+        build: request.build,
         lease_expires_at_ms: now_ms().saturating_add(lease_ms),
     };
     let replica = {

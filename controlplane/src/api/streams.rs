@@ -1,4 +1,4 @@
-//! `/v1/streams`: create (placing every partition), list, describe, alter retention, delete.
+//! `/v1/streams`: create (placing every partition), list, describe, alter, delete.
 
 use std::sync::Arc;
 
@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use floe_wire::admin::BrokerState;
 use floe_wire::admin::{
-    CreateStreamRequest, MAX_SEGMENT_BYTES, RetentionSettings, SegmentSettings, StreamConfig,
-    StreamDescription, StreamInfo, StreamList,
+    AlterStreamRequest, CreateStreamRequest, MAX_SEGMENT_BYTES, RetentionSettings, SegmentSettings,
+    StreamConfig, StreamDescription, StreamInfo, StreamList,
 };
 use floe_wire::{AckMode, BrokerId, StreamName};
 
@@ -182,6 +182,7 @@ pub(super) async fn describe<S: Store>(
     }
 }
 
+/// `PUT /v1/streams/{name}/retention`: replaces the retention settings alone.
 pub(super) async fn set_retention<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
     PathParams(name): PathParams<String>,
@@ -189,8 +190,61 @@ pub(super) async fn set_retention<S: Store>(
 ) -> Result<Json<StreamInfo>, Failure> {
     let name = stream_name(name)?;
     check_retention(&retention)?;
+    let stream = change_settings(&cluster, &name, |config| config.retention = retention).await?;
+    Ok(Json(stream))
+}
+
+/// `PATCH /v1/streams/{name}`: changes what can change on a live stream; brokers apply it
+/// as they learn it (retention at once, segment settings from the next segment on, the ack
+/// mode from the next publish).
+pub(super) async fn alter<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    PathParams(name): PathParams<String>,
+    Body(request): Body<AlterStreamRequest>,
+) -> Result<Json<StreamInfo>, Failure> {
+    let name = stream_name(name)?;
+    if let Some(partitions) = request.partitions {
+        return Err(Failure::Invalid(format!(
+            "partitions cannot change on a live stream (asked for {partitions}): records are \
+             placed on partitions by their key, so a new count would break every key's order; \
+             create a new stream with the partitions you need and move producers and \
+             consumers to it"
+        )));
+    }
+    if let Some(factor) = request.replication_factor {
+        return Err(Failure::Invalid(format!(
+            "the replication factor cannot change on a live stream (asked for {factor}): \
+             create a new stream with --replication-factor {factor} and move producers and \
+             consumers to it"
+        )));
+    }
+    if request.is_empty() {
+        return Err(Failure::Invalid(
+            "nothing to change: name at least one of ack_mode, segment, retention".into(),
+        ));
+    }
+    let stream = change_settings(&cluster, &name, |config| *config = request.apply(config)).await?;
+    Ok(Json(stream))
+}
+
+/// Changes a stream's settings with `change`, checks the result, stores it and announces
+/// it to the brokers.
+async fn change_settings<S: Store>(
+    cluster: &Cluster<S>,
+    name: &StreamName,
+    change: impl FnOnce(&mut StreamConfig),
+) -> Result<StreamInfo, Failure> {
     let _writes = cluster.write_lock().await;
-    Ok(Json(cluster.store.set_retention(&name, &retention).await?))
+    let Some(description) = cluster.store.describe_stream(name).await? else {
+        return Err(StoreError::StreamNotFound { name: name.clone() }.into());
+    };
+    let mut config = description.config;
+    change(&mut config);
+    check_segment(&config.segment)?;
+    check_retention(&config.retention)?;
+    let (stream, version) = cluster.store.set_stream_settings(name, &config).await?;
+    cluster.announce(version);
+    Ok(stream)
 }
 
 pub(super) async fn delete<S: Store>(

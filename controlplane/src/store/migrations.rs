@@ -51,6 +51,11 @@ const SQLITE: &[Migration] = &[
         description: "replica set changes",
         sql: include_str!("../../migrations/sqlite/0006_replica_set_changes.sql"),
     },
+    Migration {
+        version: 7,
+        description: "builds",
+        sql: include_str!("../../migrations/sqlite/0007_builds.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -83,6 +88,11 @@ const POSTGRES: &[Migration] = &[
         version: 6,
         description: "replica set changes",
         sql: include_str!("../../migrations/postgres/0006_replica_set_changes.sql"),
+    },
+    Migration {
+        version: 7,
+        description: "builds",
+        sql: include_str!("../../migrations/postgres/0007_builds.sql"),
     },
 ];
 

@@ -16,8 +16,8 @@ mod streams;
 use std::path::Path;
 
 use floe_wire::admin::{
-    Assignments, BrokerInfo, BrokerState, CommittedOffset, GroupSummary, OffsetCommit,
-    PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, RetentionSettings, ScalingPolicy,
+    Assignments, BrokerInfo, BrokerState, Build, CommittedOffset, GroupSummary, OffsetCommit,
+    PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, ScalingPolicy, StreamConfig,
     StreamDescription, StreamInfo,
 };
 use floe_wire::{BrokerId, LeaderEpoch, PartitionId, StreamName};
@@ -189,6 +189,15 @@ fn name_from_db(column: &'static str, value: String) -> Result<StreamName, Store
     StreamName::new(value.clone()).map_err(|_| corrupt(column, value))
 }
 
+/// A build from its two columns; a row without both (registered before builds were kept)
+/// has none.
+fn build_from_row(version: Option<String>, commit: Option<String>) -> Option<Build> {
+    Some(Build {
+        version: version?,
+        commit: commit?,
+    })
+}
+
 fn corrupt(column: &'static str, value: impl ToString) -> StoreError {
     StoreError::Corrupt {
         column,
@@ -233,12 +242,12 @@ impl MetadataStore for SqlStore {
         streams::describe(self, name).await
     }
 
-    async fn set_retention(
+    async fn set_stream_settings(
         &self,
         name: &StreamName,
-        retention: &RetentionSettings,
-    ) -> Result<StreamInfo, StoreError> {
-        streams::set_retention(self, name, retention).await
+        config: &StreamConfig,
+    ) -> Result<(StreamInfo, u64), StoreError> {
+        streams::set_settings(self, name, config).await
     }
 
     async fn delete_stream(&self, name: &StreamName) -> Result<u64, StoreError> {

@@ -159,10 +159,10 @@ impl Log {
             let st = w.active.state();
             (
                 st.size,
-                w.active_since.elapsed() >= shared.config.segment_age_max,
+                w.active_since.elapsed() >= w.segment_limits.age_max,
             )
         };
-        let full = size + bytes.len() as u64 > shared.config.segment_bytes_max;
+        let full = size + bytes.len() as u64 > w.segment_limits.bytes_max;
         if size > 0 && (full || aged) {
             shared.roll(w)?;
         }

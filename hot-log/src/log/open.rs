@@ -22,7 +22,8 @@ use crate::storage::{Storage, StorageFile};
 use crate::{LogConfig, LogError};
 
 use super::{
-    HIGH_WATERMARK_FILE, HIGH_WATERMARK_MAGIC, Log, LogStats, Shared, SyncState, SyncStatus, Writer,
+    HIGH_WATERMARK_FILE, HIGH_WATERMARK_MAGIC, Log, LogStats, SegmentLimits, Shared, SyncState,
+    SyncStatus, Writer,
 };
 
 /// Files found in a log directory.
@@ -83,6 +84,7 @@ pub(super) fn open(
     let writer = Writer {
         active,
         active_since: Instant::now(),
+        segment_limits: SegmentLimits::of(&config),
         producers,
         epochs,
         high_watermark,

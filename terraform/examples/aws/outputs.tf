@@ -46,7 +46,7 @@ output "broker_instance_ids" {
 }
 
 output "client_profile" {
-  description = "Save as ~/.config/floe/profile.json (see docs/deploy-aws.md)."
+  description = "Save to a file, then `floe profile create aws --from FILE --use` (see docs/deploy-aws.md)."
   value       = module.floe.client_profile
 }
 

@@ -103,7 +103,7 @@ output "security_group_ids" {
 }
 
 output "client_profile" {
-  description = "A client profile for `floe` (JSON): save it as ~/.config/floe/profile.json, with the cluster CA at client_ca_cert_path."
+  description = "A client profile for `floe` (JSON): save it to a file and run `floe profile create NAME --from FILE --use`, with the cluster CA at client_ca_cert_path."
   value = jsonencode({
     endpoint     = local.quic_bootstrap
     server_name  = local.server_name

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::admin::Build;
 use crate::admin::stream::{OffsetRange, StreamConfig};
 use crate::{BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
 
@@ -21,6 +22,9 @@ pub struct RegisterBrokerRequest {
     /// across zones when there are enough.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// The broker's build, for operators (`floe version`, `floe broker list`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
 }
 
 /// The broker's id and lease terms.
@@ -122,6 +126,9 @@ pub struct BrokerInfo {
     pub replicas: u32,
     /// Partitions this broker leads.
     pub leaders: u32,
+    /// The build it registered with (absent for a broker older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
 }
 
 /// `GET /v1/brokers`, ordered by id.

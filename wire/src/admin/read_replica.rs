@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Endpoint;
+use crate::admin::Build;
 
 /// The longest read replica id, in bytes.
 pub const MAX_READ_REPLICA_ID_LEN: usize = 64;
@@ -36,6 +37,9 @@ pub struct ReadReplicaInfo {
     /// Share of fetched bytes served from the replica's cache, in thousandths (0–1000).
     #[serde(default)]
     pub cache_hit_ratio_permille: u32,
+    /// The build it registered with (absent for a read replica older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
 }
 
 /// `POST /v1/read-replicas`: a read replica announces itself and takes a lease.
@@ -52,6 +56,9 @@ pub struct RegisterReadReplicaRequest {
     /// A failure domain (e.g. an availability zone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// The read replica's build, for operators (`floe version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Build>,
 }
 
 /// The replica's id and lease terms.

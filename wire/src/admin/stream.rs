@@ -56,6 +56,129 @@ pub struct RetentionSettings {
 /// `PUT /v1/streams/{name}/retention`: replaces the stream's retention settings.
 pub type AlterRetentionRequest = RetentionSettings;
 
+/// A change of one setting: absent keeps it, `null` returns it to its default (the broker's,
+/// or no limit), a value sets it. JSON merge-patch semantics (RFC 7396).
+pub type Change<T> = Option<Option<T>>;
+
+/// Reads a field that is present: `null` as `Some(None)`, a value as `Some(Some(v))`; an
+/// absent field stays `None` through `#[serde(default)]`.
+fn present<'de, D, T>(deserializer: D) -> Result<Change<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// `PATCH /v1/streams/{name}`: the settings to change on a live stream; every field is
+/// optional and an absent one keeps its value. `partitions` and `replication_factor` are
+/// fixed for a stream's life; naming them is refused with the reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlterStreamRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_mode: Option<AckMode>,
+    #[serde(default, skip_serializing_if = "SegmentChange::is_empty")]
+    pub segment: SegmentChange,
+    #[serde(default, skip_serializing_if = "RetentionChange::is_empty")]
+    pub retention: RetentionChange,
+    /// Refused: records are placed by key over the partitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<u32>,
+    /// Refused: a stream keeps its replication factor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_factor: Option<u32>,
+}
+
+/// Changes of a stream's segment settings; see [`Change`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentChange {
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bytes: Change<u64>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub age_ms: Change<u64>,
+}
+
+/// Changes of a stream's retention settings; see [`Change`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionChange {
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub local_bytes: Change<u64>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub local_ms: Change<u64>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tier_bytes: Change<u64>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tier_ms: Change<u64>,
+}
+
+fn apply<T: Copy>(setting: &mut Option<T>, change: Change<T>) {
+    if let Some(value) = change {
+        *setting = value;
+    }
+}
+
+impl SegmentChange {
+    pub fn is_empty(&self) -> bool {
+        *self == SegmentChange::default()
+    }
+}
+
+impl RetentionChange {
+    pub fn is_empty(&self) -> bool {
+        *self == RetentionChange::default()
+    }
+}
+
+impl AlterStreamRequest {
+    /// Whether the request changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == AlterStreamRequest::default()
+    }
+
+    /// `config` with the changes made (the refused fields are not looked at).
+    pub fn apply(&self, config: &StreamConfig) -> StreamConfig {
+        let mut out = *config;
+        if let Some(mode) = self.ack_mode {
+            out.ack_mode = mode;
+        }
+        apply(&mut out.segment.bytes, self.segment.bytes);
+        apply(&mut out.segment.age_ms, self.segment.age_ms);
+        let retention = &self.retention;
+        apply(&mut out.retention.local_bytes, retention.local_bytes);
+        apply(&mut out.retention.local_ms, retention.local_ms);
+        apply(&mut out.retention.tier_bytes, retention.tier_bytes);
+        apply(&mut out.retention.tier_ms, retention.tier_ms);
+        out
+    }
+}
+
 /// A stream's settings as stored, defaults resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,5 +277,52 @@ impl RetentionSettings {
             tier_bytes: settings.retention_bytes,
             tier_ms: settings.retention_ms,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alteration_keeps_what_is_absent_and_clears_what_is_null() {
+        let request: AlterStreamRequest = serde_json::from_str(
+            r#"{"ack_mode": "quorum", "segment": {"bytes": 1024},
+                "retention": {"tier_ms": null, "local_bytes": 4096}}"#,
+        )
+        .expect("a request");
+        assert_eq!(request.segment.bytes, Some(Some(1024)));
+        assert_eq!(request.segment.age_ms, None);
+        assert_eq!(request.retention.tier_ms, Some(None));
+        let before = StreamConfig {
+            partitions: 3,
+            replication_factor: 3,
+            ack_mode: AckMode::Leader,
+            segment: SegmentSettings {
+                bytes: None,
+                age_ms: Some(60_000),
+            },
+            retention: RetentionSettings {
+                local_bytes: None,
+                local_ms: Some(1),
+                tier_bytes: None,
+                tier_ms: Some(2),
+            },
+        };
+        let after = request.apply(&before);
+        assert_eq!(after.ack_mode, AckMode::Quorum);
+        assert_eq!(after.segment.bytes, Some(1024));
+        assert_eq!(after.segment.age_ms, Some(60_000));
+        assert_eq!(after.retention.local_bytes, Some(4096));
+        assert_eq!(after.retention.local_ms, Some(1));
+        assert_eq!(after.retention.tier_ms, None);
+        // The same request again, through JSON: `null` survives the round trip.
+        let text = serde_json::to_string(&request).expect("encodes");
+        assert_eq!(
+            serde_json::from_str::<AlterStreamRequest>(&text).expect("decodes"),
+            request
+        );
+        assert!(AlterStreamRequest::default().is_empty());
+        assert!(serde_json::from_str::<AlterStreamRequest>(r#"{"colour": 1}"#).is_err());
     }
 }

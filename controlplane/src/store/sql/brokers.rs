@@ -6,13 +6,13 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
 use super::{
-    SqlStore, broker_from_db, broker_state_from_db, broker_state_name, corrupt, from_db, to_db,
-    u32_from_db,
+    SqlStore, broker_from_db, broker_state_from_db, broker_state_name, build_from_row, corrupt,
+    from_db, to_db, u32_from_db,
 };
 use crate::store::{BrokerRegistration, StoreError};
 
 const BROKER_QUERY: &str = "SELECT b.id, b.client_endpoint, b.peer_endpoint, b.zone, b.state, \
-     b.lease_expires_at_ms, \
+     b.lease_expires_at_ms, b.build_version, b.build_commit, \
      (SELECT COUNT(*) FROM partition_replicas r WHERE r.broker_id = b.id) AS replicas, \
      (SELECT COUNT(*) FROM partitions p WHERE p.leader = b.id) AS leaders \
      FROM brokers b";
@@ -51,9 +51,11 @@ pub(super) async fn register(
     };
     sqlx::query(
         "INSERT INTO brokers (id, client_endpoint, peer_endpoint, zone, state, \
-         lease_expires_at_ms, registered_at_ms) VALUES ($1, $2, $3, $4, 'live', $5, $6) \
+         lease_expires_at_ms, registered_at_ms, build_version, build_commit) \
+         VALUES ($1, $2, $3, $4, 'live', $5, $6, $7, $8) \
          ON CONFLICT (id) DO UPDATE SET client_endpoint = excluded.client_endpoint, \
          peer_endpoint = excluded.peer_endpoint, zone = excluded.zone, \
+         build_version = excluded.build_version, build_commit = excluded.build_commit, \
          lease_expires_at_ms = excluded.lease_expires_at_ms, \
          state = CASE WHEN brokers.state = 'draining' THEN 'draining' ELSE 'live' END",
     )
@@ -66,6 +68,8 @@ pub(super) async fn register(
         registration.lease_expires_at_ms,
     )?)
     .bind(to_db("now_ms", registration.now_ms)?)
+    .bind(registration.build.as_ref().map(|b| b.version.as_str()))
+    .bind(registration.build.as_ref().map(|b| b.commit.as_str()))
     .execute(&mut *tx)
     .await?;
     let broker = by_id(&mut tx, id).await?;
@@ -109,7 +113,14 @@ pub(super) async fn set_state(
     state: BrokerState,
 ) -> Result<BrokerInfo, StoreError> {
     let mut tx = store.write_tx().await?;
-    sqlx::query("UPDATE brokers SET state = $1 WHERE id = $2")
+    // Only a lease makes a broker live: back to live is from draining alone, and a dead
+    // broker stays dead until it heartbeats again.
+    let sql = if state == BrokerState::Live {
+        "UPDATE brokers SET state = $1 WHERE id = $2 AND state = 'draining'"
+    } else {
+        "UPDATE brokers SET state = $1 WHERE id = $2"
+    };
+    sqlx::query(sql)
         .bind(broker_state_name(state))
         .bind(i64::from(id.get()))
         .execute(&mut *tx)
@@ -164,5 +175,6 @@ fn broker_from_row(row: &AnyRow) -> Result<BrokerInfo, StoreError> {
         lease_expires_at_ms: from_db("lease_expires_at_ms", row.try_get("lease_expires_at_ms")?)?,
         replicas: u32_from_db("replicas", row.try_get("replicas")?)?,
         leaders: u32_from_db("leaders", row.try_get("leaders")?)?,
+        build: build_from_row(row.try_get("build_version")?, row.try_get("build_commit")?),
     })
 }

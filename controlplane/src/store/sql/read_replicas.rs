@@ -5,12 +5,12 @@ use floe_wire::admin::{ReadReplicaHeartbeat, ReadReplicaInfo, ReadReplicaState, 
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AssertSqlSafe, Row};
 
-use super::{SqlStore, corrupt, from_db, to_db, u32_from_db};
+use super::{SqlStore, build_from_row, corrupt, from_db, to_db, u32_from_db};
 use crate::store::{ReadReplicaRegistration, StoreError};
 
 const REPLICA_QUERY: &str = "SELECT id, endpoint, zone, state, lease_expires_at_ms, \
-     bytes_served_per_second, consumers, fetch_latency_p99_us, cache_hit_ratio_permille \
-     FROM read_replicas";
+     bytes_served_per_second, consumers, fetch_latency_p99_us, cache_hit_ratio_permille, \
+     build_version, build_commit FROM read_replicas";
 
 /// Assigned ids that turn out to be taken (registered by hand) are skipped, at most this
 /// many in a row.
@@ -38,6 +38,7 @@ fn replica_from_row(row: &AnyRow) -> Result<ReadReplicaInfo, StoreError> {
         consumers: u32_from_db("consumers", row.try_get(6)?)?,
         fetch_latency_p99_us: from_db("fetch_latency_p99_us", row.try_get(7)?)?,
         cache_hit_ratio_permille: u32_from_db("cache_hit_ratio_permille", row.try_get(8)?)?,
+        build: build_from_row(row.try_get(9)?, row.try_get(10)?),
     })
 }
 
@@ -54,9 +55,10 @@ pub(super) async fn upsert(store: &SqlStore, replica: &ReadReplicaInfo) -> Resul
     let mut tx = store.write_tx().await?;
     sqlx::query(
         "INSERT INTO read_replicas (id, endpoint, zone, state, lease_expires_at_ms, \
-         bytes_served_per_second, consumers, fetch_latency_p99_us, cache_hit_ratio_permille) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         bytes_served_per_second, consumers, fetch_latency_p99_us, cache_hit_ratio_permille, \
+         build_version, build_commit) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
          ON CONFLICT (id) DO UPDATE SET endpoint = excluded.endpoint, zone = excluded.zone, \
+         build_version = excluded.build_version, build_commit = excluded.build_commit, \
          state = excluded.state, lease_expires_at_ms = excluded.lease_expires_at_ms, \
          bytes_served_per_second = excluded.bytes_served_per_second, \
          consumers = excluded.consumers, \
@@ -75,6 +77,8 @@ pub(super) async fn upsert(store: &SqlStore, replica: &ReadReplicaInfo) -> Resul
     .bind(i64::from(replica.consumers))
     .bind(to_db("fetch_latency_p99_us", replica.fetch_latency_p99_us)?)
     .bind(i64::from(replica.cache_hit_ratio_permille))
+    .bind(replica.build.as_ref().map(|b| b.version.as_str()))
+    .bind(replica.build.as_ref().map(|b| b.commit.as_str()))
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -112,9 +116,10 @@ pub(super) async fn register(
     };
     sqlx::query(
         "INSERT INTO read_replicas (id, endpoint, zone, state, lease_expires_at_ms, \
-         bytes_served_per_second, consumers, fetch_latency_p99_us, cache_hit_ratio_permille) \
-         VALUES ($1, $2, $3, 'live', $4, 0, 0, 0, 0) \
+         bytes_served_per_second, consumers, fetch_latency_p99_us, cache_hit_ratio_permille, \
+         build_version, build_commit) VALUES ($1, $2, $3, 'live', $4, 0, 0, 0, 0, $5, $6) \
          ON CONFLICT (id) DO UPDATE SET endpoint = excluded.endpoint, zone = excluded.zone, \
+         build_version = excluded.build_version, build_commit = excluded.build_commit, \
          lease_expires_at_ms = excluded.lease_expires_at_ms, \
          state = CASE WHEN read_replicas.state = 'draining' THEN 'draining' ELSE 'live' END",
     )
@@ -125,6 +130,8 @@ pub(super) async fn register(
         "lease_expires_at_ms",
         registration.lease_expires_at_ms,
     )?)
+    .bind(registration.build.as_ref().map(|b| b.version.as_str()))
+    .bind(registration.build.as_ref().map(|b| b.commit.as_str()))
     .execute(&mut *tx)
     .await?;
     let replica = by_id(&mut tx, &id).await?;

@@ -305,16 +305,24 @@ pub(super) fn stream_from_row(row: &AnyRow) -> Result<StreamInfo, StoreError> {
     })
 }
 
-pub(super) async fn set_retention(
+/// Replaces what can change on a live stream (ack mode, segment and retention settings)
+/// and bumps the assignment version, so that brokers learn the new settings.
+pub(super) async fn set_settings(
     store: &SqlStore,
     name: &StreamName,
-    retention: &RetentionSettings,
-) -> Result<StreamInfo, StoreError> {
+    config: &StreamConfig,
+) -> Result<(StreamInfo, u64), StoreError> {
     let mut tx = store.write_tx().await?;
+    let segment = &config.segment;
+    let retention = &config.retention;
     let updated = sqlx::query(
-        "UPDATE streams SET local_retention_bytes = $1, local_retention_ms = $2, \
-         tier_retention_bytes = $3, tier_retention_ms = $4 WHERE name = $5",
+        "UPDATE streams SET ack_mode = $1, segment_bytes = $2, segment_age_ms = $3, \
+         local_retention_bytes = $4, local_retention_ms = $5, tier_retention_bytes = $6, \
+         tier_retention_ms = $7 WHERE name = $8",
     )
+    .bind(config.ack_mode.as_str())
+    .bind(opt_to_db("segment.bytes", segment.bytes)?)
+    .bind(opt_to_db("segment.age_ms", segment.age_ms)?)
     .bind(opt_to_db("retention.local_bytes", retention.local_bytes)?)
     .bind(opt_to_db("retention.local_ms", retention.local_ms)?)
     .bind(opt_to_db("retention.tier_bytes", retention.tier_bytes)?)
@@ -331,8 +339,9 @@ pub(super) async fn set_retention(
         .fetch_one(&mut *tx)
         .await?;
     let stream = stream_from_row(&row)?;
+    let version = bump_version(&mut tx).await?;
     tx.commit().await?;
-    Ok(stream)
+    Ok((stream, version))
 }
 
 pub(super) async fn delete(store: &SqlStore, name: &StreamName) -> Result<u64, StoreError> {
