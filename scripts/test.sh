@@ -48,6 +48,11 @@ echo "== controlplane's autoscaling-group driver against moto (at ${SECONDS}s) =
 # also leaves target/debug/floe-controlplane built with it, for the deployment test.
 cargo test -p floe-controlplane --features aws-asg --locked --test aws_asg
 
+echo "== release bundle: scripts/package.sh of stand-in binaries (at ${SECONDS}s) =="
+# No release build: the bundle's contents and package.sh's refusals, and the version lines
+# of the binaries just built.
+deploy/check-bundle.sh
+
 echo "== deployment: Terraform against moto, units, cloud-init, alerts, dashboard (at ${SECONDS}s) =="
 terraform/tests/run.sh
 

@@ -22,12 +22,14 @@ EOF
 : >"$work/empty"
 
 # Runs the controlplane with only what the SDK chain needs; $credentials picks the file, and
-# $limit how long it may run (0: no limit).
+# $limit how long it may run (0: no limit). It execs, so that a `run ... &` leaves in $! the
+# process that passes a signal on to the controlplane (and not a subshell whose death would
+# leave the controlplane running): call it in a subshell or in the background.
 limit=0
 run() {
   local name=$1
   shift
-  timeout "$limit" env -i PATH="$PATH" HOME="$work" \
+  exec timeout "$limit" env -i PATH="$PATH" HOME="$work" \
     AWS_SHARED_CREDENTIALS_FILE="$credentials" AWS_CONFIG_FILE="$work/config" \
     AWS_PROFILE=floe-test AWS_EC2_METADATA_DISABLED=true \
     FLOE_AWS_ENDPOINT_URL="$endpoint" FLOE_LOG=info \
@@ -40,7 +42,7 @@ fail() { echo "FAIL $*"; exit 1; }
 # 1. A wrong group name.
 credentials=$work/credentials limit=60
 code=0
-run missing --aws-autoscaling-group no-such-group >"$work/missing.out" 2>"$work/missing.err" || code=$?
+(run missing --aws-autoscaling-group no-such-group) >"$work/missing.out" 2>"$work/missing.err" || code=$?
 [ "$code" != 0 ] && [ "$code" != 124 ] || fail "the controlplane started with a group that does not exist"
 grep -q "no autoscaling group named \`no-such-group\`" "$work/missing.err" ||
   { cat "$work/missing.err"; fail "no clear message for a missing group"; }
@@ -49,7 +51,7 @@ echo "ok   a missing group stops the start: $(grep -o 'no autoscaling group name
 # 2. No credentials anywhere in the chain.
 credentials=$work/empty
 code=0
-run nocreds --aws-autoscaling-group "$group" >"$work/nocreds.out" 2>"$work/nocreds.err" || code=$?
+(run nocreds --aws-autoscaling-group "$group") >"$work/nocreds.out" 2>"$work/nocreds.err" || code=$?
 [ "$code" != 0 ] && [ "$code" != 124 ] || fail "the controlplane started without credentials"
 grep -q "no AWS credentials" "$work/nocreds.err" ||
   { cat "$work/nocreds.err"; fail "no clear message for missing credentials"; }

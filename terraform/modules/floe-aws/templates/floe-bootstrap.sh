@@ -72,7 +72,9 @@ install_release() {
     echo "$FLOE_RELEASE_SHA256  $bundle" | sha256sum --check --quiet || { log "the release bundle's SHA-256 does not match"; exit 1; }
   fi
   local top version
-  top=$(tar -tzf "$bundle" | head -n 1 | cut -d/ -f1)
+  # sed reads the whole listing: `head -n 1` would end the pipe early, tar would die of
+  # SIGPIPE, and pipefail would stop the boot here.
+  top=$(tar -tzf "$bundle" | sed -n '1s#/.*##p')
   tar -xzf "$bundle" -C /opt/floe
   version=$(sed -n "s/^version=//p" "/opt/floe/$top/VERSION")
   ln -sfn "/opt/floe/$top" /opt/floe/current
