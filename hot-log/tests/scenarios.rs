@@ -189,6 +189,126 @@ fn torn_tail_is_truncated_on_recovery() {
     assert_eq!(next.base_offset, Offset::new(3));
 }
 
+/// Ten synced batches of 100 records in one active segment; returns the segment's path and
+/// each batch's byte position.
+fn ten_synced_batches(storage: &CrashStorage) -> (std::path::PathBuf, Vec<u64>) {
+    let config = LogConfig {
+        segment_bytes_max: 1 << 20,
+        ..small_config()
+    };
+    let log = open_crash(storage, config);
+    let mut positions = Vec::new();
+    let mut position = 0;
+    for i in 0..10 {
+        let bytes = batch(&format!("b{i}"), 100, 0);
+        positions.push(position);
+        position += bytes.len() as u64;
+        let a = log.append(&bytes, LeaderEpoch::new(1)).expect("append");
+        log.wait_synced_blocking(a.next_offset()).expect("sync");
+    }
+    assert!(log.sealed_segments().is_empty(), "one active segment");
+    drop(log);
+    (segment_path(&dir(), 0, "log"), positions)
+}
+
+fn active_config() -> LogConfig {
+    LogConfig {
+        segment_bytes_max: 1 << 20,
+        ..small_config()
+    }
+}
+
+#[test]
+fn rot_in_the_active_segment_refuses_open_and_truncates_nothing() {
+    let storage = CrashStorage::new();
+    let (path, positions) = ten_synced_batches(&storage);
+    let mut bytes = storage.contents(&path).expect("contents");
+    let damaged = bytes.len() / 3;
+    for byte in &mut bytes[damaged..damaged + 8] {
+        *byte ^= 0xff;
+    }
+    storage.replace_contents(&path, bytes.clone()).expect("rot");
+    let err = Log::open(Arc::new(storage.clone()), &dir(), active_config())
+        .expect_err("opened a log with acknowledged batches after damage");
+    let LogError::Corrupt {
+        file,
+        position,
+        reason,
+    } = err
+    else {
+        panic!("expected Corrupt, got {err:?}")
+    };
+    assert_eq!(file, path);
+    // The position is the start of the damaged batch.
+    let batch_start = *positions
+        .iter()
+        .rev()
+        .find(|&&p| p <= damaged as u64)
+        .expect("a batch holds the damage");
+    assert_eq!(position, batch_start, "{reason}");
+    assert!(reason.contains("valid batch continues"), "{reason}");
+    assert_eq!(
+        storage.contents(&path).expect("contents"),
+        bytes,
+        "the open changed the damaged segment"
+    );
+}
+
+#[test]
+fn a_batch_whose_base_offset_alone_was_damaged_is_rot_even_at_the_end() {
+    for which in [4, 9] {
+        let storage = CrashStorage::new();
+        let (path, positions) = ten_synced_batches(&storage);
+        let mut bytes = storage.contents(&path).expect("contents");
+        // The base offset is outside the checksum: the batch still checksums.
+        bytes[positions[which] as usize + 3] ^= 0x01;
+        storage.replace_contents(&path, bytes.clone()).expect("rot");
+        let err = Log::open(Arc::new(storage.clone()), &dir(), active_config())
+            .expect_err("opened a log whose batch offset was damaged");
+        let LogError::Corrupt { file, position, .. } = err else {
+            panic!("expected Corrupt, got {err:?}")
+        };
+        assert_eq!((file, position), (path.clone(), positions[which]));
+        assert_eq!(storage.contents(&path).expect("contents"), bytes);
+    }
+}
+
+#[test]
+fn a_torn_tail_followed_by_batches_that_do_not_continue_the_log_is_still_cut() {
+    let storage = CrashStorage::new();
+    let (path, _) = ten_synced_batches(&storage);
+    let whole = storage.contents(&path).expect("contents");
+    let mut bytes = whole.clone();
+    // A torn batch, then whole batches whose offsets cannot follow it: one stamped at offset
+    // 0 (as a producer sends it, or as a record's value could hold it) and one far beyond
+    // what the torn bytes could have held.
+    bytes.extend_from_slice(&batch("torn", 5, 0)[..70]);
+    bytes.extend_from_slice(&batch("unstamped", 3, 0));
+    let mut far = batch("far", 3, 0);
+    far[..8].copy_from_slice(&1_000_000u64.to_le_bytes());
+    bytes.extend_from_slice(&far);
+    storage.replace_contents(&path, bytes).expect("tear");
+    let log = Log::open(Arc::new(storage.clone()), &dir(), active_config()).expect("open");
+    assert_eq!(log.log_end(), Offset::new(1000));
+    drop(log);
+    assert_eq!(storage.contents(&path).expect("contents"), whole);
+}
+
+#[test]
+fn a_zeroed_torn_tail_is_cut() {
+    let storage = CrashStorage::new();
+    let (path, _) = ten_synced_batches(&storage);
+    let whole = storage.contents(&path).expect("contents");
+    let mut bytes = whole.clone();
+    // The length reached the disk, the data did not.
+    bytes.extend_from_slice(&[0u8; 8192]);
+    storage.replace_contents(&path, bytes).expect("tear");
+    let log = Log::open(Arc::new(storage.clone()), &dir(), active_config()).expect("open");
+    assert_eq!(log.log_end(), Offset::new(1000));
+    drop(log);
+    assert_eq!(storage.contents(&path).expect("contents"), whole);
+}
+
 #[test]
 fn corrupt_byte_in_a_sealed_segment_refuses_open_naming_file_and_position() {
     let storage = CrashStorage::new();
