@@ -12,6 +12,7 @@ use floe_wire::frame::{
 };
 use floe_wire::{Offset, StreamName};
 
+use crate::partition::corrupt::CorruptPartition;
 use crate::partitions::StreamError;
 use floe_wire::ErrorChain;
 
@@ -40,6 +41,10 @@ pub(crate) enum Refusal {
     UnknownPartition { stream: StreamName, partition: u32 },
     #[error("this broker does not lead stream {stream} partition {partition}")]
     NotLeader { stream: String, partition: u32 },
+    /// The partition is in the `corrupt` state: its log is damaged where recovery must not
+    /// cut it.
+    #[error("{0}")]
+    PartitionCorrupt(CorruptPartition),
     #[error("the disk is past its high-water mark; retry once tiering frees space")]
     DiskHighWater,
     #[error(transparent)]
@@ -94,6 +99,7 @@ impl Refusal {
             Refusal::UnknownStream(_) => ErrorCode::UnknownStream,
             Refusal::UnknownPartition { .. } => ErrorCode::UnknownPartition,
             Refusal::NotLeader { .. } | Refusal::FetchesOnly => ErrorCode::NotLeader,
+            Refusal::PartitionCorrupt(_) => ErrorCode::CorruptData,
             Refusal::DiskHighWater => ErrorCode::DiskHighWater,
             Refusal::Stream(e) => stream_code(e),
             Refusal::ObjectsLeft(_) => ErrorCode::StreamExists,
