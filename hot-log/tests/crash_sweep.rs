@@ -311,3 +311,38 @@ fn a_reset_is_all_or_nothing_across_a_crash() {
     }
     assert!(reset_seen, "no crash image after the reset took effect");
 }
+
+#[test]
+fn a_directory_whose_parent_was_never_synced_is_lost_at_a_crash_with_its_files() {
+    let storage = CrashStorage::new();
+    let dir = std::path::Path::new("/data/streams/orders/0");
+    let made = storage.create_dir_all(dir).expect("directories");
+    let expected: Vec<std::path::PathBuf> = ["/", "/data", "/data/streams", "/data/streams/orders"]
+        .into_iter()
+        .map(Into::into)
+        .chain([dir.to_path_buf()])
+        .collect();
+    assert_eq!(made, expected);
+    let path = dir.join("00000000000000000000.log");
+    let file = storage.open(&path, true).expect("create");
+    file.write_all_at(b"synced", 0).expect("write");
+    file.sync_data().expect("sync");
+    storage.sync_dir(dir).expect("sync the directory");
+    // The file's name is durable in its directory, but the directory's own name is not.
+    let image = storage.crash_image();
+    assert!(
+        (0..64).any(|seed| image.restore(seed).list_dir(dir).is_err()),
+        "no crash lost a directory never made durable"
+    );
+    for parent in made.iter().filter_map(|d| d.parent()) {
+        storage.sync_dir(parent).expect("sync a parent");
+    }
+    let image = storage.crash_image();
+    for seed in 0..64 {
+        assert_eq!(
+            image.restore(seed).contents(&path).expect("file survives"),
+            b"synced",
+            "seed {seed}"
+        );
+    }
+}

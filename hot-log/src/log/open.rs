@@ -65,13 +65,14 @@ pub(super) fn open(
     config: LogConfig,
     empty_start: Offset,
 ) -> Result<Log, LogError> {
-    storage
+    let created = storage
         .create_dir_all(dir)
         .map_err(LogError::io("create directory", dir))?;
     super::reset::recover(storage.as_ref(), dir)?;
     let listing = list(storage.as_ref(), dir)?;
     let mut bases = listing.segments.clone();
     if bases.is_empty() {
+        make_directories_durable(storage.as_ref(), dir, &created)?;
         create_first_segment(storage.as_ref(), dir, empty_start)?;
         bases.push(empty_start);
     }
@@ -94,6 +95,32 @@ pub(super) fn open(
     let shared = new_shared(storage, dir, config, segments, writer);
     tracing::info!(dir = %dir.display(), segments = bases.len(), %log_end, "opened log");
     Log::from_shared(Arc::new(shared))
+}
+
+/// Makes the entries of a new log's directory and of the directories `create_dir_all` made
+/// for it durable, by syncing their parents. Before the first segment exists: a log with a
+/// segment has its directory durable, so only a log without one (new, or made by a process
+/// that died before this sync) needs it, and its directory's parent is synced even when this
+/// open did not create it.
+fn make_directories_durable(
+    storage: &dyn Storage,
+    dir: &Path,
+    created: &[PathBuf],
+) -> Result<(), LogError> {
+    let mut parents: Vec<&Path> = created
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([dir])
+        .filter_map(Path::parent)
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .collect();
+    parents.dedup();
+    for parent in parents {
+        storage
+            .sync_dir(parent)
+            .map_err(LogError::io("fsync directory", parent))?;
+    }
+    Ok(())
 }
 
 /// Creates the empty data file of a log's first segment, durably.
