@@ -110,7 +110,7 @@ impl Partitions {
         tier: TierStore,
         uploader: UploaderConfig,
     ) -> Result<Partitions> {
-        std::fs::create_dir_all(data_dir).map_err(|source| StreamError::Io {
+        crate::state_file::create_dir_all(data_dir).map_err(|source| StreamError::Io {
             op: "create",
             path: data_dir.to_path_buf(),
             source,
@@ -399,6 +399,14 @@ impl Partitions {
             std::fs::remove_dir_all(&dir).map_err(|source| StreamError::Io {
                 op: "delete",
                 path: dir.clone(),
+                source,
+            })?;
+            // Durably gone before the catalog forgets the name: a stream created again
+            // under it must not find the old log.
+            let streams = self.data_dir.join("streams");
+            crate::state_file::sync_dir(&streams).map_err(|source| StreamError::Io {
+                op: "sync the directory",
+                path: streams,
                 source,
             })?;
         }
