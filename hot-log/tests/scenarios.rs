@@ -442,42 +442,95 @@ fn timestamp_lookup_finds_the_first_batch_at_or_after_it() {
 }
 
 #[test]
-fn full_disk_fails_the_log_until_it_is_reopened() {
+fn a_full_disk_refuses_appends_until_space_returns_and_loses_nothing() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     let a = log
         .append(&batch("a", 2, 0), LeaderEpoch::new(1))
         .expect("append");
     log.wait_synced_blocking(a.next_offset()).expect("sync");
+    let path = segment_path(&dir(), 0, "log");
+    let synced = storage.contents(&path).expect("contents");
     storage.fail_writes_after(10);
+    for attempt in 0..2 {
+        let err = log
+            .append(&batch("b", 2, 0), LeaderEpoch::new(1))
+            .expect_err("write on a full disk");
+        assert!(
+            matches!(err, LogError::DiskFull { .. }),
+            "{attempt}: {err:?}"
+        );
+    }
+    // A new epoch's history is not written either: nothing of the refused appends is left.
     let err = log
-        .append(&batch("b", 2, 0), LeaderEpoch::new(1))
+        .append(&batch("b", 2, 0), LeaderEpoch::new(2))
         .expect_err("write on a full disk");
-    assert!(matches!(err, LogError::Io { .. }), "{err:?}");
-    let err = log
-        .append(&batch("c", 1, 0), LeaderEpoch::new(1))
-        .expect_err("write after failure");
-    assert!(
-        matches!(
-            err,
-            LogError::Failed {
-                cause: std::io::ErrorKind::StorageFull
-            }
-        ),
-        "{err:?}"
-    );
-    drop(log);
+    assert!(matches!(err, LogError::DiskFull { .. }), "{err:?}");
+    assert_eq!(log.epoch_history().entries().len(), 1);
+    assert_eq!(log.log_end(), Offset::new(2));
+    assert_eq!(storage.contents(&path).expect("contents"), synced);
+
+    // Space returns: the same log takes the retry, once.
     storage.allow_writes();
+    let b = log
+        .append(&batch("b", 2, 0), LeaderEpoch::new(2))
+        .expect("append once space returns");
+    assert_eq!(b.base_offset, Offset::new(2));
+    log.wait_synced_blocking(b.next_offset()).expect("sync");
+    let values = |log: &Log| -> Vec<Vec<u8>> {
+        read_all(log, Offset::ZERO)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    };
+    let expected: Vec<Vec<u8>> = ["a-0", "a-1", "b-0", "b-1"]
+        .into_iter()
+        .map(|v| v.as_bytes().to_vec())
+        .collect();
+    assert_eq!(values(&log), expected);
+    drop(log);
     let log = open_crash(&storage, small_config());
+    assert_eq!(values(&log), expected);
     assert_eq!(
-        log.log_end(),
-        Offset::new(2),
-        "the partial write was truncated, the synced batch kept"
+        log.epoch_history().latest().map(|e| e.epoch),
+        Some(LeaderEpoch::new(2))
     );
-    let c = log
-        .append(&batch("c", 1, 0), LeaderEpoch::new(1))
-        .expect("append after reopen");
-    assert_eq!(c.base_offset, Offset::new(2));
+}
+
+#[test]
+fn a_full_disk_while_sealing_a_segment_leaves_it_active_until_space_returns() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    let mut expected = Vec::new();
+    let mut i = 0;
+    // Fill the active segment up to its size limit.
+    while log.size_bytes() + batch("x-00", 3, 0).len() as u64 <= 1024 {
+        let tag = format!("x-{i:02}");
+        log.append(&batch(&tag, 3, 0), LeaderEpoch::new(1))
+            .expect("append");
+        expected.extend((0..3).map(|r| format!("{tag}-{r}").into_bytes()));
+        i += 1;
+    }
+    // Whatever the roll writes first (the index) finds the disk full.
+    storage.fail_writes_after(0);
+    let err = log
+        .append(&batch("next", 3, 0), LeaderEpoch::new(1))
+        .expect_err("a roll on a full disk");
+    assert!(matches!(err, LogError::DiskFull { .. }), "{err:?}");
+    assert!(log.sealed_segments().is_empty(), "sealed without its index");
+    storage.allow_writes();
+    log.append(&batch("next", 3, 0), LeaderEpoch::new(1))
+        .expect("append once space returns");
+    expected.extend((0..3).map(|r| format!("next-{r}").into_bytes()));
+    log.wait_synced_blocking(log.log_end()).expect("sync");
+    assert_eq!(log.sealed_segments().len(), 1);
+    drop(log);
+    let log = open_crash(&storage, small_config());
+    let values: Vec<Vec<u8>> = read_all(&log, Offset::ZERO)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(values, expected);
 }
 
 #[test]

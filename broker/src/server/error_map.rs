@@ -158,6 +158,8 @@ fn log_code(error: &LogError) -> ErrorCode {
         LogError::ProducerFenced { .. } => ErrorCode::ProducerFenced,
         LogError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequence,
         LogError::Corrupt { .. } => ErrorCode::CorruptData,
+        // Nothing was written and the log stays writable: the producer retries.
+        LogError::DiskFull { .. } => ErrorCode::DiskHighWater,
         LogError::InvalidConfig(_) => ErrorCode::Internal,
         LogError::Failed { .. } | LogError::Io { .. } => ErrorCode::LogFailed,
         LogError::Closed => ErrorCode::ShuttingDown,
@@ -205,6 +207,15 @@ fn controlplane_code(error: &RestError) -> ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_a_refusal_to_retry_not_a_failed_log() {
+        let refusal = Refusal::Log(LogError::DiskFull {
+            path: "/data/streams/orders/0/00000000000000000000.log".into(),
+        });
+        assert_eq!(refusal.code(), ErrorCode::DiskHighWater);
+        assert_eq!(refusal.code().retry_class(), floe_wire::RetryClass::Retry);
+    }
 
     #[test]
     fn an_offset_out_of_range_carries_the_readable_range() {
