@@ -74,6 +74,8 @@ pub struct Metrics {
     pub local_log_bytes: Gauge,
     /// 1 while publishes are refused at the disk high-water mark.
     pub disk_high_water: Gauge,
+    /// Partitions held in the `corrupt` state (their logs refused to open as corrupt).
+    pub partitions_corrupt: Gauge,
     pub tier_backlog_segments: Family<StreamLabels, Gauge>,
     pub tier_backlog_bytes: Family<StreamLabels, Gauge>,
     pub tier_upload_failures: Counter,
@@ -127,6 +129,7 @@ impl Metrics {
             connections: Gauge::default(),
             local_log_bytes: Gauge::default(),
             disk_high_water: Gauge::default(),
+            partitions_corrupt: Gauge::default(),
             tier_backlog_segments: Family::default(),
             tier_backlog_bytes: Family::default(),
             tier_upload_failures: Counter::default(),
@@ -250,7 +253,8 @@ impl Metrics {
         );
     }
 
-    /// The logs and their disk: sync latency, local bytes, the high-water mark; errors and connections.
+    /// The logs and their disk: sync latency, local bytes, the high-water mark, corrupt
+    /// partitions; errors and connections.
     fn register_disk(&self, registry: &mut Registry) {
         registry.register(
             "log_fsync_latency_seconds",
@@ -276,6 +280,11 @@ impl Metrics {
             "disk_high_water",
             "1 while publishes are refused at the disk high-water mark",
             self.disk_high_water.clone(),
+        );
+        registry.register(
+            "partitions_corrupt",
+            "Partitions whose logs refused to open as corrupt: they refuse publishes and fetches",
+            self.partitions_corrupt.clone(),
         );
     }
 

@@ -5,6 +5,7 @@
 //! No I/O of its own beyond what the log and the uploader do; no knowledge of the server,
 //! the peers or the controlplane.
 
+pub(crate) mod corrupt;
 pub(crate) mod recent;
 pub(crate) mod replica;
 

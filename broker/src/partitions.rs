@@ -1,6 +1,8 @@
 //! Every partition this broker holds, by stream and id: opened from the local catalog,
 //! created, released and deleted with their streams as the catalog or the controlplane says,
-//! and maintained (segment age, local retention) in the background.
+//! and maintained (segment age, local retention) in the background. A partition whose log
+//! refuses to open as corrupt is held apart, in the `corrupt` state ([`CorruptPartition`]):
+//! it stops neither the broker's start nor its other partitions.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +14,7 @@ use floe_tier::{PartitionPath, TierRetention, TierStore, Uploader, UploaderConfi
 use floe_wire::Offset;
 
 use crate::catalog::{Catalog, CatalogError, StreamEntry};
+use crate::partition::corrupt::CorruptPartition;
 use crate::partition::{Partition, PartitionParts};
 
 /// The settings a stream gets when its creator leaves them out.
@@ -43,6 +46,8 @@ pub(crate) struct Partitions {
     data_dir: PathBuf,
     catalog: Mutex<Catalog>,
     map: RwLock<HashMap<Key, Arc<Partition>>>,
+    /// Partitions held here whose logs refused to open as corrupt; never also in `map`.
+    corrupt: RwLock<HashMap<Key, CorruptPartition>>,
     log_defaults: LogConfig,
     stream_defaults: StreamDefaults,
     tier: TierStore,
@@ -105,7 +110,7 @@ impl Partitions {
         tier: TierStore,
         uploader: UploaderConfig,
     ) -> Result<Partitions> {
-        std::fs::create_dir_all(data_dir).map_err(|source| StreamError::Io {
+        crate::state_file::create_dir_all(data_dir).map_err(|source| StreamError::Io {
             op: "create",
             path: data_dir.to_path_buf(),
             source,
@@ -115,6 +120,7 @@ impl Partitions {
         let partitions = Partitions {
             data_dir: data_dir.to_path_buf(),
             map: RwLock::new(HashMap::new()),
+            corrupt: RwLock::new(HashMap::new()),
             log_defaults,
             stream_defaults,
             tier,
@@ -178,6 +184,8 @@ impl Partitions {
     /// Opens one partition's log. A log new to this broker starts where the partition's
     /// tiered history ends (0 for a new partition), so that offsets continue rather than
     /// repeat; that needs the tier's manifest, and without it the partition is not opened.
+    /// A log that refuses to open as corrupt puts the partition in the `corrupt` state and
+    /// is no error here: the broker's other partitions go on.
     async fn open_partition(&self, name: &str, id: u32, entry: &StreamEntry) -> Result<()> {
         let (local_retention, tier_retention) = self.retentions(entry);
         let dir = self.stream_dir(name).join(id.to_string());
@@ -203,13 +211,20 @@ impl Partitions {
         if start > Offset::ZERO {
             tracing::info!(stream = name, partition = id, %start, "new local log continues the tiered history");
         }
-        let log = Log::open_at(Arc::new(FsStorage), &dir, self.log_config(entry), start).map_err(
-            |source| StreamError::Log {
-                stream: name.to_string(),
-                partition: id,
-                source,
-            },
-        )?;
+        let log = match Log::open_at(Arc::new(FsStorage), &dir, self.log_config(entry), start) {
+            Ok(log) => log,
+            Err(source) => {
+                if let Some(corrupt) = CorruptPartition::from_open(name, id, &source) {
+                    self.hold_corrupt(corrupt);
+                    return Ok(());
+                }
+                return Err(StreamError::Log {
+                    stream: name.to_string(),
+                    partition: id,
+                    source,
+                });
+            }
+        };
         let partition = Arc::new(Partition::new(PartitionParts {
             stream: name.to_string(),
             id,
@@ -224,6 +239,43 @@ impl Partitions {
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert((name.to_string(), id), partition);
         Ok(())
+    }
+
+    /// Holds a partition in the `corrupt` state, and says so in the log.
+    fn hold_corrupt(&self, corrupt: CorruptPartition) {
+        tracing::error!(
+            stream = corrupt.stream,
+            partition = corrupt.partition,
+            file = %corrupt.file.display(),
+            position = corrupt.position,
+            reason = corrupt.reason,
+            "partition log is corrupt: the partition refuses publishes and fetches until an \
+             operator repairs it; the broker's other partitions go on"
+        );
+        let mut held = self.corrupt.write().unwrap_or_else(|e| e.into_inner());
+        held.insert((corrupt.stream.clone(), corrupt.partition), corrupt);
+    }
+
+    /// The corrupt state of a partition held here, if it is in it.
+    pub(crate) fn corrupt(&self, stream: &str, partition: u32) -> Option<CorruptPartition> {
+        let held = self.corrupt.read().unwrap_or_else(|e| e.into_inner());
+        held.get(&(stream.to_string(), partition)).cloned()
+    }
+
+    /// Every partition held here in the `corrupt` state, by stream and id: what an
+    /// operator's repair, and a description of the stream, start from.
+    pub(crate) fn corrupt_partitions(&self) -> Vec<CorruptPartition> {
+        let held = self.corrupt.read().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = held.values().cloned().collect();
+        all.sort_by(|a, b| (&a.stream, a.partition).cmp(&(&b.stream, b.partition)));
+        all
+    }
+
+    /// Forgets the corrupt state of `stream`'s partitions that `keep` rejects (the stream
+    /// was deleted, or the partition is no longer held here).
+    fn forget_corrupt(&self, stream: &str, keep: impl Fn(u32) -> bool) {
+        let mut held = self.corrupt.write().unwrap_or_else(|e| e.into_inner());
+        held.retain(|(s, id), _| s != stream || keep(*id));
     }
 
     fn validate(&self, entry: &StreamEntry) -> Result<(), StreamError> {
@@ -273,12 +325,17 @@ impl Partitions {
                 "no longer serving the partition; its files stay"
             );
         }
+        self.forget_corrupt(name, |id| held.contains(&id));
         for id in held {
             match self.get(name, id) {
                 Some(open) => self.apply_settings(&open, &entry),
+                // Opened again only once the broker restarts (after a repair).
+                None if self.corrupt(name, id).is_some() => {}
                 None => {
                     self.open_partition(name, id, &entry).await?;
-                    tracing::info!(stream = name, partition = id, "serving partition");
+                    if self.get(name, id).is_some() {
+                        tracing::info!(stream = name, partition = id, "serving partition");
+                    }
                 }
             }
         }
@@ -353,11 +410,20 @@ impl Partitions {
         for partition in removed {
             let _ = partition.close();
         }
+        self.forget_corrupt(name, |_| false);
         let dir = self.stream_dir(name);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|source| StreamError::Io {
                 op: "delete",
                 path: dir.clone(),
+                source,
+            })?;
+            // Durably gone before the catalog forgets the name: a stream created again
+            // under it must not find the old log.
+            let streams = self.data_dir.join("streams");
+            crate::state_file::sync_dir(&streams).map_err(|source| StreamError::Io {
+                op: "sync the directory",
+                path: streams,
                 source,
             })?;
         }

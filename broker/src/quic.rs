@@ -92,7 +92,7 @@ pub fn load_reset_key(data_dir: &Path) -> Result<Vec<u8>, QuicError> {
     let mut key = vec![0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
         .map_err(|_| QuicError::NoRandomness)?;
-    std::fs::create_dir_all(data_dir).map_err(failed("create the directory of"))?;
+    crate::state_file::create_dir_all(data_dir).map_err(failed("create the directory of"))?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

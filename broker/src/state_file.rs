@@ -33,6 +33,17 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateFileError>
     sync_dir(dir).map_err(failed("sync the directory", dir))
 }
 
+/// Creates `dir` and its missing parents, each durable (its parent synced) when it returns.
+pub fn create_dir_all(dir: &Path) -> std::io::Result<()> {
+    use floe_hot_log::Storage;
+    for made in floe_hot_log::FsStorage.create_dir_all(dir)? {
+        if let Some(parent) = made.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
 /// Makes `dir`'s entries (files created, renamed or removed in it) durable.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()

@@ -56,6 +56,10 @@ pub enum LogError {
         position: u64,
         reason: String,
     },
+    /// The disk is full (or the quota spent): the write was undone and the log stays
+    /// writable. Retry once space is freed; nothing of it was written.
+    #[error("no space left for {}: nothing was written; retry once space is freed", path.display())]
+    DiskFull { path: PathBuf },
     /// An earlier write or sync failed; the log refuses writes until it is reopened.
     #[error("log refuses writes after an earlier I/O failure ({cause}); reopen it to recover")]
     Failed { cause: io::ErrorKind },
@@ -81,6 +85,22 @@ impl LogError {
     ) -> impl FnOnce(io::Error) -> LogError {
         let path = path.into();
         move |source| LogError::Io { op, path, source }
+    }
+
+    /// The error of a write whose effects are undone (or never were): a full disk is
+    /// [`LogError::DiskFull`], which leaves the log writable; any other failure stays an
+    /// I/O failure. Never for a sync of the log's data: a failed sync is never retried.
+    pub(crate) fn undone_write(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> LogError {
+        let path = path.into();
+        move |source| match source.kind() {
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+                LogError::DiskFull { path }
+            }
+            _ => LogError::Io { op, path, source },
+        }
     }
 
     /// Whether the log must be reopened before it accepts writes again.

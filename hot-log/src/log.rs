@@ -14,6 +14,10 @@
 //! - After any failed write or sync the log refuses every further write with
 //!   [`LogError::Failed`] and waiters get the same error; it must be reopened, which recovers
 //!   from what is durable. A failed `fdatasync` is never retried.
+//! - Except a full disk while appending or sealing: the write is undone (the bytes that
+//!   reached the segment cut off, a state file's temp file left to be rewritten) and the
+//!   append or roll fails with [`LogError::DiskFull`], leaving the log as it was and
+//!   writable. Retry once space is freed.
 //! - [`Log::maintain`] should be called periodically: it seals the active segment once it is
 //!   older than the configured age.
 
@@ -319,23 +323,28 @@ impl Shared {
     /// Order matters for recovery, which trusts every segment but the last: the old segment
     /// is synced and its index written before the new file exists, and the new file's name is
     /// durable (directory sync) before anything is appended to it.
+    ///
+    /// A full disk while writing the index or the snapshot or creating the new file is
+    /// [`LogError::DiskFull`] and changes nothing the log relies on: the old segment is still
+    /// active (an index file of the active segment is ignored and rewritten), so the roll
+    /// can be tried again.
     pub fn roll(&self, w: &mut Writer) -> Result<(), LogError> {
         let old = w.active.clone();
         let next = old.state().next_offset;
         old.file
             .sync_data()
             .map_err(LogError::io("fdatasync", &old.path))?;
-        old.state_mut().sealed = true;
         old.write_index(self.storage.as_ref(), &self.dir)?;
         self.write_producer_snapshot(&w.producers, next)?;
         let path = self.dir.join(segment::file_name(next, LOG_EXT));
         let file = self
             .storage
             .open(&path, true)
-            .map_err(LogError::io("create", &path))?;
+            .map_err(LogError::undone_write("create", &path))?;
         self.storage
             .sync_dir(&self.dir)
             .map_err(LogError::io("fsync directory", &self.dir))?;
+        old.state_mut().sealed = true;
         let mut state = Segment::empty_state();
         state.next_offset = next;
         let segment = Arc::new(Segment::new(next, path, file.clone(), state));
@@ -659,7 +668,9 @@ impl Log {
             return Ok(false);
         }
         let result = shared.roll(&mut w);
-        if let Err(e) = &result {
+        if let Err(e) = &result
+            && !matches!(e, LogError::DiskFull { .. })
+        {
             shared.fail(e);
         }
         result.map(|()| true)
@@ -674,7 +685,9 @@ impl Log {
             return Ok(());
         }
         let result = shared.roll(&mut w);
-        if let Err(e) = &result {
+        if let Err(e) = &result
+            && !matches!(e, LogError::DiskFull { .. })
+        {
             shared.fail(e);
         }
         result

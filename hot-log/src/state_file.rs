@@ -21,7 +21,9 @@ const FRAME_HEADER_LEN: usize = 12;
 /// Largest state file the log will read; anything bigger is corrupt.
 pub(crate) const STATE_FILE_MAX: u64 = 256 * 1024 * 1024;
 
-/// Replaces `dir/name` with `bytes` atomically and durably.
+/// Replaces `dir/name` with `bytes` atomically and durably. A full disk before the rename
+/// is [`LogError::DiskFull`]: the target is untouched, and the temp file is rewritten from
+/// scratch by the next attempt.
 pub(crate) fn write_atomically(
     storage: &dyn Storage,
     dir: &Path,
@@ -32,11 +34,14 @@ pub(crate) fn write_atomically(
     let target = dir.join(name);
     let file = storage
         .open(&temp, true)
-        .map_err(LogError::io("create", &temp))?;
-    file.set_len(0).map_err(LogError::io("truncate", &temp))?;
+        .map_err(LogError::undone_write("create", &temp))?;
+    file.set_len(0)
+        .map_err(LogError::undone_write("truncate", &temp))?;
     file.write_all_at(bytes, 0)
-        .map_err(LogError::io("write", &temp))?;
-    file.sync_data().map_err(LogError::io("fdatasync", &temp))?;
+        .map_err(LogError::undone_write("write", &temp))?;
+    // A failed sync of the temp file loses nothing: it is never renamed, and rewritten.
+    file.sync_data()
+        .map_err(LogError::undone_write("fdatasync", &temp))?;
     storage
         .rename(&temp, &target)
         .map_err(LogError::io("rename", &target))?;

@@ -13,14 +13,15 @@ pub use fs::FsStorage;
 
 use std::fmt::Debug;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A directory tree of files. Creating, renaming and removing a file is durable only after
-/// [`Storage::sync_dir`] on its directory returns.
+/// A directory tree of files. Creating, renaming and removing a file or a directory is
+/// durable only after [`Storage::sync_dir`] on its parent directory returns.
 pub trait Storage: Send + Sync + Debug + 'static {
-    /// Creates a directory and its parents (durable once the parents are synced).
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Creates a directory and its missing parents; returns the directories it created,
+    /// outermost first. Each is durable only once its parent is synced.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
     /// Names of the files directly in `dir`, in no particular order.
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Opens a file for reading and writing; with `create`, makes it if missing.

@@ -1,7 +1,8 @@
 //! Crash at every sync point: a randomized workload runs against `CrashStorage`, which hands
 //! over a crash image just before each sync takes effect. Every image, restored with several
 //! choices of which unsynced writes survive, must recover to a prefix of what was appended
-//! that holds every batch whose sync had been acknowledged when the image was taken.
+//! that holds every batch whose sync had been acknowledged when the image was taken. Some
+//! appends meet a full disk on the way, and are refused without harm to the log.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use floe_hot_log::storage::{CrashImage, SyncPoint};
-use floe_hot_log::{CrashStorage, Log, LogConfig, RetentionPolicy, Storage};
+use floe_hot_log::{CrashStorage, Log, LogConfig, LogError, RetentionPolicy, Storage};
 use floe_wire::{LeaderEpoch, Offset};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -30,6 +31,8 @@ struct Captured {
 struct History {
     records: Vec<(u64, Vec<u8>)>,
     batch_ends: Vec<usize>,
+    /// Appends refused on a full disk.
+    refused: usize,
 }
 
 fn run_workload(seed: u64, storage: &CrashStorage, acked: &AtomicUsize) -> History {
@@ -44,12 +47,25 @@ fn run_workload(seed: u64, storage: &CrashStorage, acked: &AtomicUsize) -> Histo
         } else {
             format!("s{seed}-op{op}")
         };
-        let appended = log
-            .append(
-                &batch(&tag, count, op),
-                LeaderEpoch::new(1 + (op / 20) as u32),
-            )
-            .expect("append");
+        // Now and then the disk is full for this append (or the roll before it): refused,
+        // undone, and the log goes on once space returns.
+        let full = rng.random_bool(0.08);
+        if full {
+            storage.fail_writes_after(rng.random_range(0..300));
+        }
+        let result = log.append(
+            &batch(&tag, count, op),
+            LeaderEpoch::new(1 + (op / 20) as u32),
+        );
+        storage.allow_writes();
+        let appended = match result {
+            Ok(appended) => appended,
+            Err(LogError::DiskFull { .. }) if full => {
+                history.refused += 1;
+                continue;
+            }
+            Err(e) => panic!("append: {e}"),
+        };
         for i in 0..count {
             history.records.push((
                 appended.base_offset.get() + u64::from(i),
@@ -136,7 +152,8 @@ fn check_recovery(seed: u64, captured: &Captured, history: &History, restore_see
     assert_eq!(again.log_end(), next.next_offset(), "{context}");
 }
 
-fn sweep(seed: u64) -> usize {
+/// Returns the sync points exercised and the appends refused on a full disk.
+fn sweep(seed: u64) -> (usize, usize) {
     let storage = CrashStorage::new();
     let acked = Arc::new(AtomicUsize::new(0));
     let captured = Arc::new(Mutex::new(Vec::new()));
@@ -169,7 +186,7 @@ fn sweep(seed: u64) -> usize {
         acked: history.batch_ends.len(),
     };
     check_recovery(seed, &end, &history, 0);
-    captured.len()
+    (captured.len(), history.refused)
 }
 
 #[test]
@@ -178,14 +195,17 @@ fn a_crash_at_any_sync_point_keeps_every_acknowledged_batch() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(12);
-    let mut points = 0;
+    let (mut points, mut refused) = (0, 0);
     for seed in 0..seeds {
-        points += sweep(seed);
+        let (p, r) = sweep(seed);
+        points += p;
+        refused += r;
     }
     assert!(
         points > seeds as usize * 50,
         "only {points} sync points exercised"
     );
+    assert!(refused > 0, "no append met a full disk");
 }
 
 #[test]
@@ -310,4 +330,39 @@ fn a_reset_is_all_or_nothing_across_a_crash() {
         }
     }
     assert!(reset_seen, "no crash image after the reset took effect");
+}
+
+#[test]
+fn a_directory_whose_parent_was_never_synced_is_lost_at_a_crash_with_its_files() {
+    let storage = CrashStorage::new();
+    let dir = std::path::Path::new("/data/streams/orders/0");
+    let made = storage.create_dir_all(dir).expect("directories");
+    let expected: Vec<std::path::PathBuf> = ["/", "/data", "/data/streams", "/data/streams/orders"]
+        .into_iter()
+        .map(Into::into)
+        .chain([dir.to_path_buf()])
+        .collect();
+    assert_eq!(made, expected);
+    let path = dir.join("00000000000000000000.log");
+    let file = storage.open(&path, true).expect("create");
+    file.write_all_at(b"synced", 0).expect("write");
+    file.sync_data().expect("sync");
+    storage.sync_dir(dir).expect("sync the directory");
+    // The file's name is durable in its directory, but the directory's own name is not.
+    let image = storage.crash_image();
+    assert!(
+        (0..64).any(|seed| image.restore(seed).list_dir(dir).is_err()),
+        "no crash lost a directory never made durable"
+    );
+    for parent in made.iter().filter_map(|d| d.parent()) {
+        storage.sync_dir(parent).expect("sync a parent");
+    }
+    let image = storage.crash_image();
+    for seed in 0..64 {
+        assert_eq!(
+            image.restore(seed).contents(&path).expect("file survives"),
+            b"synced",
+            "seed {seed}"
+        );
+    }
 }

@@ -189,6 +189,126 @@ fn torn_tail_is_truncated_on_recovery() {
     assert_eq!(next.base_offset, Offset::new(3));
 }
 
+/// Ten synced batches of 100 records in one active segment; returns the segment's path and
+/// each batch's byte position.
+fn ten_synced_batches(storage: &CrashStorage) -> (std::path::PathBuf, Vec<u64>) {
+    let config = LogConfig {
+        segment_bytes_max: 1 << 20,
+        ..small_config()
+    };
+    let log = open_crash(storage, config);
+    let mut positions = Vec::new();
+    let mut position = 0;
+    for i in 0..10 {
+        let bytes = batch(&format!("b{i}"), 100, 0);
+        positions.push(position);
+        position += bytes.len() as u64;
+        let a = log.append(&bytes, LeaderEpoch::new(1)).expect("append");
+        log.wait_synced_blocking(a.next_offset()).expect("sync");
+    }
+    assert!(log.sealed_segments().is_empty(), "one active segment");
+    drop(log);
+    (segment_path(&dir(), 0, "log"), positions)
+}
+
+fn active_config() -> LogConfig {
+    LogConfig {
+        segment_bytes_max: 1 << 20,
+        ..small_config()
+    }
+}
+
+#[test]
+fn rot_in_the_active_segment_refuses_open_and_truncates_nothing() {
+    let storage = CrashStorage::new();
+    let (path, positions) = ten_synced_batches(&storage);
+    let mut bytes = storage.contents(&path).expect("contents");
+    let damaged = bytes.len() / 3;
+    for byte in &mut bytes[damaged..damaged + 8] {
+        *byte ^= 0xff;
+    }
+    storage.replace_contents(&path, bytes.clone()).expect("rot");
+    let err = Log::open(Arc::new(storage.clone()), &dir(), active_config())
+        .expect_err("opened a log with acknowledged batches after damage");
+    let LogError::Corrupt {
+        file,
+        position,
+        reason,
+    } = err
+    else {
+        panic!("expected Corrupt, got {err:?}")
+    };
+    assert_eq!(file, path);
+    // The position is the start of the damaged batch.
+    let batch_start = *positions
+        .iter()
+        .rev()
+        .find(|&&p| p <= damaged as u64)
+        .expect("a batch holds the damage");
+    assert_eq!(position, batch_start, "{reason}");
+    assert!(reason.contains("valid batch continues"), "{reason}");
+    assert_eq!(
+        storage.contents(&path).expect("contents"),
+        bytes,
+        "the open changed the damaged segment"
+    );
+}
+
+#[test]
+fn a_batch_whose_base_offset_alone_was_damaged_is_rot_even_at_the_end() {
+    for which in [4, 9] {
+        let storage = CrashStorage::new();
+        let (path, positions) = ten_synced_batches(&storage);
+        let mut bytes = storage.contents(&path).expect("contents");
+        // The base offset is outside the checksum: the batch still checksums.
+        bytes[positions[which] as usize + 3] ^= 0x01;
+        storage.replace_contents(&path, bytes.clone()).expect("rot");
+        let err = Log::open(Arc::new(storage.clone()), &dir(), active_config())
+            .expect_err("opened a log whose batch offset was damaged");
+        let LogError::Corrupt { file, position, .. } = err else {
+            panic!("expected Corrupt, got {err:?}")
+        };
+        assert_eq!((file, position), (path.clone(), positions[which]));
+        assert_eq!(storage.contents(&path).expect("contents"), bytes);
+    }
+}
+
+#[test]
+fn a_torn_tail_followed_by_batches_that_do_not_continue_the_log_is_still_cut() {
+    let storage = CrashStorage::new();
+    let (path, _) = ten_synced_batches(&storage);
+    let whole = storage.contents(&path).expect("contents");
+    let mut bytes = whole.clone();
+    // A torn batch, then whole batches whose offsets cannot follow it: one stamped at offset
+    // 0 (as a producer sends it, or as a record's value could hold it) and one far beyond
+    // what the torn bytes could have held.
+    bytes.extend_from_slice(&batch("torn", 5, 0)[..70]);
+    bytes.extend_from_slice(&batch("unstamped", 3, 0));
+    let mut far = batch("far", 3, 0);
+    far[..8].copy_from_slice(&1_000_000u64.to_le_bytes());
+    bytes.extend_from_slice(&far);
+    storage.replace_contents(&path, bytes).expect("tear");
+    let log = Log::open(Arc::new(storage.clone()), &dir(), active_config()).expect("open");
+    assert_eq!(log.log_end(), Offset::new(1000));
+    drop(log);
+    assert_eq!(storage.contents(&path).expect("contents"), whole);
+}
+
+#[test]
+fn a_zeroed_torn_tail_is_cut() {
+    let storage = CrashStorage::new();
+    let (path, _) = ten_synced_batches(&storage);
+    let whole = storage.contents(&path).expect("contents");
+    let mut bytes = whole.clone();
+    // The length reached the disk, the data did not.
+    bytes.extend_from_slice(&[0u8; 8192]);
+    storage.replace_contents(&path, bytes).expect("tear");
+    let log = Log::open(Arc::new(storage.clone()), &dir(), active_config()).expect("open");
+    assert_eq!(log.log_end(), Offset::new(1000));
+    drop(log);
+    assert_eq!(storage.contents(&path).expect("contents"), whole);
+}
+
 #[test]
 fn corrupt_byte_in_a_sealed_segment_refuses_open_naming_file_and_position() {
     let storage = CrashStorage::new();
@@ -322,42 +442,95 @@ fn timestamp_lookup_finds_the_first_batch_at_or_after_it() {
 }
 
 #[test]
-fn full_disk_fails_the_log_until_it_is_reopened() {
+fn a_full_disk_refuses_appends_until_space_returns_and_loses_nothing() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     let a = log
         .append(&batch("a", 2, 0), LeaderEpoch::new(1))
         .expect("append");
     log.wait_synced_blocking(a.next_offset()).expect("sync");
+    let path = segment_path(&dir(), 0, "log");
+    let synced = storage.contents(&path).expect("contents");
     storage.fail_writes_after(10);
+    for attempt in 0..2 {
+        let err = log
+            .append(&batch("b", 2, 0), LeaderEpoch::new(1))
+            .expect_err("write on a full disk");
+        assert!(
+            matches!(err, LogError::DiskFull { .. }),
+            "{attempt}: {err:?}"
+        );
+    }
+    // A new epoch's history is not written either: nothing of the refused appends is left.
     let err = log
-        .append(&batch("b", 2, 0), LeaderEpoch::new(1))
+        .append(&batch("b", 2, 0), LeaderEpoch::new(2))
         .expect_err("write on a full disk");
-    assert!(matches!(err, LogError::Io { .. }), "{err:?}");
-    let err = log
-        .append(&batch("c", 1, 0), LeaderEpoch::new(1))
-        .expect_err("write after failure");
-    assert!(
-        matches!(
-            err,
-            LogError::Failed {
-                cause: std::io::ErrorKind::StorageFull
-            }
-        ),
-        "{err:?}"
-    );
-    drop(log);
+    assert!(matches!(err, LogError::DiskFull { .. }), "{err:?}");
+    assert_eq!(log.epoch_history().entries().len(), 1);
+    assert_eq!(log.log_end(), Offset::new(2));
+    assert_eq!(storage.contents(&path).expect("contents"), synced);
+
+    // Space returns: the same log takes the retry, once.
     storage.allow_writes();
+    let b = log
+        .append(&batch("b", 2, 0), LeaderEpoch::new(2))
+        .expect("append once space returns");
+    assert_eq!(b.base_offset, Offset::new(2));
+    log.wait_synced_blocking(b.next_offset()).expect("sync");
+    let values = |log: &Log| -> Vec<Vec<u8>> {
+        read_all(log, Offset::ZERO)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    };
+    let expected: Vec<Vec<u8>> = ["a-0", "a-1", "b-0", "b-1"]
+        .into_iter()
+        .map(|v| v.as_bytes().to_vec())
+        .collect();
+    assert_eq!(values(&log), expected);
+    drop(log);
     let log = open_crash(&storage, small_config());
+    assert_eq!(values(&log), expected);
     assert_eq!(
-        log.log_end(),
-        Offset::new(2),
-        "the partial write was truncated, the synced batch kept"
+        log.epoch_history().latest().map(|e| e.epoch),
+        Some(LeaderEpoch::new(2))
     );
-    let c = log
-        .append(&batch("c", 1, 0), LeaderEpoch::new(1))
-        .expect("append after reopen");
-    assert_eq!(c.base_offset, Offset::new(2));
+}
+
+#[test]
+fn a_full_disk_while_sealing_a_segment_leaves_it_active_until_space_returns() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    let mut expected = Vec::new();
+    let mut i = 0;
+    // Fill the active segment up to its size limit.
+    while log.size_bytes() + batch("x-00", 3, 0).len() as u64 <= 1024 {
+        let tag = format!("x-{i:02}");
+        log.append(&batch(&tag, 3, 0), LeaderEpoch::new(1))
+            .expect("append");
+        expected.extend((0..3).map(|r| format!("{tag}-{r}").into_bytes()));
+        i += 1;
+    }
+    // Whatever the roll writes first (the index) finds the disk full.
+    storage.fail_writes_after(0);
+    let err = log
+        .append(&batch("next", 3, 0), LeaderEpoch::new(1))
+        .expect_err("a roll on a full disk");
+    assert!(matches!(err, LogError::DiskFull { .. }), "{err:?}");
+    assert!(log.sealed_segments().is_empty(), "sealed without its index");
+    storage.allow_writes();
+    log.append(&batch("next", 3, 0), LeaderEpoch::new(1))
+        .expect("append once space returns");
+    expected.extend((0..3).map(|r| format!("next-{r}").into_bytes()));
+    log.wait_synced_blocking(log.log_end()).expect("sync");
+    assert_eq!(log.sealed_segments().len(), 1);
+    drop(log);
+    let log = open_crash(&storage, small_config());
+    let values: Vec<Vec<u8>> = read_all(&log, Offset::ZERO)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(values, expected);
 }
 
 #[test]

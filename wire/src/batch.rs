@@ -15,7 +15,7 @@ mod builder;
 mod record;
 
 pub use builder::{BatchBuilder, BuildError, control_batch};
-pub use record::{Headers, Record, RecordFault, Records};
+pub use record::{Headers, MIN_RECORD_LEN, Record, RecordFault, Records};
 
 use bytes::Bytes;
 

@@ -42,6 +42,9 @@ pub(super) fn hook(layers: &Layers) -> ScrapeHook {
         tier_backlog(m, &partitions);
         replication_lag(m, &partitions);
         m.disk_high_water.set(i64::from(disk.is_reached()));
+        let corrupt = partitions.corrupt_partitions().len();
+        m.partitions_corrupt
+            .set(i64::try_from(corrupt).unwrap_or(i64::MAX));
         m.mirror_tier(
             &tiering.store().metrics().snapshot(),
             tiering.reader().cache_memory_bytes(),

@@ -28,6 +28,9 @@ pub(crate) fn partition(
     if let Some(p) = state.partitions.get(stream.as_str(), id.get()) {
         return Ok(p);
     }
+    if let Some(corrupt) = state.partitions.corrupt(stream.as_str(), id.get()) {
+        return Err(Refusal::PartitionCorrupt(corrupt).into());
+    }
     let known = state
         .partitions
         .streams()
@@ -68,7 +71,7 @@ pub(crate) fn metadata(state: &Broker, request: MetadataRequest) -> Message {
 }
 
 fn stream_info(state: &Broker, name: &StreamName, entry: &StreamEntry) -> StreamInfo {
-    let partitions = (0..entry.partitions)
+    let mut partitions: Vec<PartitionMetadata> = (0..entry.partitions)
         .filter_map(|id| state.partitions.get(name.as_str(), id))
         .map(|p| {
             let backlog = p.upload_backlog();
@@ -95,6 +98,12 @@ fn stream_info(state: &Broker, name: &StreamName, entry: &StreamEntry) -> Stream
             }
         })
         .collect();
+    partitions.extend(
+        (0..entry.partitions)
+            .filter(|&id| state.partitions.corrupt(name.as_str(), id).is_some())
+            .map(|id| corrupt_partition(state, id)),
+    );
+    partitions.sort_by_key(|p| p.id);
     let effective = state.partitions.effective(entry);
     StreamInfo {
         ack_mode: entry.ack_mode,
@@ -108,6 +117,21 @@ fn stream_info(state: &Broker, name: &StreamName, entry: &StreamEntry) -> Stream
             retention_ms: effective.retention_ms,
         },
         partitions,
+    }
+}
+
+/// A partition in the `corrupt` state, as metadata: this broker holds it, so clients come here
+/// and are told it is corrupt (`CorruptData`); its offsets are not known (all zero).
+fn corrupt_partition(state: &Broker, id: u32) -> PartitionMetadata {
+    PartitionMetadata {
+        id: PartitionId::new(id),
+        leader: Some(state.advertised.clone()),
+        leader_epoch: LOCAL_EPOCH,
+        log_start: Offset::ZERO,
+        high_watermark: Offset::ZERO,
+        local_start: Offset::ZERO,
+        tier_end: Offset::ZERO,
+        upload_backlog: UploadBacklog::default(),
     }
 }
 

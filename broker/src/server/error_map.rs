@@ -12,6 +12,7 @@ use floe_wire::frame::{
 };
 use floe_wire::{Offset, StreamName};
 
+use crate::partition::corrupt::CorruptPartition;
 use crate::partitions::StreamError;
 use floe_wire::ErrorChain;
 
@@ -40,6 +41,10 @@ pub(crate) enum Refusal {
     UnknownPartition { stream: StreamName, partition: u32 },
     #[error("this broker does not lead stream {stream} partition {partition}")]
     NotLeader { stream: String, partition: u32 },
+    /// The partition is in the `corrupt` state: its log is damaged where recovery must not
+    /// cut it.
+    #[error("{0}")]
+    PartitionCorrupt(CorruptPartition),
     #[error("the disk is past its high-water mark; retry once tiering frees space")]
     DiskHighWater,
     #[error(transparent)]
@@ -94,6 +99,7 @@ impl Refusal {
             Refusal::UnknownStream(_) => ErrorCode::UnknownStream,
             Refusal::UnknownPartition { .. } => ErrorCode::UnknownPartition,
             Refusal::NotLeader { .. } | Refusal::FetchesOnly => ErrorCode::NotLeader,
+            Refusal::PartitionCorrupt(_) => ErrorCode::CorruptData,
             Refusal::DiskHighWater => ErrorCode::DiskHighWater,
             Refusal::Stream(e) => stream_code(e),
             Refusal::ObjectsLeft(_) => ErrorCode::StreamExists,
@@ -152,6 +158,8 @@ fn log_code(error: &LogError) -> ErrorCode {
         LogError::ProducerFenced { .. } => ErrorCode::ProducerFenced,
         LogError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequence,
         LogError::Corrupt { .. } => ErrorCode::CorruptData,
+        // Nothing was written and the log stays writable: the producer retries.
+        LogError::DiskFull { .. } => ErrorCode::DiskHighWater,
         LogError::InvalidConfig(_) => ErrorCode::Internal,
         LogError::Failed { .. } | LogError::Io { .. } => ErrorCode::LogFailed,
         LogError::Closed => ErrorCode::ShuttingDown,
@@ -199,6 +207,15 @@ fn controlplane_code(error: &RestError) -> ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_a_refusal_to_retry_not_a_failed_log() {
+        let refusal = Refusal::Log(LogError::DiskFull {
+            path: "/data/streams/orders/0/00000000000000000000.log".into(),
+        });
+        assert_eq!(refusal.code(), ErrorCode::DiskHighWater);
+        assert_eq!(refusal.code().retry_class(), floe_wire::RetryClass::Retry);
+    }
 
     #[test]
     fn an_offset_out_of_range_carries_the_readable_range() {

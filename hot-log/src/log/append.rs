@@ -10,6 +10,7 @@ use floe_wire::{LeaderEpoch, Offset};
 use super::{Appended, Log, Shared, Writer};
 use crate::LogError;
 use crate::producer_state::ProducerCheck;
+use crate::segment::Segment;
 
 /// Batches up to this size are stamped in a copy and written in one piece; larger ones are
 /// written as a stamped copy of their header followed by the rest, uncopied.
@@ -110,8 +111,11 @@ impl Log {
             });
         }
         let result = self.write_stamped(&mut w, bytes, &mut header, end, epoch);
-        if let Err(e) = &result {
-            shared.fail(e);
+        match &result {
+            // Undone: the log is as it was, and the producer may retry.
+            Err(LogError::DiskFull { .. }) => {}
+            Err(e) => shared.fail(e),
+            Ok(_) => {}
         }
         result
     }
@@ -152,8 +156,12 @@ impl Log {
         epoch: LeaderEpoch,
     ) -> Result<Appended, LogError> {
         let shared = &self.shared;
-        if w.epochs.assign(epoch, end) {
-            shared.write_epochs(&w.epochs)?;
+        if w.epochs.assign(epoch, end)
+            && let Err(e) = shared.write_epochs(&w.epochs)
+        {
+            // The new epoch starts at the log end: forgetting it undoes the assignment.
+            w.epochs.truncate_from(end);
+            return Err(e);
         }
         let (size, aged) = {
             let st = w.active.state();
@@ -196,7 +204,8 @@ impl Log {
 
 impl Shared {
     /// Writes a stamped batch, given as consecutive `pieces`, at the end of the active
-    /// segment and publishes it.
+    /// segment and publishes it. On a full disk the bytes written are cut off again and the
+    /// log is as before ([`LogError::DiskFull`]).
     fn write_batch(
         &self,
         w: &mut Writer,
@@ -207,10 +216,9 @@ impl Shared {
         let position = segment.state().size;
         let mut at = position;
         for piece in pieces {
-            segment
-                .file
-                .write_all_at(piece, at)
-                .map_err(LogError::io("write", &segment.path))?;
+            if let Err(source) = segment.file.write_all_at(piece, at) {
+                return Err(self.undo_write(&segment, position, source));
+            }
             at += piece.len() as u64;
         }
         {
@@ -241,5 +249,23 @@ impl Shared {
         }
         self.work.notify_one();
         Ok(())
+    }
+
+    /// The error of a batch write to `segment` at `position` that failed with `source`. A
+    /// full disk is undone: what part of the batch reached the file is cut off (it is not
+    /// synced yet, and no sync failed), so the log ends where it did and takes the retry.
+    fn undo_write(&self, segment: &Segment, position: u64, source: std::io::Error) -> LogError {
+        let error = LogError::undone_write("write", &segment.path)(source);
+        if !matches!(error, LogError::DiskFull { .. }) {
+            return error;
+        }
+        match segment.file.set_len(position) {
+            Ok(()) => error,
+            Err(source) => LogError::Io {
+                op: "cut a failed write from",
+                path: segment.path.clone(),
+                source,
+            },
+        }
     }
 }

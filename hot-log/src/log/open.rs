@@ -1,9 +1,11 @@
 //! Opening a log: recovery from whatever a crash left.
 //!
-//! Only the active (last) segment is scanned; its torn tail is truncated. Every other segment
-//! was synced before its successor existed, so it is trusted, and checked only through its
-//! index file; a missing or wrong index is rebuilt by scanning, and corruption found while
-//! doing so refuses the open with the file and byte position.
+//! Only the active (last) segment is scanned; its torn tail is truncated, but damage that a
+//! valid batch of the log follows is rot and refuses the open with the file and byte
+//! position, truncating nothing ([`scan`] has the rule). Every other segment was synced
+//! before its successor existed, so it is trusted, and checked only through its index file;
+//! a missing or wrong index is rebuilt by scanning, and corruption found while doing so
+//! refuses the open with the file and byte position.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -64,13 +66,14 @@ pub(super) fn open(
     config: LogConfig,
     empty_start: Offset,
 ) -> Result<Log, LogError> {
-    storage
+    let created = storage
         .create_dir_all(dir)
         .map_err(LogError::io("create directory", dir))?;
     super::reset::recover(storage.as_ref(), dir)?;
     let listing = list(storage.as_ref(), dir)?;
     let mut bases = listing.segments.clone();
     if bases.is_empty() {
+        make_directories_durable(storage.as_ref(), dir, &created)?;
         create_first_segment(storage.as_ref(), dir, empty_start)?;
         bases.push(empty_start);
     }
@@ -94,6 +97,32 @@ pub(super) fn open(
     let shared = new_shared(storage, dir, config, segments, writer);
     tracing::info!(dir = %dir.display(), segments = bases.len(), %log_end, "opened log");
     Log::from_shared(Arc::new(shared))
+}
+
+/// Makes the entries of a new log's directory and of the directories `create_dir_all` made
+/// for it durable, by syncing their parents. Before the first segment exists: a log with a
+/// segment has its directory durable, so only a log without one (new, or made by a process
+/// that died before this sync) needs it, and its directory's parent is synced even when this
+/// open did not create it.
+fn make_directories_durable(
+    storage: &dyn Storage,
+    dir: &Path,
+    created: &[PathBuf],
+) -> Result<(), LogError> {
+    let mut parents: Vec<&Path> = created
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([dir])
+        .filter_map(Path::parent)
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .collect();
+    parents.dedup();
+    for parent in parents {
+        storage
+            .sync_dir(parent)
+            .map_err(LogError::io("fsync directory", parent))?;
+    }
+    Ok(())
 }
 
 /// Creates the empty data file of a log's first segment, durably.
@@ -278,7 +307,8 @@ fn open_sealed(
     Ok(Segment::new(base, path, file, state))
 }
 
-/// Opens the active segment: scans it, truncates a torn tail and makes the rest durable.
+/// Opens the active segment: scans it, truncates a torn tail (refusing rot) and makes the
+/// rest durable.
 fn open_active(
     storage: &dyn Storage,
     dir: &Path,
@@ -290,6 +320,7 @@ fn open_active(
     let (state, stop) =
         Segment::scan_state(file.as_ref(), &path, base, len, config.index_interval_bytes)?;
     if let Some(stop) = stop {
+        refuse_rot(file.as_ref(), &path, len, &stop, state.next_offset)?;
         tracing::warn!(
             file = %path.display(), position = stop.position, reason = %stop.reason,
             dropped_bytes = len - stop.position, "truncating the torn tail of the active segment"
@@ -310,6 +341,41 @@ fn open_active(
             .map_err(LogError::io("fsync directory", dir))?;
     }
     Ok(Segment::new(base, path, file, state))
+}
+
+/// Refuses the open when the damage the scan of the active segment stopped at is followed by
+/// a valid batch of the log: that is rot, not a torn tail, and cutting it would drop batches
+/// that were synced and perhaps acknowledged (see [`scan`]'s documentation for the rule).
+fn refuse_rot(
+    file: &dyn StorageFile,
+    path: &Path,
+    len: u64,
+    stop: &scan::ScanStop,
+    expected: Offset,
+) -> Result<(), LogError> {
+    let after = scan::after_damage(file, len, stop.position, expected)
+        .map_err(LogError::io("read", path))?;
+    let reason = match after {
+        scan::AfterDamage::Nothing => return Ok(()),
+        scan::AfterDamage::ValidBatch {
+            position,
+            base_offset,
+        } => format!(
+            "{}; a valid batch continues the log at byte {position} (offset {base_offset}), so \
+             the data is damaged rather than torn by a crash, and it is not truncated",
+            stop.reason
+        ),
+        scan::AfterDamage::Unresolved { position } => format!(
+            "{}; whether valid batches follow is unresolved (checking stopped at byte \
+             {position}), so it is not truncated",
+            stop.reason
+        ),
+    };
+    Err(LogError::Corrupt {
+        file: path.to_path_buf(),
+        position: stop.position,
+        reason,
+    })
 }
 
 fn recover_epochs(

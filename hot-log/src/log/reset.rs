@@ -44,7 +44,8 @@ impl Log {
         shared.check_writable(&w)?;
         let result = reset_locked(shared, &mut w, start, base_epoch);
         if let Err(e) = &result
-            && e.is_fatal()
+            // A full disk part-way leaves it half done.
+            && (e.is_fatal() || matches!(e, LogError::DiskFull { .. }))
         {
             shared.fail(e);
         }

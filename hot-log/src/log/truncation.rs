@@ -31,7 +31,8 @@ impl Log {
         shared.check_writable(&w)?;
         let result = truncate_locked(shared, &mut w, to);
         if let Err(e) = &result
-            && e.is_fatal()
+            // A full disk part-way leaves it half done.
+            && (e.is_fatal() || matches!(e, LogError::DiskFull { .. }))
         {
             shared.fail(e);
         }

@@ -6,10 +6,10 @@
 //!   after a crash a file that was only appended to since then holds its durable bytes plus
 //!   any prefix of the newer ones, possibly ending in zeros (length reached the disk, data
 //!   did not); a file truncated or overwritten since holds either its old or its new bytes;
-//! - creating, renaming and removing names in a directory is durable only after
-//!   [`Storage::sync_dir`]; after a crash any prefix of the directory's pending operations
-//!   survives;
-//! - directories themselves are durable at once.
+//! - creating, renaming and removing names in a directory — files and directories alike — is
+//!   durable only after [`Storage::sync_dir`] on that directory; after a crash any prefix of
+//!   each directory's pending operations survives, and a directory that does not survive
+//!   takes everything under it along (a root, which has no parent, is durable at once).
 //!
 //! Faults can be injected: a write budget after which writes fail as a full disk would
 //! (writing what fits first), and a failing next `sync_data`.
@@ -56,6 +56,7 @@ struct Inner {
     durable_names: BTreeMap<PathBuf, u64>,
     pending: BTreeMap<PathBuf, Vec<DirOp>>,
     dirs: BTreeSet<PathBuf>,
+    durable_dirs: BTreeSet<PathBuf>,
     write_budget: Option<u64>,
     fail_next_sync: bool,
     sync_count: u64,
@@ -71,6 +72,7 @@ struct FileData {
 #[derive(Clone, Debug)]
 enum DirOp {
     Create { name: PathBuf, id: u64 },
+    CreateDir { name: PathBuf },
     Remove { name: PathBuf },
     Rename { from: PathBuf, to: PathBuf },
 }
@@ -80,8 +82,8 @@ enum DirOp {
 pub struct CrashImage {
     files: HashMap<u64, FileData>,
     durable_names: BTreeMap<PathBuf, u64>,
+    durable_dirs: BTreeSet<PathBuf>,
     pending: BTreeMap<PathBuf, Vec<DirOp>>,
-    dirs: BTreeSet<PathBuf>,
 }
 
 impl fmt::Debug for CrashImage {
@@ -101,30 +103,42 @@ impl CrashImage {
     pub fn restore(&self, seed: u64) -> CrashStorage {
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut names = self.durable_names.clone();
+        let mut dirs = self.durable_dirs.clone();
         for ops in self.pending.values() {
             let keep = rng.random_range(0..=ops.len());
             for op in &ops[..keep] {
-                apply(&mut names, op);
+                apply(&mut names, &mut dirs, op);
             }
         }
-        self.materialize(names, |data| surviving_bytes(data, &mut rng))
+        self.materialize(names, dirs, |data| surviving_bytes(data, &mut rng))
     }
 
     /// The storage if every pending write and directory operation happened to survive.
     pub fn restore_everything(&self) -> CrashStorage {
         let mut names = self.durable_names.clone();
+        let mut dirs = self.durable_dirs.clone();
         for op in self.pending.values().flatten() {
-            apply(&mut names, op);
+            apply(&mut names, &mut dirs, op);
         }
-        self.materialize(names, |data| data.written.clone())
+        self.materialize(names, dirs, |data| data.written.clone())
     }
 
-    /// A storage holding `names`, each file with the bytes `survive` picks, all durable.
+    /// A storage holding `names` in `dirs`, each file with the bytes `survive` picks, all
+    /// durable. What lies in a directory that did not survive is gone with it.
     fn materialize(
         &self,
-        names: BTreeMap<PathBuf, u64>,
+        mut names: BTreeMap<PathBuf, u64>,
+        mut dirs: BTreeSet<PathBuf>,
         mut survive: impl FnMut(&FileData) -> Vec<u8>,
     ) -> CrashStorage {
+        // Outermost first, so a directory is judged after its parent.
+        let all: Vec<PathBuf> = dirs.iter().cloned().collect();
+        for dir in all {
+            if !in_surviving_dir(&dir, &dirs) {
+                dirs.remove(&dir);
+            }
+        }
+        names.retain(|name, _| in_surviving_dir(name, &dirs));
         let empty = FileData::default();
         let files = names
             .values()
@@ -144,13 +158,20 @@ impl CrashImage {
             files,
             durable_names: names.clone(),
             names,
-            dirs: self.dirs.clone(),
+            durable_dirs: dirs.clone(),
+            dirs,
             ..Inner::default()
         };
         CrashStorage {
             inner: Arc::new(Mutex::new(inner)),
         }
     }
+}
+
+/// Whether `path`'s parent is in `dirs`; a path without one (a root) always is.
+fn in_surviving_dir(path: &Path, dirs: &BTreeSet<PathBuf>) -> bool {
+    path.parent()
+        .is_none_or(|p| p.as_os_str().is_empty() || dirs.contains(p))
 }
 
 fn surviving_bytes(data: &FileData, rng: &mut SmallRng) -> Vec<u8> {
@@ -173,10 +194,13 @@ fn surviving_bytes(data: &FileData, rng: &mut SmallRng) -> Vec<u8> {
     }
 }
 
-fn apply(names: &mut BTreeMap<PathBuf, u64>, op: &DirOp) {
+fn apply(names: &mut BTreeMap<PathBuf, u64>, dirs: &mut BTreeSet<PathBuf>, op: &DirOp) {
     match op {
         DirOp::Create { name, id } => {
             names.insert(name.clone(), *id);
+        }
+        DirOp::CreateDir { name } => {
+            dirs.insert(name.clone());
         }
         DirOp::Remove { name } => {
             names.remove(name);
@@ -261,8 +285,8 @@ impl Inner {
         CrashImage {
             files: self.files.clone(),
             durable_names: self.durable_names.clone(),
+            durable_dirs: self.durable_dirs.clone(),
             pending: self.pending.clone(),
-            dirs: self.dirs.clone(),
         }
     }
 
@@ -279,12 +303,32 @@ impl Inner {
 }
 
 impl Storage for CrashStorage {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
         let mut inner = self.lock();
-        for ancestor in dir.ancestors() {
-            inner.dirs.insert(ancestor.to_path_buf());
+        let mut created = Vec::new();
+        let ancestors: Vec<&Path> = dir.ancestors().collect();
+        for made in ancestors.into_iter().rev() {
+            if made.as_os_str().is_empty() || !inner.dirs.insert(made.to_path_buf()) {
+                continue;
+            }
+            match made.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => {
+                    let op = DirOp::CreateDir {
+                        name: made.to_path_buf(),
+                    };
+                    inner
+                        .pending
+                        .entry(parent.to_path_buf())
+                        .or_default()
+                        .push(op);
+                }
+                _ => {
+                    inner.durable_dirs.insert(made.to_path_buf());
+                }
+            }
+            created.push(made.to_path_buf());
         }
-        Ok(())
+        Ok(created)
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -357,8 +401,13 @@ impl Storage for CrashStorage {
         }
         let mut inner = self.lock();
         let ops = inner.pending.remove(dir).unwrap_or_default();
+        let Inner {
+            durable_names,
+            durable_dirs,
+            ..
+        } = &mut *inner;
         for op in &ops {
-            apply(&mut inner.durable_names, op);
+            apply(durable_names, durable_dirs, op);
         }
         Ok(())
     }

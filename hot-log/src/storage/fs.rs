@@ -4,7 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Storage, StorageFile};
@@ -14,8 +14,24 @@ use super::{Storage, StorageFile};
 pub struct FsStorage;
 
 impl Storage for FsStorage {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(dir)
+    fn create_dir_all(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.is_dir())
+            .collect();
+        let mut created = Vec::with_capacity(missing.len());
+        for made in missing.into_iter().rev() {
+            match std::fs::create_dir(made) {
+                // Made by another at the same moment, perhaps not durably yet: this caller
+                // makes it durable too.
+                Ok(()) => created.push(made.to_path_buf()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && made.is_dir() => {
+                    created.push(made.to_path_buf())
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(created)
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {

@@ -14,8 +14,9 @@
 
 use super::{BatchError, BatchHeader};
 
-/// Smallest possible record: all fixed fields, no key, empty value, no headers.
-pub(crate) const MIN_RECORD_LEN: usize = 4 + 4 + 8 + 4 + 4 + 2;
+/// Smallest possible record: all fixed fields, no key, empty value, no headers. So a batch
+/// of `n` bytes holds at most `(n - HEADER_LEN) / MIN_RECORD_LEN` records.
+pub const MIN_RECORD_LEN: usize = 4 + 4 + 8 + 4 + 4 + 2;
 
 /// What is wrong with one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

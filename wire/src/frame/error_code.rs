@@ -77,8 +77,8 @@ pub enum ErrorCode {
     /// The broker sheds load (in-flight bytes, request rate): back off, then retry. The
     /// details may say how long.
     Throttled = 96,
-    /// The broker's disk is past its high-water mark; it refuses publishes until space is
-    /// reclaimed rather than lose data.
+    /// The broker's disk is past its high-water mark, or was full when the partition wrote;
+    /// it refuses publishes until space is reclaimed rather than lose data.
     DiskHighWater = 97,
     /// The ack mode was not satisfied in time. The outcome of a publish is unknown; a retry
     /// with the same producer sequence is deduplicated.

@@ -1,0 +1,195 @@
+//! Rot in a partition's active segment, on a real `floe-broker dev` process: ten publishes of
+//! 100 records acknowledged with ack mode `leader`, SIGKILL, 8 bytes flipped a third of the way
+//! into the active segment, restart. The partition must come back `corrupt` — a clear error to
+//! its consumers and producers, the file and byte in the broker's log, counted in
+//! `floe_partitions_corrupt` — and never with fewer records and no error; another stream on
+//! the same broker goes on publishing and reading.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use floe_client::{
+    Client, ClientConfig, Consumer, ConsumerConfig, ErrorCode, FetchPosition, PartitionId,
+    StreamSettings,
+};
+use floe_wire::frame::{Message, Produce};
+use floe_wire::{AckMode, BatchBuilder, StreamName};
+
+fn rotting() -> StreamName {
+    StreamName::new("rotting").expect("name")
+}
+
+fn healthy() -> StreamName {
+    StreamName::new("healthy").expect("name")
+}
+
+/// One batch of 100 records.
+fn hundred(publish: u32) -> Bytes {
+    let mut b = BatchBuilder::new(1 << 20);
+    for i in 0..100 {
+        b.push(
+            1_000,
+            None,
+            format!("publish-{publish}-record-{i}").as_bytes(),
+            &[],
+        )
+        .expect("push");
+    }
+    b.finish().expect("finish")
+}
+
+/// Publishes one batch of 100 records and waits for its acknowledgement.
+async fn publish(conn: &quinn::Connection, stream: &StreamName, publish: u32) {
+    let produce = Message::Produce(Produce {
+        stream: stream.clone(),
+        partition: PartitionId::new(0),
+        batches: vec![hundred(publish)],
+    });
+    match request(conn, &produce).await {
+        Message::ProduceAck(ack) => assert!(ack.results[0].is_ok(), "{:?}", ack.results),
+        other => panic!("publish {publish} to {stream} answered {other:?}"),
+    }
+}
+
+/// The newest segment file of `stream`'s partition 0 under the broker's data directory.
+fn active_segment(data_dir: &Path, stream: &StreamName) -> PathBuf {
+    let dir = data_dir.join("streams").join(stream.as_str()).join("0");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+        .collect();
+    logs.sort();
+    logs.pop().expect("a segment file")
+}
+
+/// Reads `stream`'s partition 0 from the start until it is drained (a poll that finds
+/// nothing) or fails; returns the records read and the failure.
+async fn read_all(client: &Client, stream: &StreamName) -> (u64, Result<(), floe_client::Error>) {
+    let mut consumer = Consumer::new(
+        client.clone(),
+        stream.clone(),
+        PartitionId::new(0),
+        FetchPosition::Earliest,
+        ConsumerConfig::default(),
+    );
+    let mut read = 0;
+    loop {
+        match consumer.poll(Duration::from_millis(500)).await {
+            Ok(Some(_)) => read += 1,
+            Ok(None) => return (read, Ok(())),
+            Err(e) => return (read, Err(e)),
+        }
+    }
+}
+
+/// `text` without the terminal colour sequences of the broker's log.
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rot_in_the_active_segment_leaves_the_partition_corrupt_and_the_broker_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut broker = BrokerProcess::start(dir.path());
+    let listen = broker.addr().to_string();
+    let client = Client::connect(ClientConfig::from_profile(&broker.profile))
+        .await
+        .expect("connect");
+    for stream in [rotting(), healthy()] {
+        client
+            .create_stream(&stream, 1, AckMode::Leader, StreamSettings::default())
+            .await
+            .expect("create");
+    }
+    let conn = ready(broker.addr(), broker.ca()).await;
+    for i in 0..10 {
+        publish(&conn, &rotting(), i).await;
+    }
+    publish(&conn, &healthy(), 0).await;
+
+    broker.kill();
+    let segment = active_segment(&broker.data_dir, &rotting());
+    let mut bytes = std::fs::read(&segment).expect("segment");
+    let damaged = bytes.len() / 3;
+    // Every batch is the same size: the damaged one starts at a multiple of it.
+    let batch_bytes = bytes.len() / 10;
+    let damaged_batch = damaged / batch_bytes * batch_bytes;
+    for byte in &mut bytes[damaged..damaged + 8] {
+        *byte ^= 0xff;
+    }
+    std::fs::write(&segment, &bytes).expect("flip 8 bytes");
+
+    let broker = BrokerProcess::start_on(dir.path(), &listen);
+    let client = Client::connect(ClientConfig::from_profile(&broker.profile))
+        .await
+        .expect("connect after restart");
+
+    // The consumer is told, clearly, and gets no record of the damaged partition.
+    let (read, outcome) = read_all(&client, &rotting()).await;
+    let error = outcome.expect_err("a corrupt partition read without an error");
+    assert_eq!(error.code(), Some(ErrorCode::CorruptData), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("corrupt"), "{message}");
+    assert!(
+        message.contains(&segment.display().to_string()),
+        "the error does not name the file: {message}"
+    );
+    assert_eq!(read, 0, "records served from a corrupt partition");
+    // Producers too.
+    let conn = ready(broker.addr(), broker.ca()).await;
+    let produce = Message::Produce(Produce {
+        stream: rotting(),
+        partition: PartitionId::new(0),
+        batches: vec![hundred(10)],
+    });
+    match request(&conn, &produce).await {
+        Message::Error(e) => assert_eq!(e.code, ErrorCode::CorruptData, "{}", e.message),
+        other => panic!("a publish to a corrupt partition answered {other:?}"),
+    }
+    // The damaged file is untouched.
+    assert_eq!(std::fs::read(&segment).expect("segment"), bytes);
+
+    // The broker's log names the file and the byte; the metric counts the partition.
+    let log = without_colours(&std::fs::read_to_string(&broker.log_path).expect("broker log"));
+    let line = log
+        .lines()
+        .find(|l| l.contains("partition log is corrupt"))
+        .unwrap_or_else(|| panic!("no corrupt partition in the log:\n{log}"));
+    assert!(line.contains(&segment.display().to_string()), "{line}");
+    assert!(
+        line.contains(&format!("position={damaged_batch}")),
+        "{line}"
+    );
+    assert!(
+        !log.contains("truncating the torn tail"),
+        "recovery cut the damaged segment:\n{log}"
+    );
+    let metrics = broker.profile.metrics.clone().expect("metrics address");
+    let text = http_get(&metrics, "/metrics").await;
+    assert_eq!(metric(&text, "floe_partitions_corrupt"), 1.0, "{text}");
+
+    // The other stream goes on: it publishes and reads everything.
+    publish(&conn, &healthy(), 1).await;
+    let (read, outcome) = read_all(&client, &healthy()).await;
+    outcome.expect("the healthy stream reads");
+    assert_eq!(read, 200);
+}
