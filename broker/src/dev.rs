@@ -263,17 +263,12 @@ pub fn write_profile(
 /// Makes `name` the current profile when none is (or the current one's file is gone);
 /// whether `name` is now current. An operator's choice of another profile stands.
 fn make_current_unless_chosen(dir: &ProfileDir, name: &str) -> Result<bool> {
-    let file = dir.current_file();
-    let chosen = match std::fs::read_to_string(&file) {
-        Ok(text) => Some(text.trim().to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io("read", &file)(e)),
-    };
-    match chosen {
-        Some(chosen) if chosen == name => Ok(true),
-        Some(chosen) if check_name(&chosen).is_ok() && dir.named(&chosen).exists() => Ok(false),
+    // An unreadable or invalid choice is no choice: it is replaced.
+    match floe_client::current_profile(dir) {
+        Ok(Some(chosen)) if chosen == name => Ok(true),
+        Ok(Some(chosen)) if dir.named(&chosen).exists() => Ok(false),
         _ => {
-            write_atomically(&file, format!("{name}\n").as_bytes())?;
+            write_atomically(&dir.current_file(), format!("{name}\n").as_bytes())?;
             Ok(true)
         }
     }
