@@ -21,7 +21,9 @@ fi
 
 dir=$(mktemp -d)
 # Short long-polls: the fuzzer sends after_version and would otherwise wait 30 s a call.
-"$bin" --listen 127.0.0.1:0 --data-dir "$dir" --long-poll-max-ms 100 \
+# The fuzzer calls as the administrator, so that it reaches every handler.
+token=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+FLOE_ADMIN_TOKEN=$token "$bin" --listen 127.0.0.1:0 --data-dir "$dir" --long-poll-max-ms 100 \
   >"$dir/stdout" 2>"$dir/stderr" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -40,6 +42,7 @@ done
 # reported as schemathesis runtime errors.
 status=0
 .venv/bin/schemathesis run "$base/v1/openapi.json" \
+  --header "Authorization: Bearer $token" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
   --phases examples,coverage,fuzzing \
   --max-time "${FLOE_API_FUZZ_SECONDS:-90}" \

@@ -114,6 +114,7 @@ impl Replica {
                 &controlplane,
                 "--replica-id",
                 id,
+                "--insecure-no-auth",
             ])
             .arg("--data-dir")
             .arg(dir)

@@ -9,10 +9,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use floe_wire::ClientProfile;
+use floe_wire::auth::Secret;
 use floe_wire::profile::{DEV_PROFILE, ProfileDir, ProfileRef, check_name};
 
 use crate::run::Settings;
-use crate::state_file::{StateFileError, write_atomically};
+use crate::state_file::{StateFileError, write_atomically, write_private};
 use crate::tls::DevCertificates;
 
 /// Why `dev` could not set up.
@@ -51,6 +52,8 @@ pub enum DevError {
     NoProfileDir,
     #[error("--profile: {0}")]
     ProfileName(String),
+    #[error("no random bytes for a token: {0}")]
+    Random(String),
 }
 
 type Result<T, E = DevError> = std::result::Result<T, E>;
@@ -154,15 +157,65 @@ impl DevReplicas {
 /// Starts the embedded controlplane: SQLite in `<data-dir>/controlplane.db`, one replica
 /// per partition (a single broker), its REST API on `listen`, and read replicas between
 /// `replicas.min` and `replicas.max` as child processes.
+/// `dev`'s three tokens: its administrator's (written into the client profile), its
+/// broker's and its read replicas'. Kept under `tokens/` in the data directory, readable by
+/// their owner only, so that they survive restarts (and profiles written earlier keep
+/// working).
+#[derive(Clone)]
+pub struct DevTokens {
+    pub admin: Secret,
+    pub broker: Secret,
+    pub read_replica: Secret,
+}
+
+impl std::fmt::Debug for DevTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DevTokens(<redacted>)")
+    }
+}
+
+impl DevTokens {
+    /// Reads the tokens under `data_dir`, making those missing.
+    pub fn ensure(data_dir: &Path) -> Result<DevTokens> {
+        let dir = data_dir.join("tokens");
+        std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        let token = |name: &str| -> Result<Secret> {
+            let path = dir.join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(text) if !text.trim().is_empty() => return Ok(Secret::new(text.trim())),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("read", &path)(e)),
+            }
+            let mut random = [0u8; 32];
+            getrandom::fill(&mut random).map_err(|e| DevError::Random(e.to_string()))?;
+            let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
+            crate::state_file::write_private(&path, text.as_bytes())?;
+            Ok(Secret::new(text))
+        };
+        Ok(DevTokens {
+            admin: token("admin")?,
+            broker: token("broker")?,
+            read_replica: token("read-replica")?,
+        })
+    }
+}
+
 pub async fn start_controlplane(
     data_dir: &Path,
     listen: SocketAddr,
     replicas: &DevReplicas,
+    tokens: &DevTokens,
 ) -> Result<floe_controlplane::Running> {
     let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
         path: data_dir.join("controlplane.db"),
     });
     config.listen = listen;
+    config.auth = Some(floe_controlplane::BootstrapTokens {
+        admin: tokens.admin.expose().to_owned(),
+        broker: Some(tokens.broker.expose().to_owned()),
+        read_replica: Some(tokens.read_replica.expose().to_owned()),
+    });
     config.default_replication_factor = 1;
     // A lapsed dev replica is noticed within seconds, and the autoscaler decides each second.
     config.lease = std::time::Duration::from_secs(5);
@@ -177,15 +230,21 @@ pub async fn start_controlplane(
         config.read_replicas = floe_controlplane::ReadReplicaDriverConfig::Local {
             program: replicas.program.clone(),
             args: replicas.args.clone(),
-            env: Vec::new(),
+            // The children find their token in the environment, not on their command line.
+            env: vec![(
+                "FLOE_READ_REPLICA_TOKEN".to_owned(),
+                tokens.read_replica.expose().to_owned(),
+            )],
         };
     }
     let mut running = floe_controlplane::Controlplane::start(config).await?;
     running.wait_for_role(floe_wire::admin::Role::Leader).await;
     let policy_error = |what| move |source| DevError::ScalingPolicy { what, source };
-    let rest =
-        floe_client::rest::Controlplane::new(&format!("http://{}", running.local_addr()), None)
-            .map_err(policy_error("reach"))?;
+    let rest = floe_client::rest::Controlplane::new(
+        &format!("http://{}", running.local_addr()),
+        Some(tokens.admin.expose().to_owned()),
+    )
+    .map_err(policy_error("reach"))?;
     let mut policy = rest.scaling_policy().await.map_err(policy_error("read"))?;
     policy.min_replicas = replicas.min;
     policy.max_replicas = replicas.max;
@@ -221,6 +280,7 @@ pub fn write_profile(
     explicit: Option<&OsStr>,
     targets: &ProfileTargets,
     ca: &Path,
+    token: &Secret,
 ) -> Result<WrittenProfile> {
     let dir = ProfileDir::from_env(|k| std::env::var_os(k));
     let asked = explicit
@@ -243,12 +303,14 @@ pub fn write_profile(
         ca_cert: ca.to_path_buf(),
         metrics: targets.metrics.map(|m| m.to_string()),
         controlplane: targets.controlplane.map(|c| format!("http://{c}")),
+        token: Some(token.clone()),
     };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io("create", parent))?;
     }
     let bytes = serde_json::to_vec_pretty(&profile).map_err(DevError::EncodeProfile)?;
-    write_atomically(&path, &bytes)?;
+    // It holds the administrator's token.
+    write_private(&path, &bytes)?;
     let current = match (&name, &dir) {
         (Some(name), Some(dir)) => make_current_unless_chosen(dir, name)?,
         _ => false,

@@ -15,6 +15,7 @@
 //! 5. Assembly: [`run`] (start and stop a broker), [`read_replica`], [`dev`] (the
 //!    zero-configuration embedded default).
 
+pub mod auth;
 mod budget;
 pub mod catalog;
 mod clock;

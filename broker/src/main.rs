@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use floe_broker::run::ControlplaneSettings;
 use floe_broker::run::{self, DiskHighWater, Settings};
+use floe_broker::run::{ClientAuth, ControlplaneSettings};
 use floe_broker::tls::CertificatePaths;
 use floe_broker::{dev, read_replica, tls};
+use floe_controlplane::auth::read_secret;
 use floe_controlplane::logging::LogFormat;
+use floe_wire::auth::Secret;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -236,9 +238,19 @@ struct ServeArgs {
     /// catalog and are created over the client protocol.
     #[arg(long, env = "FLOE_CONTROLPLANE")]
     controlplane: Option<String>,
-    /// Bearer token for the controlplane, when it requires one.
-    #[arg(long, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
+    /// A file holding the token this broker calls the controlplane with (a principal of
+    /// kind `broker`, e.g. the controlplane's `--broker-token-file`), else FLOE_BROKER_TOKEN.
+    #[arg(long, env = "FLOE_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Without a controlplane: a file holding the one token clients must present (as a
+    /// `cluster-admin`), else FLOE_ADMIN_TOKEN. With one, clients present the tokens of the
+    /// principals it keeps.
+    #[arg(long, env = "FLOE_ADMIN_TOKEN_FILE", value_name = "PATH")]
+    admin_token_file: Option<PathBuf>,
+    /// Serve clients without authentication: anyone who reaches the client port may read,
+    /// write and delete every stream. Refused unless given; logged every minute.
+    #[arg(long, env = "FLOE_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
     /// Failure domain (e.g. an availability zone) reported to the controlplane.
     #[arg(long, env = "FLOE_ZONE")]
     zone: Option<String>,
@@ -268,9 +280,14 @@ struct ReadReplicaArgs {
     /// and finds the brokers.
     #[arg(long, env = "FLOE_CONTROLPLANE")]
     controlplane: String,
-    /// Bearer token for the controlplane, when it requires one.
-    #[arg(long, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
+    /// A file holding the token this replica calls the controlplane and the brokers with (a
+    /// principal of kind `read-replica`, e.g. the controlplane's
+    /// `--read-replica-token-file`), else FLOE_READ_REPLICA_TOKEN.
+    #[arg(long, env = "FLOE_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Serve consumers without authentication. Refused unless given; logged every minute.
+    #[arg(long, env = "FLOE_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
     /// The id to register under (a scaler that starts replicas names them) [default: one
     /// the controlplane assigns]
     #[arg(long, env = "FLOE_REPLICA_ID")]
@@ -342,22 +359,24 @@ async fn run_dev(args: DevArgs) -> Result<()> {
     let ca = data_dir.join("tls").join("ca.pem");
     let replicas =
         dev::DevReplicas::new(&settings, &ca, args.read_replicas, args.max_read_replicas)?;
+    let tokens = dev::DevTokens::ensure(&data_dir)?;
     let controlplane =
-        dev::start_controlplane(&data_dir, args.controlplane_listen, &replicas).await?;
+        dev::start_controlplane(&data_dir, args.controlplane_listen, &replicas, &tokens).await?;
     let controlplane_addr = controlplane.local_addr();
     settings.controlplane = Some(ControlplaneSettings {
         url: format!("http://{controlplane_addr}"),
-        admin_token: None,
+        token: Some(tokens.broker.expose().to_owned()),
         zone: None,
         peer_endpoint: None,
     });
+    settings.client_auth = ClientAuth::Controlplane;
     let running = run::start(settings).await?;
     let targets = dev::ProfileTargets {
         quic: running.quic_addr,
         metrics: running.metrics_addr,
         controlplane: Some(controlplane_addr),
     };
-    let profile = dev::write_profile(args.profile.as_deref(), &targets, &ca)?;
+    let profile = dev::write_profile(args.profile.as_deref(), &targets, &ca, &tokens.admin)?;
     eprintln!(
         "floe dev: broker on {} (QUIC), metrics on http://{}/metrics, controlplane on \
          http://{controlplane_addr}/v1",
@@ -406,9 +425,35 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     settings.metrics_listen = args.metrics_listen;
     settings.advertised = args.advertise;
     settings.broker_id = args.broker_id;
+    let env = |name: &str| std::env::var(name).ok();
+    let token = read_secret(
+        args.token_file.as_deref(),
+        env("FLOE_BROKER_TOKEN"),
+        "FLOE_BROKER_TOKEN",
+    )?;
+    let admin = read_secret(
+        args.admin_token_file.as_deref(),
+        env("FLOE_ADMIN_TOKEN"),
+        "FLOE_ADMIN_TOKEN",
+    )?;
+    settings.client_auth = match (args.insecure_no_auth, &args.controlplane, admin) {
+        (true, _, _) => ClientAuth::Insecure,
+        (false, Some(_), _) => ClientAuth::Controlplane,
+        (false, None, Some(admin)) => ClientAuth::AdminToken(admin),
+        (false, None, None) => anyhow::bail!(
+            "no authentication configured: give --controlplane (clients present the tokens of \
+             its principals), or --admin-token-file (or FLOE_ADMIN_TOKEN) for a broker on its \
+             own, or --insecure-no-auth to let anyone who reaches the port do anything"
+        ),
+    };
+    if args.insecure_no_auth {
+        tokio::spawn(floe_controlplane::auth::warn_insecure(
+            "the broker's client port",
+        ));
+    }
     settings.controlplane = args.controlplane.map(|url| ControlplaneSettings {
         url,
-        admin_token: args.admin_token,
+        token,
         zone: args.zone,
         peer_endpoint: args.peer_advertise,
     });
@@ -438,7 +483,17 @@ async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     settings.listen = args.listen;
     settings.metrics_listen = args.metrics_listen;
     settings.advertised = args.advertise;
-    settings.admin_token = args.admin_token;
+    let env = std::env::var("FLOE_READ_REPLICA_TOKEN").ok();
+    settings.token =
+        read_secret(args.token_file.as_deref(), env, "FLOE_READ_REPLICA_TOKEN")?.map(Secret::new);
+    settings.client_auth = if args.insecure_no_auth {
+        tokio::spawn(floe_controlplane::auth::warn_insecure(
+            "the read replica's client port",
+        ));
+        ClientAuth::Insecure
+    } else {
+        ClientAuth::Controlplane
+    };
     settings.replica_id = args.replica_id;
     settings.broker_server_name = args.broker_server_name;
     settings.window_bytes = usize::try_from(args.tail_window).unwrap_or(usize::MAX);

@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 
 use floe_client::{Client, ClientConfig};
 use floe_tier::{PartitionPath, RequestObserver, TierReader};
+use floe_wire::auth::Secret;
 use floe_wire::frame::{ConnectionLimits, Message};
 use floe_wire::{BrokerId, PartitionId, StreamName};
 use tokio::sync::watch;
 
+use crate::auth::{Access, Caller, ClientAuth};
 use crate::metrics::Metrics;
 use crate::quic::{ClientPort, ClientPortError};
 use crate::server::{self, Refusal, Service};
@@ -76,8 +78,12 @@ pub struct ReadReplicaSettings {
     /// `host:port` clients use; defaults to the bound address.
     pub advertised: Option<String>,
     /// The controlplane's REST URL and token: where the replica registers and finds brokers.
+    /// The token (a principal of kind `read-replica`) is also what the replica shows the
+    /// brokers it follows.
     pub controlplane: String,
-    pub admin_token: Option<String>,
+    pub token: Option<Secret>,
+    /// How callers on this replica's client port are checked.
+    pub client_auth: ClientAuth,
     /// The id to register under (the local autoscaler names the replicas it starts).
     pub replica_id: Option<String>,
     /// How the replica reaches the brokers as a client: their CA and certificate name.
@@ -116,7 +122,8 @@ impl ReadReplicaSettings {
             certificates,
             advertised: None,
             controlplane,
-            admin_token: None,
+            token: None,
+            client_auth: ClientAuth::Insecure,
             replica_id: None,
             broker_ca,
             broker_server_name: "localhost".to_owned(),
@@ -145,6 +152,8 @@ pub struct ReadReplica {
     fetch_wait_max: Duration,
     fetch_bytes_per_connection: u32,
     shutdown: watch::Receiver<bool>,
+    /// How callers are checked.
+    access: Arc<Access>,
     /// Load, as heartbeats report it.
     pub load: registration::Load,
 }
@@ -207,9 +216,14 @@ impl Service for ReadReplica {
         &self.shutdown
     }
 
+    fn access(&self) -> &Access {
+        &self.access
+    }
+
     async fn answer(
         self: &Arc<Self>,
         message: Message,
+        _caller: &Caller,
         started: Instant,
         _turn: Option<server::Turn<'_>>,
     ) -> Message {
@@ -262,9 +276,9 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
     let metrics = Metrics::new();
     let reader = open_reader(&settings).await?;
 
-    let rest =
-        floe_client::rest::Controlplane::new(&settings.controlplane, settings.admin_token.clone())
-            .map_err(ReadReplicaError::ControlplaneUrl)?;
+    let token = settings.token.as_ref().map(|t| t.expose().to_owned());
+    let rest = floe_client::rest::Controlplane::new(&settings.controlplane, token)
+        .map_err(ReadReplicaError::ControlplaneUrl)?;
     let brokers = connect_brokers(&rest, &settings).await?;
 
     let ClientPort {
@@ -275,7 +289,16 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
     } = bind_client_port(&settings)?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let access = Arc::new(Access::new(&settings.client_auth));
+    if settings.client_auth == ClientAuth::Controlplane {
+        tokio::spawn(crate::auth::refresh(
+            access.clone(),
+            rest.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     let state = Arc::new(ReadReplica {
+        access,
         reader,
         brokers,
         metrics: metrics.clone(),
@@ -405,6 +428,7 @@ async fn connect_brokers(
                     settings.broker_ca.clone(),
                 );
                 config.client_name = "floe-read-replica".to_owned();
+                config.token = settings.token.clone();
                 match Client::connect(config).await {
                     Ok(client) => return Ok(client),
                     Err(e) => tracing::warn!(error = %e, "no broker answered; retrying"),

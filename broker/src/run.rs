@@ -16,6 +16,7 @@ use floe_wire::frame::ConnectionLimits;
 use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
+use crate::auth::Access;
 pub use crate::disk::DiskHighWater;
 use crate::disk::DiskWatch;
 use crate::history_read_cap::HistoryReadCap;
@@ -29,6 +30,7 @@ use crate::session::{self, Session};
 use crate::tiering::{self, TierSettings, Tiering};
 use crate::tls::{self, CertificatePaths};
 
+pub use crate::auth::ClientAuth;
 pub use crate::session::ControlplaneSettings;
 
 /// Why a broker could not start, or stop cleanly.
@@ -50,6 +52,8 @@ pub enum StartError {
     ClientPort(#[from] crate::quic::ClientPortError),
     #[error(transparent)]
     Session(#[from] crate::session::SessionError),
+    #[error("checking clients against the controlplane's principals needs a controlplane")]
+    AuthWithoutControlplane,
     #[error(transparent)]
     Tiering(#[from] crate::tiering::TieringError),
     #[error(transparent)]
@@ -96,6 +100,9 @@ pub struct Settings {
     pub controlplane: Option<ControlplaneSettings>,
     /// The peer port, for replicated partitions (with a controlplane only).
     pub peer: Option<PeerSettings>,
+    /// How callers on the client port are checked; [`ClientAuth::Controlplane`] needs a
+    /// controlplane.
+    pub client_auth: ClientAuth,
 }
 
 /// Where this broker takes replication traffic from its peers, and its identity there.
@@ -135,6 +142,7 @@ impl Settings {
             stream_defaults: StreamDefaults::default(),
             disk_high_water: DiskHighWater::UsedFraction(0.9),
             history_read_bytes_per_second: None,
+            client_auth: ClientAuth::Insecure,
             controlplane: None,
             peer: None,
         }
@@ -203,7 +211,14 @@ pub async fn start(settings: Settings) -> Result<Running> {
         session,
         replication,
     };
-    let broker = client_service(&layers, &settings, broker_id, advertised, &shutdown_rx);
+    let access = client_access(&settings, layers.session.as_ref(), &shutdown_rx)?;
+    let broker = client_service(
+        &layers,
+        &settings,
+        (broker_id, advertised),
+        access,
+        &shutdown_rx,
+    );
     let readiness = crate::operators::Readiness::default();
     let (metrics_addr, metrics_server) =
         serve_operators(&layers.metrics, &readiness, settings.metrics_listen).await?;
@@ -248,12 +263,31 @@ fn broker_id(settings: &Settings, session: Option<&Arc<Session>>) -> BrokerId {
     session.map_or(BrokerId::new(settings.broker_id), |s| s.broker_id())
 }
 
+/// How the client port checks callers; with the controlplane's principals, the task that
+/// keeps them fresh is started here.
+fn client_access(
+    settings: &Settings,
+    session: Option<&Arc<Session>>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Arc<Access>> {
+    let access = Arc::new(Access::new(&settings.client_auth));
+    if settings.client_auth == ClientAuth::Controlplane {
+        let session = session.ok_or(StartError::AuthWithoutControlplane)?;
+        tokio::spawn(crate::auth::refresh(
+            access.clone(),
+            session.controlplane().clone(),
+            shutdown.clone(),
+        ));
+    }
+    Ok(access)
+}
+
 /// The broker's `Service` on the client port, over the layers below it.
 fn client_service(
     layers: &Layers,
     settings: &Settings,
-    broker_id: BrokerId,
-    advertised: Endpoint,
+    (broker_id, advertised): (BrokerId, Endpoint),
+    access: Arc<Access>,
     shutdown: &watch::Receiver<bool>,
 ) -> Arc<Broker> {
     Arc::new(Broker::new(BrokerParts {
@@ -270,6 +304,7 @@ fn client_service(
         shutdown: shutdown.clone(),
         fetch_bytes_per_connection: settings.fetch_bytes_per_connection,
         history_cap: HistoryReadCap::new(settings.history_read_bytes_per_second),
+        access,
     }))
 }
 

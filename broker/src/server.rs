@@ -24,7 +24,10 @@ use floe_wire::frame::{
 };
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
 
+use crate::auth::{Access, Caller};
 use crate::metrics::{ErrorLabels, Metrics};
+use floe_wire::auth::Action;
+use floe_wire::frame::MetadataResponse;
 
 pub(crate) use broker::{Broker, BrokerParts};
 pub(crate) use error_map::Refusal;
@@ -59,11 +62,15 @@ pub(crate) trait Service: Send + Sync + Sized + 'static {
     fn server_id(&self) -> BrokerId;
     /// Turns true when shutting down: new requests get `ShuttingDown`.
     fn shutdown(&self) -> &watch::Receiver<bool>;
-    /// The answer to one request, after the handshake. A produce request comes with its
-    /// turn: requests of one connection append in the order their streams were opened.
+    /// How callers are checked.
+    fn access(&self) -> &Access;
+    /// The answer to one request, after the handshake and the caller's check. A produce
+    /// request comes with its turn: requests of one connection append in the order their
+    /// streams were opened.
     fn answer(
         self: &Arc<Self>,
         message: Message,
+        caller: &Caller,
         started: Instant,
         turn: Option<Turn<'_>>,
     ) -> impl std::future::Future<Output = Message> + Send;
@@ -74,6 +81,8 @@ pub(crate) use order::Turn;
 /// Per-connection state.
 #[derive(Debug)]
 struct Connection {
+    /// Set by the first `Hello` whose token is accepted, before `version`.
+    caller: OnceLock<Caller>,
     version: OnceLock<ProtocolVersion>,
     /// Request bytes being handled; a stream waits here before reading its payload.
     in_flight: Semaphore,
@@ -98,6 +107,7 @@ async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<
     tracing::debug!(%remote, "connection open");
     state.metrics().connections.inc();
     let conn = Arc::new(Connection {
+        caller: OnceLock::new(),
         version: OnceLock::new(),
         in_flight: Semaphore::new(
             state.limits().max_in_flight_bytes.min(u64::from(u32::MAX)) as usize
@@ -223,7 +233,7 @@ async fn reserve_fetch<'c, S: Service>(
 
 /// Negotiates the connection's version, once: a repeated `Hello` is refused, and the
 /// connection keeps the version it negotiated first.
-fn answer_hello<S: Service>(state: &S, conn: &Connection, hello: &Hello) -> Message {
+async fn answer_hello<S: Service>(state: &S, conn: &Connection, hello: &Hello) -> Message {
     let answered = || Message::from(Refusal::HelloRepeated);
     if conn.version.get().is_some() {
         return answered();
@@ -232,8 +242,15 @@ fn answer_hello<S: Service>(state: &S, conn: &Connection, hello: &Hello) -> Mess
         Ok(version) => version,
         Err(e) => return Refusal::Version(e).into(),
     };
-    // Two Hellos racing on two streams: the first one's version stands.
-    if conn.version.set(version).is_err() {
+    let caller = match Caller::hello(state.access(), hello.auth_token.clone()).await {
+        Ok(caller) => caller,
+        Err(denied) => {
+            tracing::debug!(client = %hello.client_name, error = %denied, "Hello refused");
+            return Refusal::Denied(denied).into();
+        }
+    };
+    // Two Hellos racing on two streams: the first one's caller and version stand.
+    if conn.caller.set(caller).is_err() || conn.version.set(version).is_err() {
         return answered();
     }
     Message::HelloAck(HelloAck {
@@ -251,15 +268,47 @@ async fn handle<S: Service>(
     turn: Option<order::Turn<'_>>,
 ) -> Message {
     if let Message::Hello(hello) = &message {
-        return answer_hello(state.as_ref(), conn, hello);
+        return answer_hello(state.as_ref(), conn, hello).await;
     }
-    if conn.version.get().is_none() {
+    let (Some(caller), Some(_)) = (conn.caller.get(), conn.version.get()) else {
         return Refusal::HandshakeRequired.into();
-    }
+    };
     if *state.shutdown().borrow() {
         return Refusal::ShuttingDown.into();
     }
-    state.answer(message, started, turn).await
+    if let Err(denied) = caller.authorize(state.access(), &message) {
+        return Refusal::Denied(denied).into();
+    }
+    let asked_all = matches!(&message, Message::MetadataRequest(r) if r.streams.is_empty());
+    let answer = state.answer(message, caller, started, turn).await;
+    match answer {
+        Message::MetadataResponse(response) => {
+            Message::MetadataResponse(visible(state.access(), caller, response, asked_all))
+        }
+        other => other,
+    }
+}
+
+/// The part of a metadata answer the caller may see: a stream it may not describe is left
+/// out of a listing of every stream, and answered `Forbidden` when asked for by name.
+fn visible(
+    access: &Access,
+    caller: &Caller,
+    mut response: MetadataResponse,
+    asked_all: bool,
+) -> MetadataResponse {
+    if asked_all {
+        response
+            .streams
+            .retain(|stream| caller.may(access, Action::Describe, &stream.name));
+    } else {
+        for stream in &mut response.streams {
+            if !caller.may(access, Action::Describe, &stream.name) {
+                stream.result = Err(floe_wire::ErrorCode::Forbidden);
+            }
+        }
+    }
+    response
 }
 
 async fn respond<S: Service>(

@@ -58,17 +58,29 @@ pub enum SessionError {
     Register(#[source] RestError),
 }
 
-/// How this broker reaches its controlplane.
-#[derive(Debug, Clone)]
+/// How this broker reaches its controlplane. Its `Debug` never shows the token.
+#[derive(Clone)]
 pub struct ControlplaneSettings {
     /// Base URL of the REST API, e.g. `http://10.0.0.5:7300`.
     pub url: String,
-    /// Bearer token for the controlplane's mutating calls (register, heartbeat).
-    pub admin_token: Option<String>,
+    /// The bearer token this broker calls the controlplane with: a principal of kind
+    /// `broker` (e.g. the controlplane's `brokers` token).
+    pub token: Option<String>,
     /// Failure domain reported at registration.
     pub zone: Option<String>,
     /// Where peers reach this broker; the client address until replication has its port.
     pub peer_endpoint: Option<String>,
+}
+
+impl std::fmt::Debug for ControlplaneSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlplaneSettings")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("zone", &self.zone)
+            .field("peer_endpoint", &self.peer_endpoint)
+            .finish()
+    }
 }
 
 /// The longest an assignments long-poll waits before asking again.
@@ -104,8 +116,8 @@ impl Session {
         data_dir: &Path,
         client_endpoint: Endpoint,
     ) -> Result<Session, SessionError> {
-        let controlplane = Controlplane::new(&settings.url, settings.admin_token.clone())
-            .map_err(SessionError::Url)?;
+        let controlplane =
+            Controlplane::new(&settings.url, settings.token.clone()).map_err(SessionError::Url)?;
         let peer_endpoint = match &settings.peer_endpoint {
             Some(peer) => {
                 Endpoint::new(peer.clone()).map_err(|source| SessionError::PeerAddress {

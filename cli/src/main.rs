@@ -13,6 +13,7 @@ mod publish;
 mod read_replica;
 mod size;
 mod stream;
+mod token;
 mod version;
 
 use std::ffi::OsString;
@@ -23,6 +24,7 @@ use clap::{Args, Parser, Subcommand};
 use floe_client::rest::Controlplane;
 use floe_client::{Client, ClientConfig};
 use floe_wire::ClientProfile;
+use floe_wire::auth::Secret;
 
 /// What `floe --version` prints after the name: the version and the commit
 /// `FLOE_BUILD_COMMIT` named at build time (`scripts/package.sh` sets it), like the servers.
@@ -73,15 +75,17 @@ pub struct ConnectionArgs {
         help_heading = CONNECTION
     )]
     controlplane: Option<String>,
-    /// Bearer token for the controlplane's mutating calls.
+    /// The token that proves who you are, to the brokers and the controlplane [default:
+    /// the profile's]. Prefer FLOE_TOKEN or the profile: other users of the machine can read
+    /// a command line.
     #[arg(
         long,
         global = true,
-        env = "FLOE_ADMIN_TOKEN",
+        env = "FLOE_TOKEN",
         hide_env_values = true,
         help_heading = CONNECTION
     )]
-    admin_token: Option<String>,
+    token: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -110,6 +114,11 @@ enum Remote {
     Stream {
         #[command(subcommand)]
         command: stream::StreamCommand,
+    },
+    /// Create, list and revoke principals' tokens (controlplane, cluster-admin).
+    Token {
+        #[command(subcommand)]
+        command: token::TokenCommand,
     },
     /// List and drain brokers (controlplane).
     Broker {
@@ -198,6 +207,9 @@ fn run(cli: Cli) -> Result<()> {
                 Remote::ReadReplica { command } => {
                     return read_replica::read_replica(controlplane, command, cli.json).await;
                 }
+                Remote::Token { command } => {
+                    return token::run(controlplane, command, cli.json).await;
+                }
                 command => return remote(&cli.connection, profile, command, cli.json).await,
             }
         }
@@ -214,12 +226,13 @@ async fn remote(
 ) -> Result<()> {
     let config = client_config(connection, profile.as_ref())?;
     match command {
-        Remote::Broker { .. } | Remote::Cluster { .. } | Remote::ReadReplica { .. } => {
-            Err(anyhow::anyhow!(
-                "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
+        Remote::Broker { .. }
+        | Remote::Cluster { .. }
+        | Remote::ReadReplica { .. }
+        | Remote::Token { .. } => Err(anyhow::anyhow!(
+            "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
                  the profile `floe-broker dev` writes"
-            ))
-        }
+        )),
         Remote::Stream { command } => stream::run(config, command, json).await,
         Remote::Publish(args) => publish::run(config, args, json).await,
         Remote::Consume(args) => consume::run(config, args, json).await,
@@ -251,7 +264,7 @@ fn controlplane(
         .controlplane
         .clone()
         .or_else(|| profile.and_then(|p| p.controlplane.clone()));
-    url.map(|url| Controlplane::new(&url, args.admin_token.clone()))
+    url.map(|url| Controlplane::new(&url, token(args, profile).map(|t| t.expose().to_owned())))
         .transpose()
         .context("the controlplane URL")
 }
@@ -276,12 +289,21 @@ fn client_config(args: &ConnectionArgs, profile: Option<&ClientProfile>) -> Resu
         .or_else(|| profile.map(|p| p.server_name.clone()))
         .unwrap_or_else(|| host_of(&endpoint).to_string());
     let mut config = ClientConfig::new(endpoint, server_name, ca_cert);
+    config.token = token(args, profile);
     // With the controlplane known, consumers read history through the read replicas.
     config.controlplane = args
         .controlplane
         .clone()
         .or_else(|| profile.and_then(|p| p.controlplane.clone()));
     Ok(config)
+}
+
+/// The token from the flag (or FLOE_TOKEN), else the profile's.
+fn token(args: &ConnectionArgs, profile: Option<&ClientProfile>) -> Option<Secret> {
+    args.token
+        .clone()
+        .map(Secret::new)
+        .or_else(|| profile.and_then(|p| p.token.clone()))
 }
 
 /// The host part of `host:port` (without the brackets of an IPv6 address).

@@ -2,6 +2,8 @@
 //! current. A profile says where the cluster is (a broker's QUIC endpoint, the CA, the
 //! controlplane); `floe-broker dev` writes the one named `dev`.
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -21,7 +23,7 @@ pub enum ProfileCommand {
     /// Print a profile (the current one without NAME).
     Show { name: Option<String> },
     /// Write the profile NAME from the connection flags (--endpoint, --ca-cert,
-    /// --server-name, --controlplane) or from a profile file (--from).
+    /// --server-name, --controlplane, --token or FLOE_TOKEN) or from a profile file (--from).
     Create {
         name: String,
         /// Copy this profile file (e.g. the `client_profile` output of the Terraform
@@ -171,7 +173,12 @@ fn show(dir: &ProfileDir, name: Option<String>, json: bool) -> Result<()> {
     };
     let profile = floe_client::read_profile(&path)?;
     if json {
-        print_json(&serde_json::to_value(&profile)?)?;
+        let mut value = serde_json::to_value(&profile)?;
+        // The secret stays in the file.
+        if profile.token.is_some() {
+            value["token"] = serde_json::json!("<set>");
+        }
+        print_json(&value)?;
     } else {
         let mut text = format!(
             "profile {} ({})\n",
@@ -186,6 +193,9 @@ fn show(dir: &ProfileDir, name: Option<String>, json: bool) -> Result<()> {
         }
         if let Some(metrics) = &profile.metrics {
             text.push_str(&format!("metrics: {metrics}\n"));
+        }
+        if profile.token.is_some() {
+            text.push_str("token: set (not shown)\n");
         }
         print(&text)?;
     }
@@ -218,6 +228,7 @@ fn from_flags(args: &ConnectionArgs) -> Result<ClientProfile> {
         ca_cert,
         metrics: None,
         controlplane: args.controlplane.clone(),
+        token: args.token.clone().map(floe_wire::auth::Secret::new),
     })
 }
 
@@ -257,7 +268,15 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let parent = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     let temporary = path.with_extension("tmp");
-    std::fs::write(&temporary, bytes)
+    let _ = std::fs::remove_file(&temporary);
+    // A profile may hold a token: readable by its owner only, from its first byte on.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)
+        .with_context(|| format!("creating {}", temporary.display()))?;
+    file.write_all(bytes)
         .with_context(|| format!("writing {}", temporary.display()))?;
     std::fs::rename(&temporary, path).with_context(|| format!("writing {}", path.display()))
 }

@@ -84,7 +84,8 @@ impl Client {
         let transport = Arc::new(Transport::new(&config, remote[0])?);
         let mut routes = Routes::new(config.clone(), transport, &endpoints);
         if let Some(url) = &config.controlplane {
-            let rest = crate::rest::Controlplane::new(url, None).map_err(|e| {
+            let token = config.token.as_ref().map(|t| t.expose().to_owned());
+            let rest = crate::rest::Controlplane::new(url, token).map_err(|e| {
                 Error::Config(crate::error::ConfigError::Invalid {
                     field: "controlplane",
                     reason: e.to_string(),

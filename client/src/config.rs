@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_wire::ClientProfile;
+use floe_wire::auth::Secret;
 use floe_wire::profile::{DEV_PROFILE, ProfileDir, ProfileRef, check_name};
 
 use crate::error::ConfigError;
@@ -53,6 +54,9 @@ pub struct ClientConfig {
     /// replicas while any are live (see [`ConsumerConfig`](crate::ConsumerConfig)); without
     /// it, from the partitions' leaders.
     pub controlplane: Option<String>,
+    /// The token sent in `Hello` (and to the controlplane): who this client is. `None`
+    /// connects anonymously, which only a server run with `--insecure-no-auth` accepts.
+    pub token: Option<Secret>,
 }
 
 impl ClientConfig {
@@ -74,6 +78,7 @@ impl ClientConfig {
             reconnect_backoff_max: Duration::from_secs(2),
             client_name: format!("floe-client/{}", env!("CARGO_PKG_VERSION")),
             controlplane: None,
+            token: None,
         }
     }
 
@@ -85,6 +90,7 @@ impl ClientConfig {
             profile.ca_cert.clone(),
         );
         config.controlplane = profile.controlplane.clone();
+        config.token = profile.token.clone();
         config
     }
 
@@ -203,8 +209,11 @@ mod tests {
             ca_cert: "/tmp/ca.pem".into(),
             metrics: None,
             controlplane: None,
+            token: Some(Secret::new("floe_t")),
         };
         let config = ClientConfig::from_profile(&profile);
+        assert_eq!(config.token, Some(Secret::new("floe_t")));
+        assert!(!format!("{config:?}").contains("floe_t"));
         assert_eq!(config.endpoint, "127.0.0.1:7100");
         assert_eq!(config.server_name, "localhost");
         assert_eq!(config.ca_cert, PathBuf::from("/tmp/ca.pem"));

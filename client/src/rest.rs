@@ -24,6 +24,8 @@ use floe_wire::admin::{
     Readiness, RegisterBrokerRequest, RegisterBrokerResponse, RegisterReadReplicaRequest,
     RegisterReadReplicaResponse, ScalingPolicy, StreamDescription, StreamInfo, StreamList,
 };
+use floe_wire::admin::{CreatePrincipalRequest, CreatedToken, PrincipalList, WhoAmI};
+use floe_wire::auth::CredentialTable;
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -80,12 +82,22 @@ fn code_name(code: ApiErrorCode) -> String {
         .unwrap_or_else(|| format!("{code:?}"))
 }
 
-/// A client of one controlplane's REST API. Cheap to clone.
-#[derive(Debug, Clone)]
+/// A client of one controlplane's REST API. Cheap to clone. Its `Debug` never shows the
+/// token.
+#[derive(Clone)]
 pub struct Controlplane {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+}
+
+impl std::fmt::Debug for Controlplane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controlplane")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl Controlplane {
@@ -119,6 +131,16 @@ impl Controlplane {
     /// The base URL.
     pub fn url(&self) -> &str {
         &self.base
+    }
+
+    /// The same controlplane, called with another token: a broker forwarding a client's
+    /// request calls as that client, so that the controlplane decides on the client.
+    pub fn with_token(&self, token: Option<String>) -> Controlplane {
+        Controlplane {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            token,
+        }
     }
 
     async fn call<T: DeserializeOwned>(
@@ -380,6 +402,55 @@ impl Controlplane {
         self.call::<serde_json::Value>(Method::DELETE, &path, None, CALL_TIMEOUT)
             .await
             .map(|_| ())
+    }
+
+    /// `GET /v1/principals`: every principal, its grants and its tokens' key ids.
+    pub async fn principals(&self) -> Result<PrincipalList, RestError> {
+        self.get("/v1/principals").await
+    }
+
+    /// `POST /v1/principals`: a new principal and its first token.
+    pub async fn create_principal(
+        &self,
+        request: &CreatePrincipalRequest,
+    ) -> Result<CreatedToken, RestError> {
+        self.send(Method::POST, "/v1/principals", request).await
+    }
+
+    /// `POST /v1/principals/{name}/tokens`: another token for a principal.
+    pub async fn add_token(&self, name: &str) -> Result<CreatedToken, RestError> {
+        let path = format!("/v1/principals/{}/tokens", path_segment(name));
+        self.expect(Method::POST, &path, None, CALL_TIMEOUT).await
+    }
+
+    /// `DELETE /v1/principals/{name}`: the principal and all its tokens.
+    pub async fn revoke_principal(&self, name: &str) -> Result<(), RestError> {
+        let path = format!("/v1/principals/{}", path_segment(name));
+        self.call::<serde_json::Value>(Method::DELETE, &path, None, CALL_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+
+    /// `DELETE /v1/principals/{name}/tokens/{key_id}`: one token.
+    pub async fn revoke_token(&self, name: &str, key_id: &str) -> Result<(), RestError> {
+        let path = format!(
+            "/v1/principals/{}/tokens/{}",
+            path_segment(name),
+            path_segment(key_id)
+        );
+        self.call::<serde_json::Value>(Method::DELETE, &path, None, CALL_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+
+    /// `GET /v1/auth/credentials`: what brokers and read replicas check callers against.
+    pub async fn credentials(&self) -> Result<CredentialTable, RestError> {
+        self.get("/v1/auth/credentials").await
+    }
+
+    /// `GET /v1/auth/whoami`: the principal this client's token proves.
+    pub async fn whoami(&self) -> Result<WhoAmI, RestError> {
+        self.get("/v1/auth/whoami").await
     }
 }
 

@@ -1,68 +1,151 @@
-//! The REST API under `/v1`: routes, the guard every request passes (leadership, admin
-//! token), and JSON failures for unknown routes. Handlers live in the children, one file per
+//! The REST API under `/v1`: routes and their policies, the guards every request passes
+//! (leadership, then who the caller is and what the route lets them do), and JSON failures
+//! for unknown routes. Handlers live in the children, one file per
 //! resource; the bodies are [`floe_wire::admin`] types.
 
 mod brokers;
+mod caller;
 mod election_reports;
 pub(crate) mod error;
 mod extract;
 mod groups;
 mod health;
 pub(crate) mod openapi;
+mod principals;
 mod read_replicas;
 mod streams;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use floe_wire::admin::Role;
+use floe_wire::auth::{Action, PrincipalKind};
+
+pub(crate) use caller::{Caller, Policy};
 
 use crate::api::error::Failure;
 use crate::cluster::Cluster;
 use crate::store::Store;
 
-/// Every route, as `(method, path)` in OpenAPI's path syntax. The OpenAPI document must
-/// describe exactly these (checked by a test), and the router serves exactly these besides
-/// `GET /metrics`.
-#[cfg(test)]
-pub(crate) const ROUTES: &[(&str, &str)] = &[
-    ("get", "/v1/health"),
-    ("get", "/v1/ready"),
-    ("get", "/v1/openapi.json"),
-    ("get", "/v1/streams"),
-    ("post", "/v1/streams"),
-    ("get", "/v1/streams/{name}"),
-    ("patch", "/v1/streams/{name}"),
-    ("delete", "/v1/streams/{name}"),
-    ("put", "/v1/streams/{name}/retention"),
-    ("get", "/v1/brokers"),
-    ("post", "/v1/brokers"),
-    ("post", "/v1/brokers/{broker_id}/heartbeat"),
-    ("post", "/v1/brokers/{broker_id}/drain"),
-    ("post", "/v1/brokers/{broker_id}/undrain"),
-    ("get", "/v1/brokers/{broker_id}/assignments"),
-    ("post", "/v1/brokers/{broker_id}/elections"),
-    ("get", "/v1/groups"),
-    ("get", "/v1/groups/{group}/offsets"),
-    ("post", "/v1/groups/{group}/offsets"),
-    ("post", "/v1/groups/{group}/reset"),
-    ("get", "/v1/read-replicas"),
-    ("post", "/v1/read-replicas"),
-    ("post", "/v1/read-replicas/{replica_id}/heartbeat"),
-    ("post", "/v1/read-replicas/{replica_id}/drain"),
-    ("delete", "/v1/read-replicas/{replica_id}"),
-    ("get", "/v1/scaling-policy"),
-    ("put", "/v1/scaling-policy"),
+/// Every route, as `(method, path, policy)` in OpenAPI's path syntax. The OpenAPI document
+/// must describe exactly these (checked by a test), the router serves exactly these besides
+/// `GET /metrics` and the probes, and each is checked against its policy before its handler
+/// runs.
+pub(crate) const ROUTES: &[(&str, &str, Policy)] = &[
+    ("get", "/v1/health", Policy::Open),
+    ("get", "/v1/ready", Policy::Open),
+    ("get", "/v1/openapi.json", Policy::Open),
+    ("get", "/v1/streams", Policy::InHandler),
+    ("post", "/v1/streams", Policy::InHandler),
+    (
+        "get",
+        "/v1/streams/{name}",
+        Policy::Stream(Action::Describe),
+    ),
+    ("patch", "/v1/streams/{name}", Policy::Stream(Action::Admin)),
+    (
+        "delete",
+        "/v1/streams/{name}",
+        Policy::Stream(Action::Admin),
+    ),
+    (
+        "put",
+        "/v1/streams/{name}/retention",
+        Policy::Stream(Action::Admin),
+    ),
+    ("get", "/v1/brokers", Policy::Authenticated),
+    ("post", "/v1/brokers", Policy::Kind(PrincipalKind::Broker)),
+    (
+        "post",
+        "/v1/brokers/{broker_id}/heartbeat",
+        Policy::Kind(PrincipalKind::Broker),
+    ),
+    (
+        "post",
+        "/v1/brokers/{broker_id}/drain",
+        Policy::ClusterAdmin,
+    ),
+    (
+        "post",
+        "/v1/brokers/{broker_id}/undrain",
+        Policy::ClusterAdmin,
+    ),
+    (
+        "get",
+        "/v1/brokers/{broker_id}/assignments",
+        Policy::Kind(PrincipalKind::Broker),
+    ),
+    (
+        "post",
+        "/v1/brokers/{broker_id}/elections",
+        Policy::Kind(PrincipalKind::Broker),
+    ),
+    ("get", "/v1/groups", Policy::ClusterAdmin),
+    ("get", "/v1/groups/{group}/offsets", Policy::InHandler),
+    ("post", "/v1/groups/{group}/offsets", Policy::InHandler),
+    ("post", "/v1/groups/{group}/reset", Policy::InHandler),
+    ("get", "/v1/read-replicas", Policy::Authenticated),
+    (
+        "post",
+        "/v1/read-replicas",
+        Policy::Kind(PrincipalKind::ReadReplica),
+    ),
+    (
+        "post",
+        "/v1/read-replicas/{replica_id}/heartbeat",
+        Policy::Kind(PrincipalKind::ReadReplica),
+    ),
+    (
+        "post",
+        "/v1/read-replicas/{replica_id}/drain",
+        Policy::ClusterAdmin,
+    ),
+    (
+        "delete",
+        "/v1/read-replicas/{replica_id}",
+        Policy::Kind(PrincipalKind::ReadReplica),
+    ),
+    ("get", "/v1/scaling-policy", Policy::ClusterAdmin),
+    ("put", "/v1/scaling-policy", Policy::ClusterAdmin),
+    ("get", "/v1/principals", Policy::ClusterAdmin),
+    ("post", "/v1/principals", Policy::ClusterAdmin),
+    ("delete", "/v1/principals/{principal}", Policy::ClusterAdmin),
+    (
+        "post",
+        "/v1/principals/{principal}/tokens",
+        Policy::ClusterAdmin,
+    ),
+    (
+        "delete",
+        "/v1/principals/{principal}/tokens/{key_id}",
+        Policy::ClusterAdmin,
+    ),
+    ("get", "/v1/auth/credentials", Policy::ClusterMember),
+    ("get", "/v1/auth/whoami", Policy::Authenticated),
 ];
+
+/// The policy of the route `request` matched; routes outside [`ROUTES`] (the probes, the
+/// metrics) are open.
+fn policy(method: &Method, request: &Request) -> Policy {
+    let Some(path) = request.extensions().get::<MatchedPath>() else {
+        return Policy::Open;
+    };
+    let method = method.as_str().to_ascii_lowercase();
+    ROUTES
+        .iter()
+        .find(|(m, p, _)| *m == method && *p == path.as_str())
+        .map_or(Policy::Open, |(_, _, policy)| *policy)
+}
 
 /// Paths served by standbys too, and without a token. `/healthz` and `/readyz` are the same
 /// as `/v1/health` and `/v1/ready`, at the paths load balancers and orchestrators probe
-/// on every Floe process; like `/metrics`, they are outside the `/v1` API and its document.
+/// on every Floe process; like `/metrics` (which says no more than the probes and the
+/// document), they are outside the `/v1` API and its document.
 const OPEN_PATHS: &[&str] = &[
     "/v1/health",
     "/v1/ready",
@@ -80,6 +163,11 @@ pub(crate) fn router<S: Store>(cluster: Arc<Cluster<S>>) -> Router {
         .merge(broker_routes::<S>())
         .merge(group_routes::<S>())
         .merge(read_replica_routes::<S>())
+        .merge(principal_routes::<S>())
+        .route_layer(middleware::from_fn_with_state(
+            cluster.clone(),
+            caller::authorize::<S>,
+        ))
         .fallback(|request: Request| async move {
             Failure::RouteNotFound(request.uri().path().to_owned())
         })
@@ -181,38 +269,39 @@ fn read_replica_routes<S: Store>() -> Routes<S> {
         )
 }
 
-/// Refuses API calls on a standby, and mutating calls without the admin token.
+/// Principals and their tokens, and the table brokers and read replicas check callers
+/// against.
+fn principal_routes<S: Store>() -> Routes<S> {
+    Router::new()
+        .route(
+            "/v1/principals",
+            get(principals::list::<S>).post(principals::create::<S>),
+        )
+        .route(
+            "/v1/principals/{principal}",
+            delete(principals::revoke::<S>),
+        )
+        .route(
+            "/v1/principals/{principal}/tokens",
+            post(principals::add_token::<S>),
+        )
+        .route(
+            "/v1/principals/{principal}/tokens/{key_id}",
+            delete(principals::revoke_token::<S>),
+        )
+        .route("/v1/auth/credentials", get(principals::credentials::<S>))
+        .route("/v1/auth/whoami", get(principals::whoami))
+}
+
+/// Refuses API calls on a standby; who may call what is `caller::authorize`'s.
 async fn guard<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
     request: Request,
     next: Next,
 ) -> Response {
     let open = OPEN_PATHS.contains(&request.uri().path());
-    if !open {
-        let mutating = !matches!(*request.method(), Method::GET | Method::HEAD);
-        if mutating && let Some(token) = &cluster.config.admin_token {
-            let presented = request
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "));
-            if !presented.is_some_and(|presented| same_secret(presented, token)) {
-                return Failure::Unauthorized.into_response();
-            }
-        }
-        if cluster.role() != Role::Leader {
-            return Failure::NotLeader.into_response();
-        }
+    if !open && cluster.role() != Role::Leader {
+        return Failure::NotLeader.into_response();
     }
     next.run(request).await
-}
-
-/// Compares secrets in time independent of where they differ.
-fn same_secret(presented: &str, expected: &str) -> bool {
-    presented.len() == expected.len()
-        && presented
-            .bytes()
-            .zip(expected.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
 }

@@ -12,6 +12,7 @@ use floe_wire::BrokerId;
 use floe_wire::admin::Role;
 use tokio::sync::{Mutex, MutexGuard, Notify, watch};
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::partition_election::Ballots;
@@ -22,6 +23,8 @@ use crate::store::{Store, StoreError};
 pub(crate) struct Cluster<S> {
     pub(crate) store: S,
     pub(crate) config: Config,
+    /// Who callers are; `None` without authentication.
+    pub(crate) auth: Option<Auth>,
     role: watch::Sender<Role>,
     /// The latest assignment version. Only the leader writes, so its own writes are all
     /// there is to notice; a new leader reloads it from the store before it serves.
@@ -56,6 +59,7 @@ impl<S: Store> Cluster<S> {
     pub(crate) fn new(store: S, config: Config, shutdown: watch::Receiver<bool>) -> Cluster<S> {
         Cluster {
             store,
+            auth: config.auth.as_ref().map(Auth::new),
             config,
             role: watch::Sender::new(Role::Standby),
             versions: watch::Sender::new(0),

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::BootstrapTokens;
 use crate::driver::ReadReplicaDriverConfig;
 
 /// Where the metadata lives.
@@ -24,9 +25,10 @@ pub struct Config {
     /// HTTP address of the REST API; port 0 picks a free one (see `Running::local_addr`).
     pub listen: SocketAddr,
     pub database: Database,
-    /// When set, every mutating call (POST, PUT, DELETE) must carry
-    /// `Authorization: Bearer <token>`.
-    pub admin_token: Option<String>,
+    /// The tokens of the first administrator, the brokers and the read replicas. When set,
+    /// every call but the probes must carry `Authorization: Bearer <token>` of a principal
+    /// allowed to make it; `None` runs without authentication (`--insecure-no-auth`).
+    pub auth: Option<BootstrapTokens>,
     /// A broker is declared dead this long after its last heartbeat.
     pub lease: Duration,
     /// How often brokers are told to heartbeat; well under `lease`.
@@ -67,7 +69,7 @@ impl Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7300)),
             database,
-            admin_token: None,
+            auth: None,
             lease: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(3),
             reconcile_interval: Duration::from_secs(1),

@@ -8,6 +8,7 @@
 //! response types are in [`floe_wire::admin`]. See `docs/controlplane.md`.
 
 mod api;
+pub mod auth;
 pub mod autoscale;
 mod autoscale_loop;
 mod cluster;
@@ -23,6 +24,7 @@ mod reconcile;
 mod running;
 pub mod store;
 
+pub use auth::BootstrapTokens;
 pub use config::{Config, Database};
 pub use driver::ReadReplicaDriverConfig;
 pub use metrics::BuildLabels;

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use floe_controlplane::auth::read_secret;
 use floe_controlplane::driver::aws_asg::AsgConfig;
 use floe_controlplane::driver::kubernetes::KubernetesConfig;
 use floe_controlplane::logging::LogFormat;
-use floe_controlplane::{Config, Controlplane, Database, ReadReplicaDriverConfig};
+use floe_controlplane::{BootstrapTokens, Config, Controlplane, Database, ReadReplicaDriverConfig};
 
 /// Floe's controlplane: the REST API, metadata store, placement, leases and the read
 /// replica autoscaler.
@@ -34,9 +35,23 @@ struct Args {
     /// Where the SQLite database lives (`<data-dir>/controlplane.db`).
     #[arg(long, env = "FLOE_DATA_DIR", required_unless_present = "database_url")]
     data_dir: Option<PathBuf>,
-    /// Bearer token every mutating call must carry.
-    #[arg(long, env = "FLOE_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
+    /// A file holding the first administrator's token (a `cluster-admin` principal named
+    /// `admin`), else FLOE_ADMIN_TOKEN in the environment. Secrets never come from the
+    /// command line, where every user of the machine can read them.
+    #[arg(long, env = "FLOE_ADMIN_TOKEN_FILE", value_name = "PATH")]
+    admin_token_file: Option<PathBuf>,
+    /// A file holding the token brokers register with (principal `brokers`), else
+    /// FLOE_BROKER_TOKEN.
+    #[arg(long, env = "FLOE_BROKER_TOKEN_FILE", value_name = "PATH")]
+    broker_token_file: Option<PathBuf>,
+    /// A file holding the token read replicas register with (principal `read-replicas`),
+    /// else FLOE_READ_REPLICA_TOKEN.
+    #[arg(long, env = "FLOE_READ_REPLICA_TOKEN_FILE", value_name = "PATH")]
+    read_replica_token_file: Option<PathBuf>,
+    /// Serve without authentication: anyone who reaches the API may do anything. Refused
+    /// unless given; logged as a warning every minute.
+    #[arg(long, env = "FLOE_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
     /// A broker is declared dead this long after its last heartbeat [default: 10s].
     #[arg(long, env = "FLOE_LEASE", alias = "lease-ms", value_parser = parse_duration)]
     lease: Option<Duration>,
@@ -143,6 +158,34 @@ struct Args {
 }
 
 impl Args {
+    /// The bootstrap tokens, or `None` with `--insecure-no-auth`; an error when neither.
+    fn auth(
+        &self,
+        variable: &impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Option<BootstrapTokens>> {
+        let secret =
+            |file: &Option<PathBuf>, name: &str| read_secret(file.as_deref(), variable(name), name);
+        let admin = secret(&self.admin_token_file, "FLOE_ADMIN_TOKEN")?;
+        let broker = secret(&self.broker_token_file, "FLOE_BROKER_TOKEN")?;
+        let read_replica = secret(&self.read_replica_token_file, "FLOE_READ_REPLICA_TOKEN")?;
+        match (admin, self.insecure_no_auth) {
+            (Some(_), true) => {
+                anyhow::bail!("--insecure-no-auth and an admin token both given: choose one")
+            }
+            (Some(admin), false) => Ok(Some(BootstrapTokens {
+                admin,
+                broker,
+                read_replica,
+            })),
+            (None, true) => Ok(None),
+            (None, false) => anyhow::bail!(
+                "no authentication configured: give the first administrator's token with \
+                 --admin-token-file (or FLOE_ADMIN_TOKEN), or run with --insecure-no-auth to \
+                 let anyone who reaches the API do anything"
+            ),
+        }
+    }
+
     /// The read replica driver the flags name (at most one).
     fn driver(&self) -> anyhow::Result<ReadReplicaDriverConfig> {
         let named = [
@@ -187,6 +230,7 @@ impl Args {
     /// spellings (`FLOE_LEASE_MS`, …), which count when the new one is absent.
     fn config(self, variable: impl Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
         let driver = self.driver()?;
+        let auth = self.auth(&variable)?;
         let duration = |given: Option<Duration>, old_variable: &str| match given {
             Some(duration) => Ok(Some(duration)),
             None => variable(old_variable)
@@ -206,7 +250,7 @@ impl Args {
         };
         let mut config = Config::new(database);
         config.listen = self.listen;
-        config.admin_token = self.admin_token;
+        config.auth = auth;
         config.lease = duration(self.lease, "FLOE_LEASE_MS")?.unwrap_or(config.lease);
         config.heartbeat_interval =
             duration(self.heartbeat_interval, "FLOE_HEARTBEAT_INTERVAL_MS")?
@@ -261,6 +305,11 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(path = %path.display(), "settings from the configuration file, under flags and environment");
     }
     let config = args.config(|name| std::env::var(name).ok())?;
+    if config.auth.is_none() {
+        tokio::spawn(floe_controlplane::auth::warn_insecure(
+            "the controlplane's REST API",
+        ));
+    }
     let running = Controlplane::start(config)
         .await
         .context("starting the controlplane")?;
@@ -285,9 +334,41 @@ async fn main() -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    /// Parses `flags` after a data directory, reading no old variables.
+    /// Parses `flags` after a data directory, with an admin token in the environment and no
+    /// other variable.
     fn config(flags: &[&str]) -> Result<Config, String> {
-        config_with(flags, &[])
+        config_with(flags, &[("FLOE_ADMIN_TOKEN", "t0ken")])
+    }
+
+    #[test]
+    fn authentication_is_required_unless_refused_out_loud() {
+        let error = config_with(&[], &[]).expect_err("no authentication");
+        assert!(error.contains("--insecure-no-auth"), "{error}");
+        assert!(
+            config_with(&["--insecure-no-auth"], &[])
+                .expect("as set up")
+                .auth
+                .is_none()
+        );
+        let both = config(&["--insecure-no-auth"]).expect_err("both");
+        assert!(both.contains("choose one"), "{both}");
+        let dir = tempfile::tempdir().expect("as set up");
+        let file = dir.path().join("broker-token");
+        std::fs::write(&file, "b-token\n").expect("as set up");
+        let broker_flag = format!("--broker-token-file={}", file.display());
+        let auth = config(&[&broker_flag])
+            .expect("as set up")
+            .auth
+            .expect("tokens");
+        assert_eq!(auth.admin, "t0ken");
+        assert_eq!(auth.broker.as_deref(), Some("b-token"));
+        assert_eq!(auth.read_replica, None);
+        std::fs::write(&file, " \n").expect("as set up");
+        let empty = config(&[&broker_flag]).expect_err("empty file");
+        assert!(empty.contains("is empty"), "{empty}");
+        // Secrets are never flags.
+        assert!(config(&["--admin-token", "x"]).is_err());
+        assert!(!format!("{auth:?}").contains("t0ken"));
     }
 
     fn config_with(flags: &[&str], variables: &[(&str, &str)]) -> Result<Config, String> {
@@ -349,6 +430,7 @@ mod tests {
         let variables = [
             ("FLOE_LEASE_MS", "3000"),
             ("FLOE_AUTOSCALE_INTERVAL_MS", "500"),
+            ("FLOE_ADMIN_TOKEN", "t0ken"),
         ];
         let config =
             config_with(&["--autoscale-interval", "1s"], &variables).expect("valid variables");
@@ -357,8 +439,14 @@ mod tests {
         // The flag wins over the old variable.
         assert_eq!(config.autoscale_interval, Duration::from_secs(1));
 
-        let error = config_with(&[], &[("FLOE_REPLACE_DEAD_AFTER_MS", "soon")])
-            .expect_err("not a duration");
+        let error = config_with(
+            &[],
+            &[
+                ("FLOE_REPLACE_DEAD_AFTER_MS", "soon"),
+                ("FLOE_ADMIN_TOKEN", "t"),
+            ],
+        )
+        .expect_err("not a duration");
         assert!(
             error.contains("FLOE_REPLACE_DEAD_AFTER_MS")
                 && error.contains("`soon` is not a duration"),

@@ -2,7 +2,8 @@
 //!
 //! [`MetadataStore`] holds the cluster (streams, partitions, replica assignments, leaders and
 //! epochs, brokers and their leases); [`GroupOffsetStore`] consumer-group offsets;
-//! [`ReadReplicaStore`] read replicas and their scaling policy. [`SqlStore`] implements all
+//! [`ReadReplicaStore`] read replicas and their scaling policy; [`PrincipalStore`] who may
+//! do what. [`SqlStore`] implements all
 //! three on SQLite (the embedded default) and PostgreSQL. The conformance suite in
 //! `tests/store_conformance.rs` runs against both.
 //!
@@ -26,6 +27,7 @@ use floe_wire::admin::{
     PartitionReport, ReadReplicaHeartbeat, ReadReplicaInfo, ScalingPolicy, StreamConfig,
     StreamDescription, StreamInfo,
 };
+use floe_wire::auth::{Credential, Principal};
 use floe_wire::{BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
 
 pub use sql::{Backend, SqlStore};
@@ -46,6 +48,12 @@ pub enum StoreError {
     BrokerNotFound { id: BrokerId },
     #[error("broker {id}'s lease lapsed; it must register again")]
     LeaseExpired { id: BrokerId },
+    #[error("principal `{name}` exists already")]
+    PrincipalExists { name: String },
+    #[error("no principal `{name}`")]
+    PrincipalNotFound { name: String },
+    #[error("principal `{name}` has no token `{key_id}`")]
+    TokenNotFound { name: String, key_id: String },
     #[error("no read replica `{id}`")]
     ReadReplicaNotFound { id: String },
     #[error("read replica `{id}`'s lease lapsed; it must register again")]
@@ -388,7 +396,61 @@ pub trait ReadReplicaStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-/// Everything the controlplane keeps.
-pub trait Store: MetadataStore + GroupOffsetStore + ReadReplicaStore {}
+/// A principal as stored, with its tokens' hashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPrincipal {
+    pub principal: Principal,
+    pub tokens: Vec<StoredToken>,
+}
 
-impl<T: MetadataStore + GroupOffsetStore + ReadReplicaStore> Store for T {}
+/// One token of a principal: its key id and hash, and when it was minted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredToken {
+    pub key: Credential,
+    pub created_at_ms: u64,
+}
+
+/// Principals, their grants and the hashes of their tokens. Every change increases the
+/// principals version in the same transaction; brokers and read replicas follow it.
+pub trait PrincipalStore: Send + Sync + 'static {
+    /// Creates a principal with its first token; `PrincipalExists` if the name is taken.
+    /// Returns the new principals version.
+    fn create_principal(
+        &self,
+        principal: &Principal,
+        token: &Credential,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Adds a token to a principal (rotation: the old one stays valid until revoked).
+    fn add_token(
+        &self,
+        name: &str,
+        token: &Credential,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Deletes a principal and every token of it.
+    fn revoke_principal(&self, name: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Deletes one token of a principal.
+    fn revoke_token(
+        &self,
+        name: &str,
+        key_id: &str,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Every principal, ordered by name, with its tokens (oldest first), and the principals
+    /// version they are consistent with.
+    fn principals(
+        &self,
+    ) -> impl Future<Output = Result<(u64, Vec<StoredPrincipal>), StoreError>> + Send;
+
+    /// The current principals version.
+    fn principals_version(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+/// Everything the controlplane keeps.
+pub trait Store: MetadataStore + GroupOffsetStore + ReadReplicaStore + PrincipalStore {}
+
+impl<T: MetadataStore + GroupOffsetStore + ReadReplicaStore + PrincipalStore> Store for T {}

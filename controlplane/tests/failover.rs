@@ -28,6 +28,7 @@ impl Process {
                 database_url,
                 "--election-interval-ms",
                 "100",
+                "--insecure-no-auth",
             ])
             .env("FLOE_LOG", "warn")
             .stdout(Stdio::piped())

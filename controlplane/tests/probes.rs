@@ -9,7 +9,11 @@ use common::{get, start_sqlite};
 async fn healthz_and_readyz_answer_on_a_leader_without_a_token() {
     let dir = tempfile::tempdir().expect("tempdir");
     let running = start_sqlite(dir.path(), |config| {
-        config.admin_token = Some("secret".to_owned());
+        config.auth = Some(floe_controlplane::BootstrapTokens {
+            admin: "secret".to_owned(),
+            broker: None,
+            read_replica: None,
+        });
     })
     .await;
     let addr = running.local_addr();

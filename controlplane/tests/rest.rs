@@ -285,46 +285,6 @@ async fn every_documented_route_is_served() {
 }
 
 #[tokio::test]
-async fn mutating_calls_need_the_admin_token_when_one_is_set() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let running = start_sqlite(dir.path(), |config| {
-        config.admin_token = Some("s3cret".to_owned());
-    })
-    .await;
-    let addr = running.local_addr();
-    live_broker(addr, 7100, Some("s3cret")).await;
-    let refused = post(addr, "/v1/streams", &orders(1)).await;
-    assert_eq!((refused.status, refused.code()), (401, "unauthorized"));
-    let wrong = call(
-        addr,
-        "POST",
-        "/v1/streams",
-        Some(&orders(1)),
-        Some("s3creT"),
-    )
-    .await;
-    assert_eq!(wrong.status, 401);
-    let accepted = call(
-        addr,
-        "POST",
-        "/v1/streams",
-        Some(&orders(1)),
-        Some("s3cret"),
-    )
-    .await;
-    assert_eq!(accepted.status, 201);
-    let deleted = call(addr, "DELETE", "/v1/streams/orders", None, None).await;
-    assert_eq!(deleted.status, 401);
-    assert_eq!(
-        get(addr, "/v1/streams").await.status,
-        200,
-        "reads need no token"
-    );
-    assert_eq!(get(addr, "/v1/ready").await.status, 200);
-    running.shutdown().await;
-}
-
-#[tokio::test]
 async fn group_offsets_are_committed_listed_and_reset() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start_sqlite(dir.path(), |_| {}).await;

@@ -10,6 +10,7 @@ mod broker;
 mod error;
 mod group;
 mod health;
+mod principal;
 mod read_replica;
 mod stream;
 
@@ -24,6 +25,9 @@ pub use group::{
     ResetOffsetsRequest, ResetTarget,
 };
 pub use health::{Build, Health, Readiness, Role};
+pub use principal::{
+    CreatePrincipalRequest, CreatedToken, PrincipalInfo, PrincipalList, TokenInfo, WhoAmI,
+};
 pub use read_replica::{
     MAX_READ_REPLICA_ID_LEN, ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo,
     ReadReplicaList, ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse,

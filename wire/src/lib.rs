@@ -12,6 +12,7 @@
 
 mod ack_mode;
 pub mod admin;
+pub mod auth;
 mod backoff;
 pub mod batch;
 mod broker_id;

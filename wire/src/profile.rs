@@ -30,6 +30,10 @@ pub struct ClientProfile {
     /// `floe stream …`, `floe broker list` and `floe cluster status` use it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controlplane: Option<String>,
+    /// The token the client proves its principal with, on the brokers' client port and the
+    /// controlplane's API. A profile holding one is written readable by its owner only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<crate::auth::Secret>,
 }
 
 /// The name of the profile `floe-broker dev` writes.

@@ -14,6 +14,7 @@ use floe_wire::{Endpoint, LeaderEpoch, Offset, PartitionId, StreamName};
 use std::time::Duration;
 
 use super::{Broker, Refusal};
+use crate::auth::Caller;
 use crate::catalog::StreamEntry;
 use crate::partition::{LOCAL_EPOCH, Partition};
 use crate::partitions::StreamError;
@@ -148,9 +149,13 @@ fn assigned_leader(state: &Broker, partition: &Partition) -> (Option<Endpoint>, 
 /// How long a forwarded create or delete waits for the assignments that carry it.
 const APPLY_WAIT: Duration = Duration::from_secs(10);
 
-pub(crate) async fn create_stream(state: &Broker, request: CreateStream) -> Message {
+pub(crate) async fn create_stream(
+    state: &Broker,
+    caller: &Caller,
+    request: CreateStream,
+) -> Message {
     if let Some(managed) = &state.session {
-        return forward_create(state, managed, request).await;
+        return forward_create(state, managed, caller, request).await;
     }
     let settings = request.settings;
     let entry = StreamEntry {
@@ -197,10 +202,13 @@ pub(crate) async fn create_stream(state: &Broker, request: CreateStream) -> Mess
     }
 }
 
-pub(crate) async fn delete_stream(state: &Broker, request: DeleteStream) -> Message {
+pub(crate) async fn delete_stream(
+    state: &Broker,
+    caller: &Caller,
+    request: DeleteStream,
+) -> Message {
     if let Some(managed) = &state.session {
-        return match managed
-            .controlplane()
+        return match as_caller(managed, caller)
             .delete_stream(request.name.as_str())
             .await
         {
@@ -225,7 +233,12 @@ fn stream_error(e: StreamError) -> Message {
 
 /// Creates the stream through the controlplane, then waits (bounded) until this broker's
 /// assignments carry it, so that a publish right after the answer finds its partitions.
-async fn forward_create(state: &Broker, managed: &Session, request: CreateStream) -> Message {
+async fn forward_create(
+    state: &Broker,
+    managed: &Session,
+    caller: &Caller,
+    request: CreateStream,
+) -> Message {
     let settings = request.settings;
     let create = CreateStreamRequest {
         name: request.name.clone(),
@@ -235,7 +248,7 @@ async fn forward_create(state: &Broker, managed: &Session, request: CreateStream
         segment: SegmentSettings::from_client(&settings),
         retention: RetentionSettings::from_client(&settings),
     };
-    match managed.controlplane().create_stream(&create).await {
+    match as_caller(managed, caller).create_stream(&create).await {
         Ok(info) => {
             let name = request.name.as_str();
             // Served once the catalog holds the new stream and every partition it holds is
@@ -255,6 +268,12 @@ async fn forward_create(state: &Broker, managed: &Session, request: CreateStream
         }
         Err(e) => rest_error(e),
     }
+}
+
+/// The controlplane, called as the client: it decides whether the client may administer
+/// the stream, never on the broker's own token.
+fn as_caller(managed: &Session, caller: &Caller) -> floe_client::rest::Controlplane {
+    managed.controlplane().with_token(caller.token())
 }
 
 /// The client-protocol error for a failed controlplane call.

@@ -9,6 +9,7 @@ use floe_wire::{BrokerId, Endpoint};
 use tokio::sync::watch;
 
 use super::{Refusal, Service, Turn, admin, fetch, produce};
+use crate::auth::{Access, Caller};
 use crate::disk::DiskWatch;
 use crate::history_read_cap::HistoryReadCap;
 use crate::metrics::Metrics;
@@ -42,6 +43,8 @@ pub(crate) struct Broker {
     pub(super) fetch_bytes_per_connection: u32,
     /// The cap on history reads, shared by every fetch.
     pub(super) history_cap: HistoryReadCap,
+    /// How callers are checked.
+    pub(super) access: Arc<Access>,
 }
 
 /// What a [`Broker`] is made of.
@@ -60,6 +63,7 @@ pub(crate) struct BrokerParts {
     pub shutdown: watch::Receiver<bool>,
     pub fetch_bytes_per_connection: u32,
     pub history_cap: HistoryReadCap,
+    pub access: Arc<Access>,
 }
 
 impl Broker {
@@ -78,6 +82,7 @@ impl Broker {
             shutdown: parts.shutdown,
             fetch_bytes_per_connection: parts.fetch_bytes_per_connection.max(1),
             history_cap: parts.history_cap,
+            access: parts.access,
         }
     }
 }
@@ -103,17 +108,22 @@ impl Service for Broker {
         &self.shutdown
     }
 
+    fn access(&self) -> &Access {
+        &self.access
+    }
+
     async fn answer(
         self: &Arc<Self>,
         message: Message,
+        caller: &Caller,
         started: Instant,
         turn: Option<Turn<'_>>,
     ) -> Message {
         let broker: &Broker = self;
         match message {
             Message::MetadataRequest(request) => admin::metadata(broker, request),
-            Message::CreateStream(request) => admin::create_stream(broker, *request).await,
-            Message::DeleteStream(request) => admin::delete_stream(broker, request).await,
+            Message::CreateStream(request) => admin::create_stream(broker, caller, *request).await,
+            Message::DeleteStream(request) => admin::delete_stream(broker, caller, request).await,
             Message::Produce(request) => produce::produce(broker, request, started, turn).await,
             Message::Fetch(request) => fetch::fetch(broker, request, started).await,
             other => Refusal::NotARequest(other.message_type()).into(),

@@ -30,6 +30,8 @@ pub(crate) enum Refusal {
     #[error("shutting down")]
     ShuttingDown,
     #[error(transparent)]
+    Denied(#[from] crate::auth::Denied),
+    #[error(transparent)]
     Frame(#[from] FrameError),
     #[error(transparent)]
     Payload(#[from] PayloadError),
@@ -93,6 +95,11 @@ impl Refusal {
             Refusal::Version(_) => ErrorCode::UnsupportedVersion,
             Refusal::HandshakeRequired => ErrorCode::HandshakeRequired,
             Refusal::ShuttingDown => ErrorCode::ShuttingDown,
+            Refusal::Denied(denied) => match denied {
+                crate::auth::Denied::Unauthorized(_) => ErrorCode::Unauthorized,
+                crate::auth::Denied::Forbidden { .. } => ErrorCode::Forbidden,
+                crate::auth::Denied::NotReady => ErrorCode::Throttled,
+            },
             Refusal::Frame(e) => e.error_code(),
             Refusal::Payload(e) => e.error_code(),
             Refusal::Encoding => ErrorCode::Internal,
@@ -197,6 +204,7 @@ fn controlplane_code(error: &RestError) -> ErrorCode {
         Some(ApiErrorCode::StreamExists) => ErrorCode::StreamExists,
         Some(ApiErrorCode::StreamNotFound) => ErrorCode::UnknownStream,
         Some(ApiErrorCode::Unauthorized) => ErrorCode::Unauthorized,
+        Some(ApiErrorCode::Forbidden) => ErrorCode::Forbidden,
         Some(ApiErrorCode::BadRequest | ApiErrorCode::InvalidArgument) => ErrorCode::InvalidRequest,
         Some(_) => ErrorCode::Internal,
         None if error.is_retryable() => ErrorCode::Timeout,

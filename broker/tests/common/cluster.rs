@@ -105,6 +105,9 @@ impl BrokerProcess {
             .arg("--peer-ca")
             .arg(&certificates.ca)
             .args(["--controlplane", controlplane])
+            // The cluster's controlplane runs without authentication too; authentication
+            // is tested on its own (`auth.rs`).
+            .arg("--insecure-no-auth")
             .args(["--tier-cache-disk", "0", "--tier-upload-interval", "200ms"])
             .arg("--object-store")
             .arg(format!("file://{}", objects.display()))
@@ -230,6 +233,7 @@ impl Cluster {
                 program: super::broker_program(),
                 args: vec![
                     "read-replica".into(),
+                    "--insecure-no-auth".into(),
                     "--data-dir".into(),
                     path(&dir.path().join("replicas")),
                     "--listen".into(),
@@ -439,6 +443,7 @@ impl Cluster {
         let log_filter = std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into());
         let child = Command::new(super::broker_program())
             .arg("read-replica")
+            .arg("--insecure-no-auth")
             .args(["--controlplane", &self.url, "--replica-id", id])
             .arg("--data-dir")
             .arg(&dir)

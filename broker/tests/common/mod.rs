@@ -118,18 +118,33 @@ pub async fn request(conn: &quinn::Connection, message: &Message) -> Message {
 }
 
 pub fn hello() -> Message {
+    hello_as(None)
+}
+
+/// A `Hello` presenting `token`.
+pub fn hello_as(token: Option<&str>) -> Message {
     Message::Hello(Hello {
         min_version: 1,
         max_version: 1,
         client_name: "test".into(),
-        auth_token: None,
+        auth_token: token.map(|t| floe_wire::frame::AuthToken::new(t.as_bytes().to_vec())),
     })
 }
 
-/// A connection that has said Hello.
+/// The administrator's token of the `floe-broker dev` whose CA is `ca` (`dev` keeps both in
+/// its data directory: `tls/ca.pem`, `tokens/admin`), if there is one.
+pub fn dev_admin_token(ca: &Path) -> Option<String> {
+    let data = ca.parent()?.parent()?;
+    std::fs::read_to_string(data.join("tokens").join("admin"))
+        .ok()
+        .map(|t| t.trim().to_owned())
+}
+
+/// A connection that has said Hello, as the administrator of a `floe-broker dev` broker.
 pub async fn ready(addr: SocketAddr, ca: &Path) -> quinn::Connection {
     let conn = connect(addr, ca).await;
-    match request(&conn, &hello()).await {
+    let token = dev_admin_token(ca);
+    match request(&conn, &hello_as(token.as_deref())).await {
         Message::HelloAck(_) => conn,
         other => panic!("expected HelloAck, got {other:?}"),
     }

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_wire::frame::{ConnectionLimits, FrameLimits, Hello, Message, ProtocolVersion, RequestId};
+use floe_wire::frame::{
+    AuthToken, ConnectionLimits, FrameLimits, Hello, Message, ProtocolVersion, RequestId,
+};
 use floe_wire::{BrokerId, frame};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -138,7 +140,10 @@ async fn hello(
         min_version: ProtocolVersion::OLDEST.as_u8(),
         max_version: ProtocolVersion::CURRENT.as_u8(),
         client_name: config.client_name.clone(),
-        auth_token: None,
+        auth_token: config
+            .token
+            .as_ref()
+            .map(|token| AuthToken::new(token.expose().as_bytes().to_vec())),
     });
     let streams = connection.open_bi().await?;
     let answer = exchange::run(

@@ -23,8 +23,12 @@ pub(crate) enum Failure {
     /// Well-formed but out of range or inconsistent.
     #[error("{0}")]
     Invalid(String),
-    #[error("this call needs the admin bearer token")]
-    Unauthorized,
+    #[error("{0}")]
+    Unauthorized(floe_wire::auth::AuthError),
+    #[error("principal `{principal}` may not do this: it needs {needs}")]
+    Forbidden { principal: String, needs: String },
+    #[error("{0}")]
+    Internal(String),
     #[error("no consumer group `{0}`")]
     GroupNotFound(String),
     #[error("the end of {stream}/{partition} has not been reported yet")]
@@ -61,6 +65,10 @@ impl Failure {
                 StoreError::LeaseExpired { .. } | StoreError::ReadReplicaLeaseExpired { .. } => {
                     (StatusCode::CONFLICT, Code::LeaseExpired)
                 }
+                StoreError::PrincipalExists { .. } => (StatusCode::CONFLICT, Code::PrincipalExists),
+                StoreError::PrincipalNotFound { .. } | StoreError::TokenNotFound { .. } => {
+                    (StatusCode::NOT_FOUND, Code::PrincipalNotFound)
+                }
                 StoreError::ReadReplicaNotFound { .. } => {
                     (StatusCode::NOT_FOUND, Code::ReadReplicaNotFound)
                 }
@@ -80,7 +88,9 @@ impl Failure {
             ),
             Failure::Rejected { status, .. } => (*status, Code::BadRequest),
             Failure::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, Code::InvalidArgument),
-            Failure::Unauthorized => (StatusCode::UNAUTHORIZED, Code::Unauthorized),
+            Failure::Unauthorized(_) => (StatusCode::UNAUTHORIZED, Code::Unauthorized),
+            Failure::Forbidden { .. } => (StatusCode::FORBIDDEN, Code::Forbidden),
+            Failure::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
             Failure::GroupNotFound(_) => (StatusCode::NOT_FOUND, Code::GroupNotFound),
             Failure::RangeUnknown { .. } => (StatusCode::CONFLICT, Code::RangeUnknown),
             // The broker's view of the replica set is out of date: re-read and retry.

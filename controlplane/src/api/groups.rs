@@ -10,6 +10,9 @@ use floe_wire::admin::{
     ResetOffsetsRequest, ResetTarget,
 };
 
+use floe_wire::auth::Action;
+
+use crate::api::Caller;
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
 use crate::cluster::{Cluster, now_ms};
@@ -32,20 +35,25 @@ fn group_name(group: String) -> Result<String, Failure> {
         .map_err(|error| Failure::BadRequest(error.to_string().replace("stream", "group")))
 }
 
+/// A group's offsets in the streams the caller may describe.
 pub(super) async fn offsets<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
     PathParams(group): PathParams<String>,
 ) -> Result<Json<GroupOffsets>, Failure> {
     let group = group_name(group)?;
-    let offsets = cluster.store.group_offsets(&group).await?;
+    let mut offsets = cluster.store.group_offsets(&group).await?;
+    offsets.retain(|offset| caller.may(Action::Describe, &offset.stream));
     if offsets.is_empty() {
         return Err(Failure::GroupNotFound(group));
     }
     Ok(Json(GroupOffsets { group, offsets }))
 }
 
+/// Commits offsets; the caller must be allowed to consume every stream they are in.
 pub(super) async fn commit<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
     PathParams(group): PathParams<String>,
     Body(request): Body<CommitOffsetsRequest>,
 ) -> Result<Json<GroupOffsets>, Failure> {
@@ -55,11 +63,15 @@ pub(super) async fn commit<S: Store>(
             "a commit carries from 1 to {MAX_COMMITS} offsets"
         )));
     }
-    commit_and_read(&cluster, group, &request.offsets).await
+    for commit in &request.offsets {
+        caller.require(Action::Consume, &commit.stream)?;
+    }
+    commit_and_read(&cluster, &caller, group, &request.offsets).await
 }
 
 async fn commit_and_read<S: Store>(
     cluster: &Cluster<S>,
+    caller: &Caller,
     group: String,
     commits: &[OffsetCommit],
 ) -> Result<Json<GroupOffsets>, Failure> {
@@ -68,16 +80,20 @@ async fn commit_and_read<S: Store>(
         .store
         .commit_offsets(&group, commits, now_ms())
         .await?;
-    let offsets = cluster.store.group_offsets(&group).await?;
+    let mut offsets = cluster.store.group_offsets(&group).await?;
+    offsets.retain(|offset| caller.may(Action::Describe, &offset.stream));
     Ok(Json(GroupOffsets { group, offsets }))
 }
 
+/// Moves a group's offsets in one stream; the caller must be allowed to consume it.
 pub(super) async fn reset<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
     PathParams(group): PathParams<String>,
     Body(request): Body<ResetOffsetsRequest>,
 ) -> Result<Json<GroupOffsets>, Failure> {
     let group = group_name(group)?;
+    caller.require(Action::Consume, &request.stream)?;
     let Some(description) = cluster.store.describe_stream(&request.stream).await? else {
         return Err(StoreError::StreamNotFound {
             name: request.stream,
@@ -109,7 +125,7 @@ pub(super) async fn reset<S: Store>(
             })
         })
         .collect::<Result<Vec<_>, Failure>>()?;
-    commit_and_read(&cluster, group, &commits).await
+    commit_and_read(&cluster, &caller, group, &commits).await
 }
 
 /// Where `to` puts a partition, from what its leader last reported.

@@ -6,6 +6,8 @@
 //! route answers over HTTP, and `scripts/api-fuzz.sh` (schemathesis) checks every response
 //! of the real server against it.
 
+mod principals;
+
 use std::sync::LazyLock;
 
 use axum::http::header;
@@ -86,6 +88,9 @@ fn error_codes() -> Value {
         "unsupported_media_type",
         "invalid_argument",
         "unauthorized",
+        "forbidden",
+        "principal_not_found",
+        "principal_exists",
         "stream_not_found",
         "broker_not_found",
         "group_not_found",
@@ -820,15 +825,7 @@ fn operation(
     if let Some(body) = body {
         operation["requestBody"] = json!({ "required": true,
             "content": { "application/json": { "schema": reference(body) } } });
-        operation["security"] = json!([{ "adminToken": [] }, {}]);
     }
-    operation
-}
-
-/// A mutating operation without a body: it needs the admin token too ([`operation`] marks
-/// only those with a body).
-fn admin_only(mut operation: Value) -> Value {
-    operation["security"] = json!([{ "adminToken": [] }, {}]);
     operation
 }
 
@@ -840,13 +837,16 @@ fn paths() -> Value {
         broker_paths(),
         group_paths(),
         read_replica_paths(),
+        principals::paths(),
     ] {
         // Each group is a JSON object literal.
         if let Value::Object(group) = group {
             paths.extend(group);
         }
     }
-    Value::Object(paths)
+    let mut paths = Value::Object(paths);
+    principals::secure(&mut paths);
+    paths
 }
 
 /// Health, readiness and this document.
@@ -872,13 +872,13 @@ fn probe_paths() -> Value {
 
 fn stream_paths() -> Value {
     let name = path_parameter("name", name_schema());
-    let delete = admin_only(operation(
+    let delete = operation(
         "Delete a stream and its data",
         vec![name.clone()],
         None,
         204,
         None,
-    ));
+    );
     json!({
         "/v1/streams": {
             "get": operation("List streams", vec![], None, 200, Some("StreamList")),
@@ -902,20 +902,20 @@ fn stream_paths() -> Value {
 
 fn broker_paths() -> Value {
     let broker = path_parameter("broker_id", u32_schema());
-    let drain = admin_only(operation(
+    let drain = operation(
         "Drain a broker: no new replicas, its replicas move away",
         vec![broker.clone()],
         None,
         200,
         Some("BrokerInfo"),
-    ));
-    let undrain = admin_only(operation(
+    );
+    let undrain = operation(
         "End a broker's drain: it may take replicas and lead again (not a dead broker)",
         vec![broker.clone()],
         None,
         200,
         Some("BrokerInfo"),
-    ));
+    );
     json!({
         "/v1/brokers": {
             "get": operation("List brokers", vec![], None, 200, Some("BrokerList")),
@@ -965,20 +965,20 @@ fn group_paths() -> Value {
 /// Read replicas and their scaling policy.
 fn read_replica_paths() -> Value {
     let replica = path_parameter("replica_id", replica_id_schema());
-    let drain = admin_only(operation(
+    let drain = operation(
         "Drain a read replica: clients send it no new readers",
         vec![replica.clone()],
         None,
         200,
         Some("ReadReplicaInfo"),
-    ));
-    let delete = admin_only(operation(
+    );
+    let delete = operation(
         "A read replica leaves: it is forgotten at once",
         vec![replica.clone()],
         None,
         204,
         None,
-    ));
+    );
     json!({
         "/v1/read-replicas": {
             "get": operation("List read replicas, every state", vec![], None, 200,
@@ -1018,6 +1018,7 @@ fn document() -> Value {
         read_replica_list_schemas(),
         read_replica_lease_schemas(),
         scaling_policy_schemas(),
+        principals::schemas(),
     ]
     .into_iter()
     .flatten()
@@ -1029,13 +1030,14 @@ fn document() -> Value {
             "title": "Floe controlplane",
             "version": "1",
             "description": "Administer Floe: streams, brokers, consumer groups, read replicas. \
-                Every failure is an ApiError. When an admin token is configured, every \
-                POST, PUT and DELETE needs it as a bearer token.",
+                Every failure is an ApiError. Every operation but the probes and this \
+                document needs a principal's bearer token (unless the controlplane runs with \
+                --insecure-no-auth); x-floe-permission says which grant.",
         },
         "paths": paths(),
         "components": {
             "schemas": schemas,
-            "securitySchemes": { "adminToken": { "type": "http", "scheme": "bearer" } },
+            "securitySchemes": { "bearerToken": { "type": "http", "scheme": "bearer" } },
         },
     })
 }
@@ -1063,7 +1065,7 @@ mod tests {
             .collect();
         let routed: BTreeSet<(String, String)> = ROUTES
             .iter()
-            .map(|(method, path)| ((*method).to_owned(), (*path).to_owned()))
+            .map(|(method, path, _)| ((*method).to_owned(), (*path).to_owned()))
             .collect();
         assert_eq!(documented, routed);
     }

@@ -12,6 +12,9 @@ use floe_wire::admin::{
 };
 use floe_wire::{AckMode, BrokerId, StreamName};
 
+use floe_wire::auth::Action;
+
+use crate::api::Caller;
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
 use crate::cluster::{Cluster, now_ms};
@@ -22,17 +25,22 @@ use crate::store::{Store, StoreError};
 /// The most replicas a partition may have.
 const MAX_REPLICATION_FACTOR: u32 = 16;
 
+/// The streams the caller may describe.
 pub(super) async fn list<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
 ) -> Result<Json<StreamList>, Failure> {
-    let streams = cluster.store.streams().await?;
+    let mut streams = cluster.store.streams().await?;
+    streams.retain(|stream| caller.may(Action::Describe, &stream.name));
     Ok(Json(StreamList { streams }))
 }
 
 pub(super) async fn create<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
     Body(request): Body<CreateStreamRequest>,
 ) -> Result<(StatusCode, Json<StreamInfo>), Failure> {
+    caller.require(Action::Admin, &request.name)?;
     let config = resolve_config(&request, &cluster.config)?;
     let explicit_factor = request.replication_factor.is_some();
     let stream = StreamInfo {

@@ -56,6 +56,11 @@ const SQLITE: &[Migration] = &[
         description: "builds",
         sql: include_str!("../../migrations/sqlite/0007_builds.sql"),
     },
+    Migration {
+        version: 8,
+        description: "principals",
+        sql: include_str!("../../migrations/sqlite/0008_principals.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -93,6 +98,11 @@ const POSTGRES: &[Migration] = &[
         version: 7,
         description: "builds",
         sql: include_str!("../../migrations/postgres/0007_builds.sql"),
+    },
+    Migration {
+        version: 8,
+        description: "principals",
+        sql: include_str!("../../migrations/postgres/0008_principals.sql"),
     },
 ];
 

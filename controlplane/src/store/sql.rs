@@ -10,6 +10,7 @@ mod assignments;
 mod brokers;
 mod groups;
 mod leadership;
+mod principals;
 mod read_replicas;
 mod streams;
 
@@ -26,9 +27,10 @@ use sqlx::{Any, AnyConnection, AnyPool, Row, Transaction};
 
 use crate::store::{
     BrokerRegistration, ElectionResult, ElectionStart, GroupOffsetStore, MetadataStore,
-    MisplacedPartition, PartitionLeadership, ReadReplicaRegistration, ReadReplicaStore,
-    Reassignment, StoreError, migrations,
+    MisplacedPartition, PartitionLeadership, PrincipalStore, ReadReplicaRegistration,
+    ReadReplicaStore, Reassignment, StoreError, StoredPrincipal, migrations,
 };
+use floe_wire::auth::{Credential, Principal};
 
 /// Which database a [`SqlStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,5 +406,41 @@ impl ReadReplicaStore for SqlStore {
 
     async fn set_scaling_policy(&self, policy: &ScalingPolicy) -> Result<(), StoreError> {
         read_replicas::set_policy(self, policy).await
+    }
+}
+
+impl PrincipalStore for SqlStore {
+    async fn create_principal(
+        &self,
+        principal: &Principal,
+        token: &Credential,
+        now_ms: u64,
+    ) -> Result<u64, StoreError> {
+        principals::create(self, principal, token, now_ms).await
+    }
+
+    async fn add_token(
+        &self,
+        name: &str,
+        token: &Credential,
+        now_ms: u64,
+    ) -> Result<u64, StoreError> {
+        principals::add_token(self, name, token, now_ms).await
+    }
+
+    async fn revoke_principal(&self, name: &str) -> Result<u64, StoreError> {
+        principals::revoke(self, name).await
+    }
+
+    async fn revoke_token(&self, name: &str, key_id: &str) -> Result<u64, StoreError> {
+        principals::revoke_token(self, name, key_id).await
+    }
+
+    async fn principals(&self) -> Result<(u64, Vec<StoredPrincipal>), StoreError> {
+        principals::list(self).await
+    }
+
+    async fn principals_version(&self) -> Result<u64, StoreError> {
+        principals::version(self).await
     }
 }

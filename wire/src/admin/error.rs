@@ -20,8 +20,14 @@ pub enum ApiErrorCode {
     UnsupportedMediaType,
     /// The body parsed but a value is out of range or inconsistent (422).
     InvalidArgument,
-    /// A mutating call without the admin bearer token, or with a wrong one (401).
+    /// No bearer token, or one that is unknown or revoked (401).
     Unauthorized,
+    /// The token is valid but its principal lacks the grant the call needs (403).
+    Forbidden,
+    /// No principal by that name, or it has no token by that key id (404).
+    PrincipalNotFound,
+    /// A principal by that name exists already (409).
+    PrincipalExists,
     /// No stream by that name (404).
     StreamNotFound,
     /// No broker with that id (404).

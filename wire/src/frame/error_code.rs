@@ -40,10 +40,11 @@ pub enum ErrorCode {
     HandshakeRequired = 5,
 
     // 16–31: who is asking.
-    /// The auth token is missing, unknown or expired.
-    Unauthenticated = 16,
-    /// The token is valid but lacks the permission for this stream and operation.
-    Unauthorized = 17,
+    /// No token, or one that is unknown or was revoked.
+    Unauthorized = 16,
+    /// The token is valid but its principal lacks the grant for this action on this stream;
+    /// the details name both.
+    Forbidden = 17,
 
     // 32–63: streams, partitions and leadership.
     /// No stream has this name (yet, as far as this broker knows).
@@ -107,8 +108,8 @@ impl ErrorCode {
         ErrorCode::FrameTooLarge,
         ErrorCode::InvalidRequest,
         ErrorCode::HandshakeRequired,
-        ErrorCode::Unauthenticated,
         ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
         ErrorCode::UnknownStream,
         ErrorCode::UnknownPartition,
         ErrorCode::NotLeader,
@@ -161,8 +162,8 @@ impl ErrorCode {
             | ErrorCode::FrameTooLarge
             | ErrorCode::InvalidRequest
             | ErrorCode::HandshakeRequired
-            | ErrorCode::Unauthenticated
             | ErrorCode::Unauthorized
+            | ErrorCode::Forbidden
             | ErrorCode::StreamExists
             | ErrorCode::OffsetOutOfRange
             | ErrorCode::InvalidBatch
