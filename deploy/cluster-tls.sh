@@ -9,7 +9,8 @@
 # Writes into --dir: ca.pem and ca.key (the cluster CA: keep ca.key offline, it never goes
 # to a machine), cluster.pem and cluster.key (the certificate every broker and read replica
 # presents, for the names given; brokers also present it to each other on the peer port),
-# and admin-token. Existing files are kept, so a second run only stores the secret again.
+# and the tokens admin-token, broker-token and read-replica-token. Existing files are kept,
+# so a second run only stores the secret again.
 # Needs openssl, python3 and, with --secret-id, the AWS CLI.
 set -euo pipefail
 
@@ -48,9 +49,13 @@ if [ ! -f cluster.key ]; then
     -extfile cluster.ext -out cluster.pem 2>/dev/null
   rm -f cluster.csr cluster.ext ca.srl
 fi
-[ -f admin-token ] || openssl rand -hex 32 >admin-token
+# The first administrator's token (a cluster-admin), and the tokens brokers and read
+# replicas call the controlplane (and the brokers) with; see docs/security.md.
+for token in admin-token broker-token read-replica-token; do
+  [ -f "$token" ] || openssl rand -hex 32 >"$token"
+done
 chmod 0644 ca.pem cluster.pem
-echo "wrote $(pwd)/{ca.pem,ca.key,cluster.pem,cluster.key,admin-token}"
+echo "wrote $(pwd)/{ca.pem,ca.key,cluster.pem,cluster.key,admin-token,broker-token,read-replica-token}"
 
 if [ -n "$secret" ]; then
   python3 - >secret.json <<'PY'
@@ -60,6 +65,8 @@ print(json.dumps({
     "cert_pem": open("cluster.pem").read(),
     "key_pem": open("cluster.key").read(),
     "admin_token": open("admin-token").read().strip(),
+    "broker_token": open("broker-token").read().strip(),
+    "read_replica_token": open("read-replica-token").read().strip(),
 }))
 PY
   aws secretsmanager put-secret-value --secret-id "$secret" --secret-string file://secret.json >/dev/null

@@ -7,8 +7,9 @@
 #   deploy/local-cluster.sh [N] [DIR]
 #
 # Then, for example:
+#   export FLOE_TOKEN=$(cat floe-cluster/tokens/admin)         # the cluster's administrator
 #   floe --controlplane http://127.0.0.1:7300 stream create orders --partitions 3 --replication-factor 3
-#   curl -s http://127.0.0.1:7300/v1/streams/orders            # leaders, epochs, replicas
+#   curl -s -H "Authorization: Bearer $FLOE_TOKEN" http://127.0.0.1:7300/v1/streams/orders
 #   kill -9 <pid of a leader>                                   # and watch a new one elected
 set -euo pipefail
 brokers=${1:-3}
@@ -20,6 +21,11 @@ cargo build --release --manifest-path "$root/Cargo.toml" -p floe-broker -p floe-
 bin="$root/target/release"
 mkdir -p "$dir/objects"
 "$bin/floe-broker" certs --dir "$dir/tls" >/dev/null
+# The administrator's token and the one brokers call the controlplane with (docs/security.md).
+(umask 077 && mkdir -p "$dir/tokens")
+for token in admin broker; do
+  [ -s "$dir/tokens/$token" ] || (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$dir/tokens/$token")
+done
 
 pids=()
 cleanup() {
@@ -28,7 +34,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-"$bin/floe-controlplane" --data-dir "$dir" --listen "$controlplane_addr" \
+FLOE_ADMIN_TOKEN_FILE="$dir/tokens/admin" FLOE_BROKER_TOKEN_FILE="$dir/tokens/broker" \
+  "$bin/floe-controlplane" --data-dir "$dir" --listen "$controlplane_addr" \
   --lease-ms "${FLOE_LEASE_MS:-3000}" >"$dir/controlplane.out" 2>"$dir/controlplane.log" &
 pids+=($!)
 for i in $(seq 0 $((brokers - 1))); do
@@ -37,11 +44,11 @@ for i in $(seq 0 $((brokers - 1))); do
     --listen "127.0.0.1:$((7100 + i))" --peer-listen "127.0.0.1:$((7200 + i))" \
     --metrics-listen "127.0.0.1:$((7180 + i))" \
     --cert "$dir/tls/broker.pem" --key "$dir/tls/broker.key" --peer-ca "$dir/tls/ca.pem" \
-    --controlplane "http://$controlplane_addr" \
+    --controlplane "http://$controlplane_addr" --token-file "$dir/tokens/broker" \
     --object-store "file://$dir/objects" 2>"$dir/b$i/broker.log" &
   pids+=($!)
   echo "broker $i: pid $!, clients 127.0.0.1:$((7100 + i)), peers 127.0.0.1:$((7200 + i)), metrics http://127.0.0.1:$((7180 + i))/metrics"
 done
-echo "controlplane: http://$controlplane_addr/v1 (pid ${pids[0]}); CA for clients: $dir/tls/ca.pem"
+echo "controlplane: http://$controlplane_addr/v1 (pid ${pids[0]}); CA for clients: $dir/tls/ca.pem; administrator's token: $dir/tokens/admin"
 echo "Ctrl-C stops the cluster."
 wait

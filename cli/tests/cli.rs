@@ -570,3 +570,190 @@ fn version_completions_and_help() {
     let connection = help.find("--endpoint").expect("the connection flags");
     assert!(own < heading && heading < connection, "{help}");
 }
+
+/// The values of `--json` records.
+fn values(stdout: &str) -> Vec<String> {
+    json_lines(stdout)
+        .iter()
+        .map(|record| record["value"].as_str().expect("a UTF-8 value").to_owned())
+        .collect()
+}
+
+/// `floe` with the profile and `token` given as FLOE_TOKEN (overriding the profile's).
+fn floe_as(profile: &Path, token: &str, args: &[&str], stdin: Option<&str>) -> Run {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut child = Command::new(floe_binary())
+        .arg("--profile")
+        .arg(profile)
+        .args(args)
+        .env("FLOE_TOKEN", token)
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("floe starts");
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write stdin");
+    } else {
+        drop(child.stdin.take());
+    }
+    let output = child.wait_with_output().expect("floe ends");
+    Run {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn tokens_are_created_used_listed_and_revoked() {
+    let broker = broker();
+    let profile = broker.profile();
+    floe(&profile, &["stream", "create", "orders"], None);
+    floe(&profile, &["stream", "create", "payments"], None);
+
+    // The secret is printed once; --json gives {name, token}.
+    let created = floe(
+        &profile,
+        &[
+            "--json",
+            "token",
+            "create",
+            "shipper",
+            "--allow",
+            "publish:orders",
+            "--allow",
+            "consume:orders",
+        ],
+        None,
+    );
+    let shipper: serde_json::Value = serde_json::from_str(created.stdout.trim()).expect("JSON");
+    assert_eq!(shipper["name"], "shipper");
+    let token = shipper["token"].as_str().expect("token").to_owned();
+    assert!(token.starts_with("floe_"), "{token}");
+    let reader = floe(
+        &profile,
+        &["token", "create", "auditor", "--allow", "describe:*"],
+        None,
+    );
+    assert!(reader.stdout.contains("only time"), "{}", reader.stdout);
+
+    // With its grants it publishes and consumes `orders`.
+    let published = floe_as(&profile, &token, &["publish", "orders"], Some("one\ntwo\n"));
+    assert!(published.status.success(), "{}", published.stderr);
+    let consumed = floe_as(
+        &profile,
+        &token,
+        &[
+            "consume", "orders", "--from", "earliest", "--count", "2", "--json",
+        ],
+        None,
+    );
+    assert!(consumed.status.success(), "{}", consumed.stderr);
+    assert_eq!(values(&consumed.stdout), ["one", "two"]);
+
+    // Without them: refused, naming what it lacks; nothing written.
+    let refused = floe_as(&profile, &token, &["publish", "payments"], Some("x\n"));
+    assert!(!refused.status.success());
+    assert!(
+        refused.stderr.contains("Forbidden") && refused.stderr.contains("no grant"),
+        "{}",
+        refused.stderr
+    );
+    let deleting = floe_as(&profile, &token, &["stream", "delete", "orders"], None);
+    assert!(!deleting.status.success());
+    assert!(
+        deleting.stderr.contains("admin:orders"),
+        "{}",
+        deleting.stderr
+    );
+    let listed = floe_as(&profile, &token, &["stream", "list"], None);
+    assert!(listed.status.success(), "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains("orders") && !listed.stdout.contains("payments"),
+        "lists only what it may describe: {}",
+        listed.stdout
+    );
+
+    // `token list` shows principals and key ids, never a secret.
+    let list = floe(&profile, &["token", "list"], None);
+    assert!(
+        list.stdout.contains("shipper") && list.stdout.contains("publish:orders"),
+        "{}",
+        list.stdout
+    );
+    assert!(!list.stdout.contains(&token[22..]), "{}", list.stdout);
+    let listing_as_shipper = floe_as(&profile, &token, &["token", "list"], None);
+    assert!(!listing_as_shipper.status.success());
+    assert!(
+        listing_as_shipper.stderr.contains("cluster-admin"),
+        "{}",
+        listing_as_shipper.stderr
+    );
+
+    // A wrong token and a revoked one: refused as unknown.
+    let wrong = floe_as(
+        &profile,
+        "floe_0000000000000000_00",
+        &["publish", "orders"],
+        Some("x\n"),
+    );
+    assert!(!wrong.status.success());
+    assert!(
+        wrong.stderr.contains("unknown or was revoked"),
+        "{}",
+        wrong.stderr
+    );
+    let revoked = floe(&profile, &["token", "revoke", "shipper"], None);
+    assert!(revoked.stdout.contains("revoked"), "{}", revoked.stdout);
+    // The controlplane refuses it at once; brokers within seconds (they fetch the table
+    // every 2 s), well within the 10 s promised.
+    let started = std::time::Instant::now();
+    loop {
+        let probe = floe_as(
+            &profile,
+            &token,
+            &["consume", "orders", "--count", "1", "--from", "earliest"],
+            None,
+        );
+        if !probe.status.success() {
+            assert!(
+                probe.stderr.contains("unknown or was revoked"),
+                "{}",
+                probe.stderr
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "still reading after 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let after = floe_as(&profile, &token, &["publish", "orders"], Some("x\n"));
+    assert!(!after.status.success(), "a revoked token published");
+    assert!(
+        after.stderr.contains("unknown or was revoked"),
+        "{}",
+        after.stderr
+    );
+    let records = floe(
+        &profile,
+        &[
+            "consume", "orders", "--from", "earliest", "--count", "2", "--json",
+        ],
+        None,
+    );
+    assert_eq!(
+        values(&records.stdout),
+        ["one", "two"],
+        "refused publishes wrote nothing"
+    );
+}

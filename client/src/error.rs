@@ -190,7 +190,14 @@ impl Error {
 
     /// A broker error for one item of a response, which carries a code but no message.
     pub(crate) fn from_code(code: ErrorCode, context: String) -> Error {
-        Error::from_response(code, context, None)
+        let message = match code {
+            ErrorCode::Forbidden => {
+                format!("{context}: the token's principal holds no grant on it")
+            }
+            ErrorCode::Unauthorized => format!("{context}: no token, or one unknown or revoked"),
+            _ => context,
+        };
+        Error::from_response(code, message, None)
     }
 
     /// A broker error from an `Error` frame.

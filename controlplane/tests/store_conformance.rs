@@ -5,13 +5,14 @@ mod common;
 
 use floe_controlplane::store::{
     BrokerRegistration, ElectionResult, ElectionStart, GroupOffsetStore, MetadataStore,
-    ReadReplicaRegistration, ReadReplicaStore, Reassignment, SqlStore, StoreError,
+    PrincipalStore, ReadReplicaRegistration, ReadReplicaStore, Reassignment, SqlStore, StoreError,
 };
 use floe_wire::admin::{
     BrokerState, Build, OffsetCommit, OffsetRange, PartitionReport, ReadReplicaHeartbeat,
     ReadReplicaInfo, ReadReplicaState, ReplicaLag, RetentionSettings, ScalingPolicy,
     SegmentSettings, StreamConfig, StreamInfo,
 };
+use floe_wire::auth::{Principal, PrincipalKind, mint_token};
 use floe_wire::{AckMode, BrokerId, Endpoint, LeaderEpoch, PartitionId, StreamName};
 
 /// Runs `scenario` on a fresh SQLite store, then on a fresh PostgreSQL database if one is
@@ -62,6 +63,7 @@ conformance!(
     a_leader_that_is_not_live_leaves_its_partition_leaderless,
     the_next_lease_expiry_is_the_earliest_of_brokers_not_dead,
     a_replica_set_changes_in_two_steps,
+    principals_are_created_rotated_listed_and_revoked,
 );
 
 fn name(text: &str) -> StreamName {
@@ -1072,6 +1074,97 @@ async fn the_next_lease_expiry_is_the_earliest_of_brokers_not_dead(store: &SqlSt
     assert_eq!(store.next_lease_expiry().await.expect("ok"), Some(5_000));
     store.expire_leases(5_000).await.expect("expire");
     assert_eq!(store.next_lease_expiry().await.expect("ok"), Some(9_000));
+}
+
+async fn principals_are_created_rotated_listed_and_revoked(store: &SqlStore) {
+    assert_eq!(store.principals_version().await.expect("ok"), 0);
+    let ci = Principal {
+        name: "ci".to_owned(),
+        kind: PrincipalKind::User,
+        grants: vec![
+            "publish:builds".parse().expect("grant"),
+            "consume:logs-*".parse().expect("grant"),
+        ],
+    };
+    let first = mint_token([1; 40]);
+    let version = store
+        .create_principal(&ci, &first.key, 10)
+        .await
+        .expect("create");
+    assert_eq!(version, 1);
+    let taken = store
+        .create_principal(&ci, &mint_token([2; 40]).key, 11)
+        .await;
+    assert!(
+        matches!(taken, Err(StoreError::PrincipalExists { .. })),
+        "{taken:?}"
+    );
+    let replica = Principal {
+        name: "replicas".to_owned(),
+        kind: PrincipalKind::ReadReplica,
+        grants: vec![],
+    };
+    store
+        .create_principal(&replica, &mint_token([3; 40]).key, 12)
+        .await
+        .expect("create");
+    let second = mint_token([4; 40]);
+    assert_eq!(
+        store.add_token("ci", &second.key, 20).await.expect("add"),
+        3
+    );
+    let missing = store
+        .add_token("nobody", &mint_token([5; 40]).key, 21)
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::PrincipalNotFound { .. })),
+        "{missing:?}"
+    );
+
+    let (version, principals) = store.principals().await.expect("list");
+    assert_eq!(version, 3);
+    let names: Vec<&str> = principals
+        .iter()
+        .map(|p| p.principal.name.as_str())
+        .collect();
+    assert_eq!(names, ["ci", "replicas"]);
+    assert_eq!(principals[0].principal, ci, "grants and kind kept");
+    let keys: Vec<_> = principals[0].tokens.iter().map(|t| t.key.clone()).collect();
+    assert_eq!(
+        keys,
+        [first.key.clone(), second.key.clone()],
+        "oldest first, hashes kept"
+    );
+    assert_eq!(principals[0].tokens[1].created_at_ms, 20);
+    assert_eq!(principals[1].principal.kind, PrincipalKind::ReadReplica);
+
+    assert_eq!(
+        store
+            .revoke_token("ci", &first.key.key_id)
+            .await
+            .expect("revoke token"),
+        4
+    );
+    let again = store.revoke_token("ci", &first.key.key_id).await;
+    assert!(
+        matches!(again, Err(StoreError::TokenNotFound { .. })),
+        "{again:?}"
+    );
+    assert_eq!(store.revoke_principal("ci").await.expect("revoke"), 5);
+    let gone = store.revoke_principal("ci").await;
+    assert!(
+        matches!(gone, Err(StoreError::PrincipalNotFound { .. })),
+        "{gone:?}"
+    );
+    let (_, principals) = store.principals().await.expect("list");
+    assert_eq!(principals.len(), 1);
+    // The name is free again, and the old tokens are gone with it.
+    store
+        .create_principal(&ci, &mint_token([6; 40]).key, 30)
+        .await
+        .expect("recreate");
+    let (_, principals) = store.principals().await.expect("list");
+    assert_eq!(principals[0].tokens.len(), 1);
 }
 
 #[tokio::test]

@@ -103,7 +103,16 @@ fetch_bootstrap_secret() {
   chown root:floe /etc/floe/tls/*
   chmod 0640 /etc/floe/tls/*
   chmod 0644 /etc/floe/tls/ca.pem /etc/floe/tls/cluster.pem
-  printf 'FLOE_ADMIN_TOKEN=%s\n' "$(secret_field admin_token <<<"$secret")" >/etc/floe/secrets.env
+  # Each role gets the tokens it needs: the controlplane all three (it checks them), a broker
+  # its own, a read replica its own. Nothing else on the machine holds the admin token.
+  case "$FLOE_ROLE" in
+    controlplane)
+      printf 'FLOE_ADMIN_TOKEN=%s\nFLOE_BROKER_TOKEN=%s\nFLOE_READ_REPLICA_TOKEN=%s\n' \
+        "$(secret_field admin_token <<<"$secret")" "$(secret_field broker_token <<<"$secret")" \
+        "$(secret_field read_replica_token <<<"$secret")" >/etc/floe/secrets.env ;;
+    broker) printf 'FLOE_BROKER_TOKEN=%s\n' "$(secret_field broker_token <<<"$secret")" >/etc/floe/secrets.env ;;
+    read-replica) printf 'FLOE_READ_REPLICA_TOKEN=%s\n' "$(secret_field read_replica_token <<<"$secret")" >/etc/floe/secrets.env ;;
+  esac
   chown root:floe /etc/floe/secrets.env
   chmod 0640 /etc/floe/secrets.env
 }
