@@ -21,12 +21,30 @@ fn failed(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> State
 
 /// Replaces `path` with `bytes`: temp file, fsync, rename, fsync the directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateFileError> {
+    write_with_mode(path, bytes, 0o666)
+}
+
+/// [`write_atomically`] for a secret: readable and writable by the owner only, from the
+/// moment the file exists.
+pub fn write_secret_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateFileError> {
+    write_with_mode(path, bytes, 0o600)
+}
+
+fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StateFileError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
     let temp = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temp).map_err(failed("create", &temp))?;
+    // A temp file left by a crash may have another mode: start afresh.
+    let _ = std::fs::remove_file(&temp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&temp)
+        .map_err(failed("create", &temp))?;
     file.write_all(bytes).map_err(failed("write", &temp))?;
     file.sync_all().map_err(failed("sync", &temp))?;
     std::fs::rename(&temp, path).map_err(failed("rename a file to", path))?;

@@ -9,6 +9,7 @@ mod extract;
 mod groups;
 mod health;
 pub(crate) mod openapi;
+mod peer_certificates;
 mod read_replicas;
 mod streams;
 
@@ -43,6 +44,7 @@ pub(crate) const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/brokers"),
     ("post", "/v1/brokers"),
     ("post", "/v1/brokers/{broker_id}/heartbeat"),
+    ("post", "/v1/brokers/{broker_id}/peer-certificate"),
     ("post", "/v1/brokers/{broker_id}/drain"),
     ("post", "/v1/brokers/{broker_id}/undrain"),
     ("get", "/v1/brokers/{broker_id}/assignments"),
@@ -130,6 +132,10 @@ fn broker_routes<S: Store>() -> Routes<S> {
         .route(
             "/v1/brokers/{broker_id}/heartbeat",
             post(brokers::heartbeat::<S>),
+        )
+        .route(
+            "/v1/brokers/{broker_id}/peer-certificate",
+            post(peer_certificates::issue::<S>),
         )
         .route("/v1/brokers/{broker_id}/drain", post(brokers::drain::<S>))
         .route(

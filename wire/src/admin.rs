@@ -10,6 +10,7 @@ mod broker;
 mod error;
 mod group;
 mod health;
+mod peer_certificate;
 mod read_replica;
 mod stream;
 
@@ -24,6 +25,7 @@ pub use group::{
     ResetOffsetsRequest, ResetTarget,
 };
 pub use health::{Build, Health, Readiness, Role};
+pub use peer_certificate::{MAX_CSR_PEM_LEN, PeerCertificate, PeerCertificateRequest};
 pub use read_replica::{
     MAX_READ_REPLICA_ID_LEN, ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo,
     ReadReplicaList, ReadReplicaState, RegisterReadReplicaRequest, RegisterReadReplicaResponse,
