@@ -368,3 +368,53 @@ async fn brokers_with_certificates_of_their_own_register_as_named_and_replicate(
     wait_replicated(&cluster, stream, 20).await;
     cluster.shutdown().await;
 }
+
+/// The issued peer certificate process `i` keeps in its data directory.
+fn kept_certificate(cluster: &Cluster, i: usize) -> Option<Vec<u8>> {
+    std::fs::read(cluster.brokers[i].dir.join("data").join("peer-certificate.pem")).ok()
+}
+
+#[tokio::test]
+async fn issued_certificates_are_renewed_and_peers_reconnect_with_the_new_ones() {
+    let timing = Timing {
+        peer_certificate_lifetime: Duration::from_secs(4),
+        ..Timing::default()
+    };
+    let mut cluster = Cluster::start(3, timing).await;
+    let stream = "renewed";
+    let (leader, _) = cluster.create_replicated(stream).await;
+    let client = cluster.client(leader).await;
+    publish_all(&client, stream, "first", 10).await;
+    wait_replicated(&cluster, stream, 10).await;
+
+    // Two renewals each: the first certificates have expired by then.
+    let first: Vec<Vec<u8>> = (0..3)
+        .map(|i| kept_certificate(&cluster, i).expect("an issued certificate"))
+        .collect();
+    let mut seen: Vec<Vec<Vec<u8>>> = first.iter().map(|c| vec![c.clone()]).collect();
+    cluster
+        .wait_for("two renewals on every broker", async |c: &Cluster| {
+            for (i, versions) in seen.iter_mut().enumerate() {
+                let now = kept_certificate(c, i)?;
+                if versions.last() != Some(&now) {
+                    versions.push(now);
+                }
+            }
+            seen.iter().all(|versions| versions.len() >= 3).then_some(())
+        })
+        .await;
+
+    // A follower restarted now connects, both ways, with renewed certificates only.
+    let follower = cluster
+        .partition(stream, 0)
+        .await
+        .expect("the partition")
+        .replicas
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    cluster.restart(cluster.index_of(follower));
+    publish_all(&client, stream, "second", 10).await;
+    wait_replicated(&cluster, stream, 20).await;
+    cluster.shutdown().await;
+}

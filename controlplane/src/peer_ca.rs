@@ -14,8 +14,10 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, PublicKeyData, SanType, SerialNumber,
 };
 
-/// How far before the moment of issue a certificate is already valid: brokers' clocks may
-/// lag the controlplane's a little.
+/// How far before the moment of issue a certificate is already valid, at most: brokers'
+/// clocks may lag the controlplane's a little. Never more than a quarter of the lifetime, so
+/// that a broker renewing after two thirds of the whole validity still renews after the
+/// moment of issue.
 const BACKDATE: Duration = Duration::from_secs(300);
 
 /// Why the peer CA could not be loaded.
@@ -124,7 +126,9 @@ impl PeerCa {
         let request =
             CertificateSigningRequestParams::from_pem(csr_pem).map_err(IssueError::Request)?;
         let not_after = now.checked_add(lifetime).ok_or(IssueError::Lifetime)?;
-        let not_before = now.checked_sub(BACKDATE).unwrap_or(UNIX_EPOCH);
+        let not_before = now
+            .checked_sub(BACKDATE.min(lifetime / 4))
+            .unwrap_or(UNIX_EPOCH);
         let mut params = CertificateParams::default();
         params.not_before = date_time(not_before)?;
         params.not_after = date_time(not_after)?;

@@ -24,6 +24,8 @@ pub struct Timing {
     pub reconcile: Duration,
     /// A replicated partition's member on a broker dead this long is replaced.
     pub replace_dead_after: Duration,
+    /// How long the peer certificates the controlplane issues are valid.
+    pub peer_certificate_lifetime: Duration,
 }
 
 impl Default for Timing {
@@ -34,6 +36,7 @@ impl Default for Timing {
             reconcile: Duration::from_millis(100),
             // Tests that kill and restart brokers expect them back in their sets.
             replace_dead_after: Duration::from_secs(3600),
+            peer_certificate_lifetime: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -258,6 +261,7 @@ impl Cluster {
         config.heartbeat_interval = timing.heartbeat;
         config.reconcile_interval = timing.reconcile;
         config.replace_dead_after = timing.replace_dead_after;
+        config.peer_certificate_lifetime = timing.peer_certificate_lifetime;
         if peer_certificates == PeerCertificates::Issued {
             let ca = floe_controlplane::peer_ca::PeerCa::load(
                 &certificates.files.ca,
