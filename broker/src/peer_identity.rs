@@ -354,6 +354,13 @@ mod tests {
     }
 
     #[test]
+    fn a_certificate_from_other_tooling_names_its_broker() {
+        // Made by openssl with subjectAltName=URI:floe:broker:2,DNS:localhost (a fuzz seed).
+        let der = include_bytes!("../../fuzz/seeds/peer_certificate/broker-2.der");
+        assert_eq!(broker_in_certificate(der), Ok(BrokerId::new(2)));
+    }
+
+    #[test]
     fn a_certificate_without_one_broker_names_none() {
         assert_eq!(
             broker_in_certificate(&certificate(&[])),

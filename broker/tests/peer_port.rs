@@ -371,7 +371,13 @@ async fn brokers_with_certificates_of_their_own_register_as_named_and_replicate(
 
 /// The issued peer certificate process `i` keeps in its data directory.
 fn kept_certificate(cluster: &Cluster, i: usize) -> Option<Vec<u8>> {
-    std::fs::read(cluster.brokers[i].dir.join("data").join("peer-certificate.pem")).ok()
+    std::fs::read(
+        cluster.brokers[i]
+            .dir
+            .join("data")
+            .join("peer-certificate.pem"),
+    )
+    .ok()
 }
 
 #[tokio::test]
@@ -400,7 +406,9 @@ async fn issued_certificates_are_renewed_and_peers_reconnect_with_the_new_ones()
                     versions.push(now);
                 }
             }
-            seen.iter().all(|versions| versions.len() >= 3).then_some(())
+            seen.iter()
+                .all(|versions| versions.len() >= 3)
+                .then_some(())
         })
         .await;
 

@@ -251,7 +251,14 @@ impl Args {
         )?
         .unwrap_or(config.read_replica_drain_timeout);
         if let (Some(certificate), Some(key)) = (&self.peer_ca, &self.peer_ca_key_file) {
-            let ca = floe_controlplane::peer_ca::PeerCa::load(certificate, key)?;
+            let ca =
+                floe_controlplane::peer_ca::PeerCa::load(certificate, key).with_context(|| {
+                    format!(
+                        "the peer CA {} and its key {}",
+                        certificate.display(),
+                        key.display()
+                    )
+                })?;
             config.peer_ca = Some(std::sync::Arc::new(ca));
         }
         config.peer_certificate_lifetime = self

@@ -29,20 +29,12 @@ pub enum PeerCaError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not a PEM CA certificate")]
-    Certificate {
-        path: PathBuf,
-        #[source]
-        source: rcgen::Error,
-    },
-    #[error("{path} is not a PEM private key (PKCS#8, ECDSA P-256/P-384, Ed25519 or RSA)")]
-    Key {
-        path: PathBuf,
-        #[source]
-        source: rcgen::Error,
-    },
-    #[error("the key {key} is not the key of the CA certificate {certificate}")]
-    KeyMismatch { certificate: PathBuf, key: PathBuf },
+    #[error("the peer CA certificate is not a PEM X.509 certificate")]
+    Certificate(#[source] rcgen::Error),
+    #[error("the peer CA key is not a PEM private key (PKCS#8, ECDSA P-256/P-384, Ed25519 or RSA)")]
+    Key(#[source] rcgen::Error),
+    #[error("the peer CA key is not the key of the peer CA certificate")]
+    KeyMismatch,
 }
 
 /// Why a certificate could not be issued: the request is at fault.
@@ -73,7 +65,8 @@ impl std::fmt::Debug for PeerCa {
 }
 
 impl PeerCa {
-    /// Reads the CA certificate and its private key (PEM), and checks they belong together.
+    /// Reads the CA certificate and its private key (PEM) from files, and checks they
+    /// belong together.
     pub fn load(certificate: &Path, key: &Path) -> Result<PeerCa, PeerCaError> {
         let read = |path: &Path| {
             std::fs::read_to_string(path).map_err(|source| PeerCaError::Read {
@@ -81,32 +74,22 @@ impl PeerCa {
                 source,
             })
         };
-        let (certificate_pem, key_pem) = (read(certificate)?, read(key)?);
-        let key_pair = KeyPair::from_pem(&key_pem).map_err(|source| PeerCaError::Key {
-            path: key.to_path_buf(),
-            source,
-        })?;
-        PeerCa::from_pem(&certificate_pem, key_pair).map_err(|e| match e {
-            Loaded::Certificate(source) => PeerCaError::Certificate {
-                path: certificate.to_path_buf(),
-                source,
-            },
-            Loaded::KeyMismatch => PeerCaError::KeyMismatch {
-                certificate: certificate.to_path_buf(),
-                key: key.to_path_buf(),
-            },
-        })
+        PeerCa::from_pem(&read(certificate)?, &read(key)?)
     }
 
-    fn from_pem(certificate_pem: &str, key: KeyPair) -> Result<PeerCa, Loaded> {
-        let unreadable = || Loaded::Certificate(rcgen::Error::CouldNotParseCertificate);
+    /// The CA from its certificate and private key (PEM), once they are known to belong
+    /// together.
+    pub fn from_pem(certificate_pem: &str, key_pem: &str) -> Result<PeerCa, PeerCaError> {
+        let key = KeyPair::from_pem(key_pem).map_err(PeerCaError::Key)?;
+        let unreadable = || PeerCaError::Certificate(rcgen::Error::CouldNotParseCertificate);
         let (_, pem) = x509_parser::pem::parse_x509_pem(certificate_pem.as_bytes())
             .map_err(|_| unreadable())?;
         let parsed = pem.parse_x509().map_err(|_| unreadable())?;
         if parsed.tbs_certificate.subject_pki.raw != key.subject_public_key_info().as_slice() {
-            return Err(Loaded::KeyMismatch);
+            return Err(PeerCaError::KeyMismatch);
         }
-        let issuer = Issuer::from_ca_cert_pem(certificate_pem, key).map_err(Loaded::Certificate)?;
+        let issuer =
+            Issuer::from_ca_cert_pem(certificate_pem, key).map_err(PeerCaError::Certificate)?;
         Ok(PeerCa { issuer })
     }
 
@@ -160,12 +143,6 @@ impl PeerCa {
             not_after_ms,
         })
     }
-}
-
-/// Why [`PeerCa::from_pem`] failed, before paths are attached.
-enum Loaded {
-    Certificate(rcgen::Error),
-    KeyMismatch,
 }
 
 fn date_time(time: SystemTime) -> Result<time::OffsetDateTime, IssueError> {
@@ -225,7 +202,7 @@ mod tests {
     fn an_issued_certificate_names_only_the_broker_and_chains_to_the_ca() {
         let (ca_pem, ca_key) = ca();
         let ca_der = parse_pem(&ca_pem);
-        let peer_ca = PeerCa::from_pem(&ca_pem, ca_key).unwrap_or_else(|_| panic!("loads"));
+        let peer_ca = PeerCa::from_pem(&ca_pem, &ca_key.serialize_pem()).expect("loads");
         let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let lifetime = Duration::from_secs(24 * 3600);
         // The request asks for broker 1 and a DNS name; the certificate names broker 2 only.
@@ -259,7 +236,7 @@ mod tests {
     #[test]
     fn a_request_that_is_not_a_signed_csr_is_refused() {
         let (ca_pem, ca_key) = ca();
-        let peer_ca = PeerCa::from_pem(&ca_pem, ca_key).unwrap_or_else(|_| panic!("loads"));
+        let peer_ca = PeerCa::from_pem(&ca_pem, &ca_key.serialize_pem()).expect("loads");
         let now = SystemTime::now();
         let day = Duration::from_secs(24 * 3600);
         let refused = |csr: &str| peer_ca.issue(BrokerId::new(1), csr, now, day).is_err();
@@ -287,12 +264,25 @@ mod tests {
     }
 
     #[test]
+    fn a_request_made_by_openssl_is_signed() {
+        let (ca_pem, ca_key) = ca();
+        let peer_ca = PeerCa::from_pem(&ca_pem, &ca_key.serialize_pem()).expect("loads");
+        let csr = include_str!("../../fuzz/seeds/peer_certificate_request/request.pem");
+        let day = Duration::from_secs(24 * 3600);
+        assert!(
+            peer_ca
+                .issue(BrokerId::new(5), csr, SystemTime::now(), day)
+                .is_ok()
+        );
+    }
+
+    #[test]
     fn a_ca_with_another_key_does_not_load() {
         let (ca_pem, _) = ca();
         let other = KeyPair::generate().expect("key");
         assert!(matches!(
-            PeerCa::from_pem(&ca_pem, other),
-            Err(Loaded::KeyMismatch)
+            PeerCa::from_pem(&ca_pem, &other.serialize_pem()),
+            Err(PeerCaError::KeyMismatch)
         ));
     }
 }
