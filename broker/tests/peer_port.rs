@@ -369,6 +369,26 @@ async fn brokers_with_certificates_of_their_own_register_as_named_and_replicate(
     cluster.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_broker_given_another_brokers_certificate_refuses_to_start() {
+    let mut cluster =
+        Cluster::start_with_peer_certificates(2, Timing::default(), PeerCertificates::Static).await;
+    // Process 0 is broker 1 (its data directory says so); give it broker 2's certificate.
+    let other = peer(&cluster.certificates, 2);
+    cluster.restart_with_peer_certificate(0, other);
+    cluster
+        .wait_for("broker 1 to exit", async |c: &Cluster| {
+            (c.brokers[0].state() == "exited").then_some(())
+        })
+        .await;
+    let log = cluster.brokers[0].log();
+    assert!(
+        log.contains("the peer certificate names broker 2, but this data directory is broker 1's"),
+        "{log}"
+    );
+    cluster.shutdown().await;
+}
+
 /// The issued peer certificate process `i` keeps in its data directory.
 fn kept_certificate(cluster: &Cluster, i: usize) -> Option<Vec<u8>> {
     std::fs::read(

@@ -366,6 +366,24 @@ impl Cluster {
         self.brokers[i] = self.spawn(i);
     }
 
+    /// Starts broker process `i` again on its data directory with `peer_certificate` as its
+    /// own peer certificate.
+    pub fn restart_with_peer_certificate(
+        &mut self,
+        i: usize,
+        peer_certificate: floe_broker::tls::CertificatePaths,
+    ) {
+        self.brokers[i].kill();
+        self.brokers[i] = BrokerProcess::start(
+            &self.dir.path().join(format!("b{i}")),
+            self.ports[i],
+            &self.certificates,
+            Some(peer_certificate),
+            &self.url,
+            &self.objects,
+        );
+    }
+
     /// The UDP port of broker process `i`'s peer port (its replication traffic, both ways).
     pub fn peer_port(&self, i: usize) -> u16 {
         self.ports[i].1
