@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
 # Creates a Floe cluster's TLS material and admin token, and stores them in the cluster's
 # bootstrap secret (Terraform output bootstrap_secret_arn), where every machine reads them at
-# boot. Run once per cluster, on an operator's machine, after `terraform apply`:
+# boot, and the peer CA's key in the secret only controlplanes read (peer_ca_secret_arn). Run
+# once per cluster, on an operator's machine, after `terraform apply`:
 #
 #   deploy/cluster-tls.sh --dir floe-tls --name '*.floe.floe.internal' --name floe.floe.internal \
-#     --secret-id "$(terraform output -raw bootstrap_secret_arn)"
+#     --secret-id "$(terraform output -raw bootstrap_secret_arn)" \
+#     --peer-ca-secret-id "$(terraform output -raw peer_ca_secret_arn)"
 #
 # Writes into --dir: ca.pem and ca.key (the cluster CA: keep ca.key offline, it never goes
 # to a machine), cluster.pem and cluster.key (the certificate every broker and read replica
-# presents, for the names given; brokers also present it to each other on the peer port),
-# and the tokens admin-token, broker-token and read-replica-token. Existing files are kept,
-# so a second run only stores the secret again.
-# Needs openssl, python3 and, with --secret-id, the AWS CLI.
+# presents to clients, for the names given), peer-ca.pem and peer-ca.key (the peer CA: the
+# controlplanes hold its key and sign each broker a short-lived certificate naming its broker
+# id for the peer port, see docs/security.md), and the tokens admin-token, broker-token and
+# read-replica-token. Existing files are kept, so a second run only stores the secrets again.
+# Needs openssl, python3 and, with --secret-id or --peer-ca-secret-id, the AWS CLI.
 set -euo pipefail
 
-dir=floe-tls secret="" names=() days=825
+dir=floe-tls secret="" peer_ca_secret="" names=() days=825
 while (($#)); do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
     --name) names+=("$2"); shift 2 ;;
     --secret-id) secret=$2; shift 2 ;;
+    --peer-ca-secret-id) peer_ca_secret=$2; shift 2 ;;
     --days) days=$2; shift 2 ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,6 +38,13 @@ umask 077
 if [ ! -f ca.key ]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
     -keyout ca.key -out ca.pem -subj "/CN=Floe cluster CA" \
+    -addext "basicConstraints=critical,CA:TRUE,pathlen:0" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+fi
+if [ ! -f peer-ca.key ]; then
+  # PKCS#8 (openssl's default for -newkey), which the controlplane reads.
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+    -keyout peer-ca.key -out peer-ca.pem -subj "/CN=Floe peer CA" \
     -addext "basicConstraints=critical,CA:TRUE,pathlen:0" \
     -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
 fi
@@ -54,8 +65,8 @@ fi
 for token in admin-token broker-token read-replica-token; do
   [ -f "$token" ] || openssl rand -hex 32 >"$token"
 done
-chmod 0644 ca.pem cluster.pem
-echo "wrote $(pwd)/{ca.pem,ca.key,cluster.pem,cluster.key,admin-token,broker-token,read-replica-token}"
+chmod 0644 ca.pem cluster.pem peer-ca.pem
+echo "wrote $(pwd)/{ca.pem,ca.key,cluster.pem,cluster.key,peer-ca.pem,peer-ca.key,admin-token,broker-token,read-replica-token}"
 
 if [ -n "$secret" ]; then
   python3 - >secret.json <<'PY'
@@ -64,6 +75,7 @@ print(json.dumps({
     "ca_pem": open("ca.pem").read(),
     "cert_pem": open("cluster.pem").read(),
     "key_pem": open("cluster.key").read(),
+    "peer_ca_pem": open("peer-ca.pem").read(),
     "admin_token": open("admin-token").read().strip(),
     "broker_token": open("broker-token").read().strip(),
     "read_replica_token": open("read-replica-token").read().strip(),
@@ -72,4 +84,14 @@ PY
   aws secretsmanager put-secret-value --secret-id "$secret" --secret-string file://secret.json >/dev/null
   rm -f secret.json
   echo "stored in $secret"
+fi
+
+if [ -n "$peer_ca_secret" ]; then
+  python3 - >peer-ca-secret.json <<'PY'
+import json
+print(json.dumps({"peer_ca_key_pem": open("peer-ca.key").read()}))
+PY
+  aws secretsmanager put-secret-value --secret-id "$peer_ca_secret" --secret-string file://peer-ca-secret.json >/dev/null
+  rm -f peer-ca-secret.json
+  echo "stored the peer CA's key in $peer_ca_secret"
 fi

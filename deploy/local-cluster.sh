@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A Floe cluster on this machine, for trying replication and failover by hand: a controlplane
 # (SQLite) and N brokers (default 3) with peer ports, sharing one local-directory bucket, with
-# a development CA. Everything lives under a directory (default ./floe-cluster); logs are
+# a development CA whose key the controlplane holds, to issue each broker the peer certificate
+# naming it. Everything lives under a directory (default ./floe-cluster); logs are
 # <dir>/controlplane.log and <dir>/b<i>/broker.log. Ctrl-C stops the whole cluster.
 #
 #   deploy/local-cluster.sh [N] [DIR]
@@ -36,6 +37,7 @@ trap cleanup EXIT INT TERM
 
 FLOE_ADMIN_TOKEN_FILE="$dir/tokens/admin" FLOE_BROKER_TOKEN_FILE="$dir/tokens/broker" \
   "$bin/floe-controlplane" --data-dir "$dir" --listen "$controlplane_addr" \
+  --peer-ca "$dir/tls/ca.pem" --peer-ca-key-file "$dir/tls/ca.key" \
   --lease-ms "${FLOE_LEASE_MS:-3000}" >"$dir/controlplane.out" 2>"$dir/controlplane.log" &
 pids+=($!)
 for i in $(seq 0 $((brokers - 1))); do

@@ -13,7 +13,7 @@ use floe_wire::auth::Secret;
 use floe_wire::profile::{DEV_PROFILE, ProfileDir, ProfileRef, check_name};
 
 use crate::run::Settings;
-use crate::state_file::{StateFileError, write_atomically, write_private};
+use crate::state_file::{StateFileError, write_atomically, write_secret_atomically};
 use crate::tls::DevCertificates;
 
 /// Why `dev` could not set up.
@@ -190,7 +190,7 @@ impl DevTokens {
             let mut random = [0u8; 32];
             getrandom::fill(&mut random).map_err(|e| DevError::Random(e.to_string()))?;
             let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
-            crate::state_file::write_private(&path, text.as_bytes())?;
+            crate::state_file::write_secret_atomically(&path, text.as_bytes())?;
             Ok(Secret::new(text))
         };
         Ok(DevTokens {
@@ -310,7 +310,7 @@ pub fn write_profile(
     }
     let bytes = serde_json::to_vec_pretty(&profile).map_err(DevError::EncodeProfile)?;
     // It holds the administrator's token.
-    write_private(&path, &bytes)?;
+    write_secret_atomically(&path, &bytes)?;
     let current = match (&name, &dir) {
         (Some(name), Some(dir)) => make_current_unless_chosen(dir, name)?,
         _ => false,

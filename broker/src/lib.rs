@@ -3,7 +3,8 @@
 //!
 //! Layers, bottom up; a module imports only from layers below its own:
 //!
-//! 1. The ground: [`quic`] (endpoints, the accept loop), [`tls`], [`metrics`], [`catalog`]
+//! 1. The ground: [`quic`] (endpoints, the accept loop), [`tls`], [`peer_identity`] (the
+//!    broker a peer's certificate names, and this broker's own), [`metrics`], [`catalog`]
 //!    (the local list of streams), [`disk`] (the high-water mark), the clock and byte budgets.
 //! 2. The partition: one partition's log, tier uploader and the producer's and consumer's
 //!    side of its replica (`partition`), and every partition held here ([`partitions`]).
@@ -27,6 +28,7 @@ pub mod operators;
 mod partition;
 pub mod partitions;
 mod peer;
+pub mod peer_identity;
 pub mod quic;
 pub mod read_replica;
 mod replication;

@@ -43,12 +43,17 @@ enum Command {
     /// live tail by following the partitions' leaders; no durable state.
     #[command(name = "read-replica", alias = "replica")]
     ReadReplica(ReadReplicaArgs),
-    /// Write a development CA and a broker certificate for localhost (`ca.pem`, `broker.pem`,
-    /// `broker.key`) into a directory, for a cluster on one machine; existing files are kept.
+    /// Write a CA (`ca.pem`, and its key `ca.key`) and a broker certificate for localhost
+    /// (`broker.pem`, `broker.key`) into a directory, for a cluster on one machine; existing
+    /// files are kept. With --broker-id, also the peer certificate naming that broker
+    /// (`broker-<id>.pem`, `broker-<id>.key`), for `serve --peer-cert`.
     Certs {
         /// The directory to write into.
         #[arg(long)]
         dir: PathBuf,
+        /// Also write the peer certificate naming this broker (repeat for several).
+        #[arg(long = "broker-id", value_name = "ID")]
+        broker_ids: Vec<u32>,
     },
 }
 
@@ -266,6 +271,14 @@ struct ServeArgs {
     /// one it signed.
     #[arg(long, env = "FLOE_PEER_CA")]
     peer_ca: Option<PathBuf>,
+    /// PEM certificate naming this broker (`floe:broker:<id>`) for the peer port, e.g. from
+    /// `floe-broker certs --broker-id`. A new broker registers under the id it names.
+    /// [default: the controlplane issues one after registration, and renews it]
+    #[arg(long, env = "FLOE_PEER_TLS_CERT", requires = "peer_key")]
+    peer_cert: Option<PathBuf>,
+    /// PEM private key of --peer-cert.
+    #[arg(long, env = "FLOE_PEER_TLS_KEY", requires = "peer_cert")]
+    peer_key: Option<PathBuf>,
     #[command(flatten)]
     storage: StorageArgs,
 }
@@ -335,10 +348,15 @@ fn main() -> Result<()> {
             Command::Dev(args) => run_dev(args).await,
             Command::Serve(args) => run_serve(args).await,
             Command::ReadReplica(args) => run_read_replica(args).await,
-            Command::Certs { dir } => {
-                let certs = tls::DevCertificates::ensure(&dir)?;
+            Command::Certs { dir, broker_ids } => {
+                let certs = tls::ClusterCertificates::ensure(&dir)?;
                 use std::io::Write;
-                writeln!(std::io::stdout(), "{}", certs.ca.display())?;
+                let mut out = std::io::stdout();
+                writeln!(out, "{}", certs.files.ca.display())?;
+                for id in broker_ids {
+                    let paths = certs.peer_certificate(floe_wire::BrokerId::new(id))?;
+                    writeln!(out, "{}", paths.cert.display())?;
+                }
                 Ok(())
             }
         }
@@ -414,11 +432,18 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
         cert: args.cert,
         key: args.key,
     };
-    let mut settings = Settings::new(args.data_dir, args.listen, certificate.clone());
+    let mut settings = Settings::new(args.data_dir, args.listen, certificate);
+    let peer_certificate = match (args.peer_cert, args.peer_key) {
+        (Some(cert), Some(key)) => Some(CertificatePaths { cert, key }),
+        _ => None,
+    };
     settings.peer = match (args.peer_listen, args.peer_ca) {
         (Some(listen), Some(ca)) => Some(run::PeerSettings {
             listen,
-            tls: tls::PeerTls { certificate, ca },
+            tls: tls::PeerTls {
+                certificate: peer_certificate,
+                ca,
+            },
         }),
         _ => None,
     };

@@ -37,6 +37,13 @@ pub struct KindLabels {
     pub kind: &'static str,
 }
 
+/// Labels of peer-identity refusals: `claim`, `no_identity` or `dialed`
+/// ([`crate::peer_identity::MismatchReason`]).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
 /// Brings gauges and mirrored counters up to date just before a scrape.
 pub struct ScrapeHook(pub Box<dyn Fn(&Metrics) + Send + Sync>);
 
@@ -98,6 +105,9 @@ pub struct Metrics {
     /// Uncommitted tails truncated, and whole logs reset, on this broker's replicas.
     pub replica_truncations: Counter,
     pub replica_resets: Counter,
+    /// Peer connections refused because a peer is not the broker its certificate names (or
+    /// the one dialed), by reason.
+    pub peer_identity_mismatches: Family<ReasonLabels, Counter>,
     /// Always 1, labelled with the version and commit (`floe_build_info`).
     build_info: Family<floe_controlplane::BuildLabels, Gauge>,
     scrape_hook: OnceLock<ScrapeHook>,
@@ -146,6 +156,7 @@ impl Metrics {
             replica_leaderships: Counter::default(),
             replica_truncations: Counter::default(),
             replica_resets: Counter::default(),
+            peer_identity_mismatches: Family::default(),
             build_info: Family::default(),
             scrape_hook: OnceLock::new(),
             registry: Registry::default(),
@@ -221,6 +232,12 @@ impl Metrics {
             "replica_resets",
             "Replica logs reset to their leader's log start",
             self.replica_resets.clone(),
+        );
+        registry.register(
+            "peer_identity_mismatches",
+            "Peer connections refused: a peer claimed another broker than its certificate \
+             names, presented one naming none, or was not the broker dialed",
+            self.peer_identity_mismatches.clone(),
         );
     }
 
@@ -350,6 +367,19 @@ impl Metrics {
             "Tier reads that found a corrupt object (never served)",
             self.tier_corrupt_objects.clone(),
         );
+    }
+
+    /// Counts a peer refused for its identity, in `floe_peer_identity_mismatches_total`.
+    pub fn mismatch_counter(self: &Arc<Self>) -> crate::peer_identity::MismatchCounter {
+        let metrics = self.clone();
+        Arc::new(move |reason: crate::peer_identity::MismatchReason| {
+            metrics
+                .peer_identity_mismatches
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str(),
+                })
+                .inc();
+        })
     }
 
     /// Sets the hook run before every scrape; only the first call takes effect.

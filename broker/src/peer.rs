@@ -7,7 +7,13 @@
 //! tells the receiver who sends; then `ReplicaAppend`, `ReplicaAck`, `ReplicaMismatch` and
 //! `ReplicaStale` frames follow (see `docs/protocol.md`). Delivery is best effort: a full
 //! queue or a broken connection drops messages, and the replication protocol resends what
-//! matters. Only certificates signed by the cluster's CA are accepted, in both directions.
+//! matters.
+//!
+//! Only certificates signed by the cluster's CA are accepted, in both directions, and a
+//! broker is the broker its certificate names ([`crate::peer_identity`]): a connection whose
+//! certificate names none, or with a stream whose `Hello` claims another broker, is closed
+//! with [`IDENTITY_REFUSED`] and counted; a dialed peer whose certificate names another broker
+//! fails its handshake.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,6 +30,7 @@ use floe_wire::{BrokerId, Endpoint, PartitionId, StreamName};
 use tokio::sync::{mpsc, watch};
 
 use crate::budget::ByteBudget;
+use crate::peer_identity::{IDENTITY_REFUSED, MismatchCounter, MismatchReason};
 use floe_wire::ErrorChain;
 
 /// The `Hello` name prefix that identifies a sending broker.
@@ -75,6 +82,8 @@ enum PeerError {
     Message(#[from] PayloadError),
     #[error("a peer stream from `{0}`, which names no broker")]
     NotAPeer(String),
+    #[error("a peer whose certificate names broker {certified} claims to be broker {claimed}")]
+    Impostor { claimed: u32, certified: u32 },
     #[error("a peer stream starting with {0:?}")]
     NoHello(MessageType),
     #[error("not a replication message: {0:?}")]
@@ -263,7 +272,6 @@ async fn connect(peers: &Peers, peer: BrokerId) -> Result<quinn::SendStream, Pee
         .address(peer)
         .await
         .ok_or(PeerError::NoAddress(peer.get()))?;
-    let host = address.host().to_string();
     let socket = tokio::net::lookup_host(address.as_str())
         .await
         .map_err(|source| PeerError::Resolve {
@@ -272,9 +280,14 @@ async fn connect(peers: &Peers, peer: BrokerId) -> Result<quinn::SendStream, Pee
         })?
         .next()
         .ok_or_else(|| PeerError::NoSocketAddress(address.clone()))?;
+    // The peer's certificate must name the broker dialed; host names play no part.
     let connection = peers
         .endpoint
-        .connect_with(peers.client.clone(), socket, host.trim_matches(['[', ']']))
+        .connect_with(
+            peers.client.clone(),
+            socket,
+            &crate::peer_identity::server_name(peer),
+        )
         .map_err(|source| PeerError::Connect {
             address: address.clone(),
             source,
@@ -307,14 +320,16 @@ pub(crate) trait Inbox: Send + Sync + 'static {
 }
 
 /// Accepts peer connections until `shutdown`; every stream's messages go to `inbox`.
+/// Peers refused for their identity are counted in `mismatches`.
 pub(crate) async fn serve<I: Inbox>(
     endpoint: quinn::Endpoint,
     limits: FrameLimits,
     inbox: Arc<I>,
+    mismatches: MismatchCounter,
     shutdown: watch::Receiver<bool>,
 ) {
     crate::quic::accept(endpoint, shutdown, move |connection| {
-        serve_connection(connection, limits, inbox.clone())
+        serve_connection(connection, limits, inbox.clone(), mismatches.clone())
     })
     .await;
 }
@@ -323,30 +338,59 @@ async fn serve_connection<I: Inbox>(
     connection: quinn::Connection,
     limits: FrameLimits,
     inbox: Arc<I>,
+    mismatches: MismatchCounter,
 ) {
     let remote = connection.remote_address();
+    let certified = match crate::peer_identity::broker_of_connection(&connection) {
+        Ok(id) => id,
+        Err(e) => {
+            mismatches(MismatchReason::NoIdentity);
+            tracing::warn!(%remote, error = %e, "peer refused: its certificate names no broker");
+            connection.close(IDENTITY_REFUSED.into(), b"the certificate names no broker");
+            return;
+        }
+    };
     while let Ok(stream) = connection.accept_uni().await {
-        let inbox = inbox.clone();
+        let (inbox, connection, mismatches) =
+            (inbox.clone(), connection.clone(), mismatches.clone());
         tokio::spawn(async move {
-            if let Err(e) = serve_stream(stream, &limits, inbox.as_ref()).await {
-                tracing::debug!(%remote, error = %ErrorChain(&e), "peer stream ended");
+            match serve_stream(stream, &limits, inbox.as_ref(), certified).await {
+                Ok(()) => {}
+                Err(e @ PeerError::Impostor { .. }) => {
+                    mismatches(MismatchReason::Claim);
+                    tracing::warn!(%remote, error = %e, "peer refused: it claims another broker");
+                    connection.close(IDENTITY_REFUSED.into(), b"not the broker named");
+                }
+                Err(e) => {
+                    tracing::debug!(%remote, error = %ErrorChain(&e), "peer stream ended");
+                }
             }
         });
     }
 }
 
+/// Delivers a stream's messages as sent by `certified`, the broker the connection's
+/// certificate names, once its `Hello` claims the same.
 async fn serve_stream<I: Inbox>(
     mut stream: quinn::RecvStream,
     limits: &FrameLimits,
     inbox: &I,
+    certified: BrokerId,
 ) -> Result<(), PeerError> {
-    let from = match read_message(&mut stream, limits).await? {
+    let claimed = match read_message(&mut stream, limits).await? {
         Some(Message::Hello(hello)) => {
             sender(&hello.client_name).ok_or(PeerError::NotAPeer(hello.client_name))?
         }
         Some(other) => return Err(PeerError::NoHello(other.message_type())),
         None => return Ok(()),
     };
+    if claimed != certified {
+        return Err(PeerError::Impostor {
+            claimed: claimed.get(),
+            certified: certified.get(),
+        });
+    }
+    let from = certified;
     while let Some(message) = read_message(&mut stream, limits).await? {
         match floe_replication::from_wire(message) {
             Ok((stream_name, partition, message)) => {

@@ -23,6 +23,8 @@ use crate::history_read_cap::HistoryReadCap;
 use crate::metrics::{KindLabels, Metrics};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::peer::Peers;
+use crate::peer_identity::PeerCredentials;
+use crate::peer_identity::issued::Issued;
 use crate::quic::ClientPort;
 use crate::replication::Replication;
 use crate::server::{Broker, BrokerParts};
@@ -46,6 +48,12 @@ pub enum StartError {
     PeerPort(#[source] crate::quic::QuicError),
     #[error("a peer port needs a controlplane")]
     PeerWithoutControlplane,
+    #[error(
+        "the peer certificate names broker {named}, but this data directory is broker {broker}'s"
+    )]
+    PeerCertificate { named: BrokerId, broker: BrokerId },
+    #[error("cannot obtain a peer certificate from the controlplane")]
+    IssuePeerCertificate(#[from] crate::peer_identity::issued::IssueError),
     #[error("cannot read a bound address")]
     LocalAddr(#[source] std::io::Error),
     #[error("cannot open the client port")]
@@ -190,12 +198,12 @@ pub async fn start(settings: Settings) -> Result<Running> {
         advertised,
         reset_key,
     } = bind_client_port(&settings)?;
-    let (session, peer_endpoint) = join_cluster(&settings, &reset_key, &advertised).await?;
+    let (session, peer_port) = join_cluster(&settings, &reset_key, &advertised, &metrics).await?;
     let broker_id = broker_id(&settings, session.as_ref());
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (replication, peer_server) = replication(
-        peer_endpoint,
+        peer_port,
         session.as_ref(),
         broker_id,
         &metrics,
@@ -355,7 +363,7 @@ fn spawn_tasks(
     settings: &Settings,
     broker: Arc<Broker>,
     endpoint: quinn::Endpoint,
-    peer_server: Option<quinn::Endpoint>,
+    peer_server: Option<PeerServer>,
     shutdown: &watch::Receiver<bool>,
 ) -> Tasks {
     let server = tokio::spawn(crate::server::serve(endpoint, broker));
@@ -390,13 +398,17 @@ fn spawn_tasks(
             shutdown.clone(),
         )));
     }
-    if let (Some(endpoint), Some(replication)) = (peer_server, &layers.replication) {
+    if let (Some(peer), Some(replication)) = (peer_server, &layers.replication) {
         cluster.push(tokio::spawn(crate::peer::serve(
-            endpoint,
+            peer.endpoint,
             settings.limits.frame_limits(),
             Arc::new(replication.clone()),
+            layers.metrics.mismatch_counter(),
             shutdown.clone(),
         )));
+        if let Some(issued) = peer.issued {
+            cluster.push(tokio::spawn(issued.renew(shutdown.clone())));
+        }
     }
     Tasks {
         server,
@@ -410,16 +422,21 @@ fn spawn_tasks(
 /// drivers' context (the peers, the controlplane link), and the peer port's server side, to
 /// be served once the broker has started. `None` on any other broker.
 fn replication(
-    peer_endpoint: Option<(quinn::Endpoint, quinn::ClientConfig)>,
+    peer_port: Option<PeerPort>,
     session: Option<&Arc<Session>>,
     broker_id: BrokerId,
     metrics: &Arc<Metrics>,
     partitions: &Arc<Partitions>,
     shutdown: &watch::Receiver<bool>,
-) -> Result<(Option<Replication>, Option<quinn::Endpoint>)> {
-    let (Some((endpoint, client)), Some(session)) = (peer_endpoint, session) else {
+) -> Result<(Option<Replication>, Option<PeerServer>)> {
+    let (Some(peer_port), Some(session)) = (peer_port, session) else {
         return Ok((None, None));
     };
+    let PeerPort {
+        endpoint,
+        client,
+        issued,
+    } = peer_port;
     let peers = Arc::new(Peers::new(
         broker_id,
         endpoint.clone(),
@@ -436,7 +453,14 @@ fn replication(
         session.controlplane().clone(),
         partitions.clone(),
     );
-    Ok((Some(replication), Some(endpoint)))
+    Ok((Some(replication), Some(PeerServer { endpoint, issued })))
+}
+
+/// The peer port's server side, and the renewal of its certificate, to start once the
+/// broker has.
+struct PeerServer {
+    endpoint: quinn::Endpoint,
+    issued: Option<Issued>,
 }
 
 /// Opens object storage and every partition's log in the data directory, with the logs'
@@ -460,43 +484,96 @@ async fn open_partitions(
     Ok((Arc::new(partitions), Arc::new(tiering), sync_activity))
 }
 
+/// This broker's peer port, once open: its endpoint, the client side of connections to
+/// peers, and the certificate the controlplane issued it (renewed while it runs), if it was
+/// not given one.
+struct PeerPort {
+    endpoint: quinn::Endpoint,
+    client: quinn::ClientConfig,
+    issued: Option<Issued>,
+}
+
 /// With a controlplane: registers this broker with it, and opens the peer port (and the
 /// client side of peer connections) when one is configured. A peer port without a
 /// controlplane is refused: nothing would tell the broker its peers.
+///
+/// The peer port's certificate names this broker: either the one given, whose broker a new
+/// broker registers as (and an existing one must be), or one the controlplane issues after
+/// registration.
 async fn join_cluster(
     settings: &Settings,
     reset_key: &[u8],
     advertised: &Endpoint,
-) -> Result<(
-    Option<Arc<Session>>,
-    Option<(quinn::Endpoint, quinn::ClientConfig)>,
-)> {
-    let peer_endpoint = match (&settings.peer, &settings.controlplane) {
-        (Some(peer), Some(_)) => {
-            let config = tls::peer_server_config(&peer.tls)?;
-            let endpoint = crate::quic::endpoint(peer.listen, config, reset_key)
-                .map_err(StartError::PeerPort)?;
-            Some((endpoint, tls::peer_client_config(&peer.tls)?))
-        }
+    metrics: &Arc<Metrics>,
+) -> Result<(Option<Arc<Session>>, Option<PeerPort>)> {
+    let opened = match (&settings.peer, &settings.controlplane) {
+        (Some(peer), Some(_)) => Some(open_peer_port(peer, reset_key, metrics)?),
         (Some(_), None) => return Err(StartError::PeerWithoutControlplane),
         _ => None,
     };
-    let session = match &settings.controlplane {
-        Some(controlplane) => {
-            let mut controlplane = controlplane.clone();
-            if controlplane.peer_endpoint.is_none()
-                && let Some((endpoint, _)) = &peer_endpoint
-            {
-                let local = endpoint.local_addr().map_err(StartError::LocalAddr)?;
-                controlplane.peer_endpoint = Some(local.to_string());
-            }
-            let session =
-                Session::connect(&controlplane, &settings.data_dir, advertised.clone()).await?;
-            Some(Arc::new(session))
-        }
-        None => None,
+    let Some(controlplane) = &settings.controlplane else {
+        return Ok((None, None));
     };
-    Ok((session, peer_endpoint))
+    let mut controlplane = controlplane.clone();
+    if controlplane.peer_endpoint.is_none()
+        && let Some((endpoint, ..)) = &opened
+    {
+        let local = endpoint.local_addr().map_err(StartError::LocalAddr)?;
+        controlplane.peer_endpoint = Some(local.to_string());
+    }
+    let named = opened
+        .as_ref()
+        .and_then(|(_, _, credentials)| credentials.broker());
+    let session =
+        Session::connect(&controlplane, &settings.data_dir, advertised.clone(), named).await?;
+    let session = Arc::new(session);
+    let Some((endpoint, client, credentials)) = opened else {
+        return Ok((Some(session), None));
+    };
+    let broker = session.broker_id();
+    let issued = match credentials.broker() {
+        Some(named) if named == broker => None,
+        Some(named) => return Err(StartError::PeerCertificate { named, broker }),
+        None => Some(
+            Issued::obtain(
+                session.controlplane().clone(),
+                broker,
+                &settings.data_dir,
+                credentials,
+            )
+            .await?,
+        ),
+    };
+    let port = PeerPort {
+        endpoint,
+        client,
+        issued,
+    };
+    Ok((Some(session), Some(port)))
+}
+
+/// Binds the peer port with this broker's certificate, when it has one of its own (else an
+/// empty one, until the controlplane issues it).
+fn open_peer_port(
+    peer: &PeerSettings,
+    reset_key: &[u8],
+    metrics: &Arc<Metrics>,
+) -> Result<(quinn::Endpoint, quinn::ClientConfig, Arc<PeerCredentials>)> {
+    let credentials = match &peer.tls.certificate {
+        Some(paths) => tls::peer_credentials(paths)?,
+        None => Arc::new(PeerCredentials::new(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))),
+    };
+    let config = tls::peer_server_config(credentials.clone(), &peer.tls.ca)?;
+    let endpoint =
+        crate::quic::endpoint(peer.listen, config, reset_key).map_err(StartError::PeerPort)?;
+    let client = tls::peer_client_config(
+        credentials.clone(),
+        &peer.tls.ca,
+        metrics.mismatch_counter(),
+    )?;
+    Ok((endpoint, client, credentials))
 }
 
 /// Opens object storage (the local directory by default) with its request latencies feeding

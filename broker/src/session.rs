@@ -108,13 +108,15 @@ struct Identity {
 }
 
 impl Session {
-    /// The broker's id: the one in the data directory, or a new one from the controlplane
+    /// The broker's id: the one in the data directory, or on first start the one `named`
+    /// (by the broker's own peer certificate) or else a new one from the controlplane
     /// (registering, retrying until it answers). `client_endpoint` is where clients reach
     /// this broker.
     pub(crate) async fn connect(
         settings: &ControlplaneSettings,
         data_dir: &Path,
         client_endpoint: Endpoint,
+        named: Option<BrokerId>,
     ) -> Result<Session, SessionError> {
         let controlplane =
             Controlplane::new(&settings.url, settings.token.clone()).map_err(SessionError::Url)?;
@@ -146,6 +148,7 @@ impl Session {
                 identity.broker_id
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                registration.broker_id = named;
                 let id = register_until_answered(&controlplane, &registration).await?;
                 let bytes = format!("{{\n  \"broker_id\": {}\n}}\n", id.get());
                 write_atomically(&path, bytes.as_bytes())?;

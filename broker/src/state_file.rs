@@ -21,12 +21,12 @@ fn failed(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> State
 
 /// Replaces `path` with `bytes`: temp file, fsync, rename, fsync the directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateFileError> {
-    write_with_mode(path, bytes, 0o644)
+    write_with_mode(path, bytes, 0o666)
 }
 
-/// [`write_atomically`] for a file holding a secret: readable and writable by its owner
-/// only, from its first byte on.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StateFileError> {
+/// [`write_atomically`] for a secret: readable and writable by the owner only, from the
+/// moment the file exists.
+pub fn write_secret_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateFileError> {
     write_with_mode(path, bytes, 0o600)
 }
 
@@ -37,7 +37,7 @@ fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StateFile
         _ => Path::new("."),
     };
     let temp = path.with_extension("tmp");
-    // An earlier, looser temporary file would keep its mode: start afresh.
+    // A temp file left by a crash may have another mode: start afresh.
     let _ = std::fs::remove_file(&temp);
     let mut file = std::fs::OpenOptions::new()
         .write(true)

@@ -8,6 +8,8 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::peer_identity::{MismatchCounter, PeerCredentials, PeerServerVerifier};
+
 /// Why certificates could not be made, read or used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -31,6 +33,17 @@ pub enum TlsError {
         path: PathBuf,
         #[source]
         source: rustls::Error,
+    },
+    #[error(
+        "{path} is missing: the CA beside it cannot sign (`floe-broker dev` keeps no CA key); \
+         use another directory for `floe-broker certs`"
+    )]
+    NoCaKey { path: PathBuf },
+    #[error("the peer certificate {path} cannot be a broker's")]
+    PeerCredentials {
+        path: PathBuf,
+        #[source]
+        source: crate::peer_identity::CredentialsError,
     },
     #[error("generating a development certificate")]
     Generate(#[from] rcgen::Error),
@@ -101,9 +114,15 @@ impl DevCertificates {
 }
 
 fn generate_dev_certificates() -> Result<(String, String, String)> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-    };
+    let (ca_pem, ca_key) = generate_ca()?;
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key)?;
+    let (cert_pem, key_pem) = sign_localhost(&issuer, "floe-broker dev", None)?;
+    Ok((ca_pem, cert_pem, key_pem))
+}
+
+/// A new CA: its certificate (PEM) and key.
+fn generate_ca() -> Result<(String, rcgen::KeyPair)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
@@ -112,8 +131,17 @@ fn generate_dev_certificates() -> Result<(String, String, String)> {
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    Ok((ca_cert.pem(), ca_key))
+}
 
+/// A certificate for `localhost` and `127.0.0.1`/`::1` signed by `issuer`, naming `broker`
+/// too when given: its PEM and its key's.
+fn sign_localhost(
+    issuer: &rcgen::Issuer<'_, rcgen::KeyPair>,
+    common_name: &str,
+    broker: Option<floe_wire::BrokerId>,
+) -> Result<(String, String)> {
+    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
     let key = KeyPair::generate()?;
     let names = vec![
         "localhost".to_string(),
@@ -123,9 +151,97 @@ fn generate_dev_certificates() -> Result<(String, String, String)> {
     let mut params = CertificateParams::new(names)?;
     params
         .distinguished_name
-        .push(DnType::CommonName, "floe-broker dev");
-    let cert = params.signed_by(&key, &issuer)?;
-    Ok((ca_cert.pem(), cert.pem(), key.serialize_pem()))
+        .push(DnType::CommonName, common_name);
+    if let Some(broker) = broker {
+        params
+            .subject_alt_names
+            .push(SanType::URI(broker.certificate_uri().try_into()?));
+    }
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The CA of a cluster on one machine, as `floe-broker certs` writes it: the development
+/// files ([`DevCertificates`]) with the CA's key kept beside them (`ca.key`), so that it can
+/// sign each broker's peer certificate (`broker-<id>.pem`), or be handed to a controlplane
+/// that issues them (`floe-controlplane --peer-ca-key-file`).
+#[derive(Debug, Clone)]
+pub struct ClusterCertificates {
+    pub files: DevCertificates,
+    pub ca_key: PathBuf,
+    dir: PathBuf,
+}
+
+impl ClusterCertificates {
+    /// Reuses the CA in `dir`, or generates a new one and the client-port certificate
+    /// (`broker.pem`) when no file is there. A CA without its key (written by `dev`) cannot
+    /// sign: that is an error, not a new CA under old certificates.
+    pub fn ensure(dir: &Path) -> Result<ClusterCertificates> {
+        let certs = ClusterCertificates {
+            files: DevCertificates {
+                ca: dir.join("ca.pem"),
+                server: CertificatePaths {
+                    cert: dir.join("broker.pem"),
+                    key: dir.join("broker.key"),
+                },
+            },
+            ca_key: dir.join("ca.key"),
+            dir: dir.to_path_buf(),
+        };
+        if certs.files.ca.exists() {
+            if !certs.ca_key.exists() {
+                return Err(TlsError::NoCaKey {
+                    path: certs.ca_key.clone(),
+                });
+            }
+            if !certs.files.server.cert.exists() || !certs.files.server.key.exists() {
+                let issuer = certs.issuer()?;
+                let (cert_pem, key_pem) = sign_localhost(&issuer, "floe-broker", None)?;
+                certs.write_pair(&certs.files.server, &cert_pem, &key_pem)?;
+            }
+            return Ok(certs);
+        }
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+        let (ca_pem, ca_key) = generate_ca()?;
+        write_private(&certs.ca_key, ca_key.serialize_pem().as_bytes())?;
+        let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key)?;
+        let (cert_pem, key_pem) = sign_localhost(&issuer, "floe-broker", None)?;
+        certs.write_pair(&certs.files.server, &cert_pem, &key_pem)?;
+        // The CA last: its presence says the directory is complete.
+        std::fs::write(&certs.files.ca, ca_pem).map_err(io("write", &certs.files.ca))?;
+        Ok(certs)
+    }
+
+    /// The peer certificate naming broker `id` (`broker-<id>.pem`, `broker-<id>.key`, also
+    /// valid for localhost), signed by this CA; made when missing.
+    pub fn peer_certificate(&self, id: floe_wire::BrokerId) -> Result<CertificatePaths> {
+        let paths = CertificatePaths {
+            cert: self.dir.join(format!("broker-{}.pem", id.get())),
+            key: self.dir.join(format!("broker-{}.key", id.get())),
+        };
+        if paths.cert.exists() && paths.key.exists() {
+            return Ok(paths);
+        }
+        let issuer = self.issuer()?;
+        let (cert_pem, key_pem) =
+            sign_localhost(&issuer, &format!("floe-broker-{}", id.get()), Some(id))?;
+        self.write_pair(&paths, &cert_pem, &key_pem)?;
+        Ok(paths)
+    }
+
+    fn issuer(&self) -> Result<rcgen::Issuer<'static, rcgen::KeyPair>> {
+        let read = |path: &Path| std::fs::read_to_string(path).map_err(io("read", path));
+        let key = rcgen::KeyPair::from_pem(&read(&self.ca_key)?)?;
+        Ok(rcgen::Issuer::from_ca_cert_pem(
+            &read(&self.files.ca)?,
+            key,
+        )?)
+    }
+
+    fn write_pair(&self, paths: &CertificatePaths, cert_pem: &str, key_pem: &str) -> Result<()> {
+        write_private(&paths.key, key_pem.as_bytes())?;
+        std::fs::write(&paths.cert, cert_pem).map_err(io("write", &paths.cert))
+    }
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -200,11 +316,13 @@ pub fn server_config(
 /// The ALPN protocol id of the peer port (broker to broker), version 1.
 pub const PEER_ALPN: &[u8] = b"floe-peer/1";
 
-/// A broker's identity on the peer port: its certificate and key, and the CA that signs every
-/// broker of the cluster.
+/// A broker's peer-port TLS: the certificate naming it (`floe:broker:<id>`) and the CA that
+/// signs every broker's.
 #[derive(Debug, Clone)]
 pub struct PeerTls {
-    pub certificate: CertificatePaths,
+    /// A certificate of this broker's own (`floe-broker certs --broker-id`, or the
+    /// deployment's); `None`: the controlplane issues one after registration.
+    pub certificate: Option<CertificatePaths>,
     pub ca: PathBuf,
 }
 
@@ -247,20 +365,36 @@ fn peer_transport() -> Result<quinn::TransportConfig> {
     Ok(transport)
 }
 
-/// The peer port's server side: TLS 1.3, and only clients with a certificate from the
-/// cluster's CA (mutual TLS).
-pub fn peer_server_config(tls: &PeerTls) -> Result<quinn::ServerConfig> {
-    let (chain, key) = load(&tls.certificate)?;
+/// Credentials for the peer port from a certificate naming a broker and its key.
+pub fn peer_credentials(paths: &CertificatePaths) -> Result<Arc<PeerCredentials>> {
+    let (chain, key) = load(paths)?;
+    let credentials = PeerCredentials::new(Arc::new(rustls::crypto::ring::default_provider()));
+    credentials
+        .install(chain, key)
+        .map_err(|source| TlsError::PeerCredentials {
+            path: paths.cert.clone(),
+            source,
+        })?;
+    Ok(Arc::new(credentials))
+}
+
+/// The peer port's server side: TLS 1.3, presenting `credentials`, and only clients with a
+/// certificate from the cluster's CA (mutual TLS). Which broker a client is, its certificate
+/// says; the peer port checks that against what the client claims (see [`crate::peer`]).
+pub fn peer_server_config(
+    credentials: Arc<PeerCredentials>,
+    ca: &Path,
+) -> Result<quinn::ServerConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(ca_roots(&tls.ca)?),
+        Arc::new(ca_roots(ca)?),
         provider.clone(),
     )
     .build()?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)?;
+        .with_cert_resolver(credentials);
     config.alpn_protocols = vec![PEER_ALPN.to_vec()];
     config.max_early_data_size = 0;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config)?;
@@ -269,15 +403,21 @@ pub fn peer_server_config(tls: &PeerTls) -> Result<quinn::ServerConfig> {
     Ok(server)
 }
 
-/// The peer port's client side: trusts the cluster's CA and presents this broker's
-/// certificate.
-pub fn peer_client_config(tls: &PeerTls) -> Result<quinn::ClientConfig> {
-    let (chain, key) = load(&tls.certificate)?;
+/// The peer port's client side: presents `credentials`, and accepts a peer only when its
+/// certificate is from the cluster's CA and names the broker dialed (by
+/// [`crate::peer_identity::server_name`]); a peer naming another is counted in `mismatches`.
+pub fn peer_client_config(
+    credentials: Arc<PeerCredentials>,
+    ca: &Path,
+    mismatches: MismatchCounter,
+) -> Result<quinn::ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = PeerServerVerifier::new(Arc::new(ca_roots(ca)?), provider.clone(), mismatches);
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_root_certificates(ca_roots(&tls.ca)?)
-        .with_client_auth_cert(chain, key)?;
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_client_cert_resolver(credentials);
     config.alpn_protocols = vec![PEER_ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(config)?;
     let mut client = quinn::ClientConfig::new(Arc::new(crypto));

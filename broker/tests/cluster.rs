@@ -97,7 +97,7 @@ async fn three_brokers_spread_partitions_and_a_killed_one_is_replaced() {
     )
     .await;
     let rest = &cluster.rest;
-    let ca = cluster.certificates.ca.clone();
+    let ca = cluster.certificates.files.ca.clone();
 
     let stream = StreamName::new("spread").expect("name");
     rest.create_stream(&CreateStreamRequest {

@@ -10,29 +10,38 @@ mod common;
 
 use std::time::Duration;
 
-use floe_broker::tls::{DevCertificates, PeerTls, peer_client_config, peer_server_config};
+use std::sync::Arc;
+
+use floe_broker::tls::{
+    ClusterCertificates, peer_client_config, peer_credentials, peer_server_config,
+};
 use floe_client::datagrams::MAX_DATAGRAM_BYTES;
+use floe_wire::BrokerId;
 
 #[tokio::test]
 async fn a_peer_link_on_loopback_reaches_the_largest_datagram() {
     common::install_crypto();
     let dir = tempfile::tempdir().expect("tempdir");
-    let certs = DevCertificates::ensure(&dir.path().join("cluster")).expect("certificates");
-    let tls = PeerTls {
-        certificate: certs.server.clone(),
-        ca: certs.ca.clone(),
+    let certs = ClusterCertificates::ensure(&dir.path().join("cluster")).expect("certificates");
+    let ca = certs.files.ca.clone();
+    let credentials = |id| {
+        let paths = certs
+            .peer_certificate(BrokerId::new(id))
+            .expect("peer certificate");
+        peer_credentials(&paths).expect("credentials")
     };
+    let (receiving, sending) = (credentials(1), credentials(2));
     let loopback = "127.0.0.1:0".parse().expect("addr");
     let key = [3u8; 32];
     let server = floe_broker::quic::endpoint(
         loopback,
-        peer_server_config(&tls).expect("server config"),
+        peer_server_config(receiving, &ca).expect("server config"),
         &key,
     )
     .expect("server endpoint");
     let client = floe_broker::quic::endpoint(
         loopback,
-        peer_server_config(&tls).expect("server config"),
+        peer_server_config(sending.clone(), &ca).expect("server config"),
         &key,
     )
     .expect("client endpoint");
@@ -55,9 +64,9 @@ async fn a_peer_link_on_loopback_reaches_the_largest_datagram() {
     });
     let connection = client
         .connect_with(
-            peer_client_config(&tls).expect("client config"),
+            peer_client_config(sending, &ca, Arc::new(|_| {})).expect("client config"),
             addr,
-            "localhost",
+            "floe-broker-1",
         )
         .expect("connect")
         .await

@@ -119,7 +119,7 @@ async fn try_client(cluster: &Cluster, id: BrokerId) -> Result<Client, floe_clie
     let mut config = floe_client::ClientConfig::new(
         cluster.endpoint(id).await,
         "localhost",
-        cluster.certificates.ca.clone(),
+        cluster.certificates.files.ca.clone(),
     );
     config.request_timeout = Duration::from_secs(3);
     config.connect_timeout = Duration::from_secs(1);

@@ -20,9 +20,10 @@ use floe_wire::BrokerId;
 use floe_wire::admin::{
     AlterRetentionRequest, AlterStreamRequest, ApiError, ApiErrorCode, Assignments, BrokerInfo,
     BrokerList, CreateStreamRequest, ElectionReport, Health, HeartbeatRequest, HeartbeatResponse,
-    ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse, ReadReplicaInfo, ReadReplicaList,
-    Readiness, RegisterBrokerRequest, RegisterBrokerResponse, RegisterReadReplicaRequest,
-    RegisterReadReplicaResponse, ScalingPolicy, StreamDescription, StreamInfo, StreamList,
+    PeerCertificate, PeerCertificateRequest, ReadReplicaHeartbeat, ReadReplicaHeartbeatResponse,
+    ReadReplicaInfo, ReadReplicaList, Readiness, RegisterBrokerRequest, RegisterBrokerResponse,
+    RegisterReadReplicaRequest, RegisterReadReplicaResponse, ScalingPolicy, StreamDescription,
+    StreamInfo, StreamList,
 };
 use floe_wire::admin::{CreatePrincipalRequest, CreatedToken, PrincipalList, WhoAmI};
 use floe_wire::auth::CredentialTable;
@@ -313,6 +314,17 @@ impl Controlplane {
         request: &HeartbeatRequest,
     ) -> Result<HeartbeatResponse, RestError> {
         let path = format!("/v1/brokers/{}/heartbeat", id.get());
+        self.send(Method::POST, &path, request).await
+    }
+
+    /// `POST /v1/brokers/{id}/peer-certificate`: a certificate naming broker `id` for the key
+    /// of the request's CSR, from the controlplane's peer CA.
+    pub async fn peer_certificate(
+        &self,
+        id: BrokerId,
+        request: &PeerCertificateRequest,
+    ) -> Result<PeerCertificate, RestError> {
+        let path = format!("/v1/brokers/{}/peer-certificate", id.get());
         self.send(Method::POST, &path, request).await
     }
 

@@ -12,6 +12,7 @@ mod groups;
 mod health;
 pub(crate) mod openapi;
 mod principals;
+mod peer_certificates;
 mod read_replicas;
 mod streams;
 
@@ -63,6 +64,11 @@ pub(crate) const ROUTES: &[(&str, &str, Policy)] = &[
     (
         "post",
         "/v1/brokers/{broker_id}/heartbeat",
+        Policy::Kind(PrincipalKind::Broker),
+    ),
+    (
+        "post",
+        "/v1/brokers/{broker_id}/peer-certificate",
         Policy::Kind(PrincipalKind::Broker),
     ),
     (
@@ -218,6 +224,10 @@ fn broker_routes<S: Store>() -> Routes<S> {
         .route(
             "/v1/brokers/{broker_id}/heartbeat",
             post(brokers::heartbeat::<S>),
+        )
+        .route(
+            "/v1/brokers/{broker_id}/peer-certificate",
+            post(peer_certificates::issue::<S>),
         )
         .route("/v1/brokers/{broker_id}/drain", post(brokers::drain::<S>))
         .route(

@@ -3,10 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::auth::BootstrapTokens;
 use crate::driver::ReadReplicaDriverConfig;
+use crate::peer_ca::PeerCa;
 
 /// Where the metadata lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +63,12 @@ pub struct Config {
     /// A draining read replica is stopped once it has no consumers, or this long after it
     /// began draining.
     pub read_replica_drain_timeout: Duration,
+    /// The cluster's peer CA, with its key: brokers registered here get certificates naming
+    /// them for their peer ports. `None`: brokers bring their own (`--peer-cert`).
+    pub peer_ca: Option<Arc<PeerCa>>,
+    /// How long a peer certificate the controlplane issues is valid; brokers renew theirs
+    /// after two thirds of it.
+    pub peer_certificate_lifetime: Duration,
 }
 
 impl Config {
@@ -83,6 +91,8 @@ impl Config {
             read_replicas: ReadReplicaDriverConfig::None,
             autoscale_interval: Duration::from_secs(2),
             read_replica_drain_timeout: Duration::from_secs(300),
+            peer_ca: None,
+            peer_certificate_lifetime: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -19,6 +19,7 @@ mod election;
 pub mod logging;
 mod metrics;
 mod partition_election;
+pub mod peer_ca;
 pub mod placement;
 mod reconcile;
 mod running;

@@ -151,6 +151,19 @@ struct Args {
         value_parser = parse_duration
     )]
     read_replica_drain_timeout: Option<Duration>,
+    /// PEM certificate of the cluster's peer CA, the one brokers trust on their peer ports
+    /// (their `--peer-ca`). With --peer-ca-key-file, brokers registered here get short-lived
+    /// certificates naming them.
+    #[arg(long, env = "FLOE_PEER_CA", requires = "peer_ca_key_file")]
+    peer_ca: Option<PathBuf>,
+    /// PEM private key of the peer CA (a file, or a mounted secret; never on the command
+    /// line).
+    #[arg(long, env = "FLOE_PEER_CA_KEY_FILE", requires = "peer_ca")]
+    peer_ca_key_file: Option<PathBuf>,
+    /// How long an issued peer certificate is valid; brokers renew theirs after two thirds
+    /// of it [default: 24h].
+    #[arg(long, env = "FLOE_PEER_CERTIFICATE_LIFETIME", value_parser = parse_duration)]
+    peer_certificate_lifetime: Option<Duration>,
     /// Log lines as text for people, or JSON objects (one per line) for a log shipper.
     /// Levels come from FLOE_LOG, else RUST_LOG, else `info`.
     #[arg(long, env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -281,6 +294,21 @@ impl Args {
             "FLOE_READ_REPLICA_DRAIN_TIMEOUT_MS",
         )?
         .unwrap_or(config.read_replica_drain_timeout);
+        if let (Some(certificate), Some(key)) = (&self.peer_ca, &self.peer_ca_key_file) {
+            let ca =
+                floe_controlplane::peer_ca::PeerCa::load(certificate, key).with_context(|| {
+                    format!(
+                        "the peer CA {} and its key {}",
+                        certificate.display(),
+                        key.display()
+                    )
+                })?;
+            config.peer_ca = Some(std::sync::Arc::new(ca));
+        }
+        config.peer_certificate_lifetime = self
+            .peer_certificate_lifetime
+            .unwrap_or(config.peer_certificate_lifetime)
+            .max(Duration::from_secs(60));
         Ok(config)
     }
 }

@@ -136,6 +136,14 @@ for role in ("broker", "read_replica"):
         f"{role} may not scale",
     )
 
+peer_ca_secret = outputs["peer_ca_secret_arn"]
+expect(allowed(cp, "secretsmanager:GetSecretValue", peer_ca_secret), "controlplanes may read the peer CA's key")
+for role in ("broker", "read_replica"):
+    expect(
+        not allowed(policies[role], "secretsmanager:GetSecretValue", peer_ca_secret),
+        f"{role} may not read the peer CA's key (it could pose as any broker)",
+    )
+
 # --- groups -------------------------------------------------------------------------------
 expect(replicas["MinSize"] == 0, "read replica group's minimum is 0")
 expect(replicas["MaxSize"] == 8, "read replica group's maximum is read_replica_max (8)")

@@ -10,6 +10,7 @@ mod broker;
 mod error;
 mod group;
 mod health;
+mod peer_certificate;
 mod principal;
 mod read_replica;
 mod stream;
@@ -25,6 +26,7 @@ pub use group::{
     ResetOffsetsRequest, ResetTarget,
 };
 pub use health::{Build, Health, Readiness, Role};
+pub use peer_certificate::{MAX_CSR_PEM_LEN, PeerCertificate, PeerCertificateRequest};
 pub use principal::{
     CreatePrincipalRequest, CreatedToken, PrincipalInfo, PrincipalList, TokenInfo, WhoAmI,
 };

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use floe_broker::tls::DevCertificates;
+use floe_broker::tls::ClusterCertificates;
 use floe_client::rest::Controlplane;
 use floe_client::{Client, ClientConfig};
 use floe_wire::admin::{BrokerState, CreateStreamRequest, OffsetRange, PartitionDescription};
@@ -24,6 +24,8 @@ pub struct Timing {
     pub reconcile: Duration,
     /// A replicated partition's member on a broker dead this long is replaced.
     pub replace_dead_after: Duration,
+    /// How long the peer certificates the controlplane issues are valid.
+    pub peer_certificate_lifetime: Duration,
 }
 
 impl Default for Timing {
@@ -34,6 +36,7 @@ impl Default for Timing {
             reconcile: Duration::from_millis(100),
             // Tests that kill and restart brokers expect them back in their sets.
             replace_dead_after: Duration::from_secs(3600),
+            peer_certificate_lifetime: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -67,6 +70,16 @@ impl Drop for ReplicaProcess {
     }
 }
 
+/// Where brokers' peer-port certificates come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerCertificates {
+    /// The controlplane holds the peer CA's key and issues them after registration.
+    Issued,
+    /// Each broker is given one naming it (`floe-broker certs --broker-id`): process `i`
+    /// is broker `i + 1`.
+    Static,
+}
+
 /// One `floe-broker serve` process; killed on drop.
 pub struct BrokerProcess {
     child: Option<Child>,
@@ -77,7 +90,8 @@ impl BrokerProcess {
     fn start(
         dir: &Path,
         ports: (u16, u16, u16),
-        certificates: &DevCertificates,
+        certificates: &ClusterCertificates,
+        peer_certificate: Option<floe_broker::tls::CertificatePaths>,
         controlplane: &str,
         objects: &Path,
     ) -> BrokerProcess {
@@ -88,8 +102,16 @@ impl BrokerProcess {
             .open(dir.join("broker.log"))
             .expect("log file");
         let log_filter = std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "info".into());
-        let child = Command::new(super::broker_program())
-            .arg("serve")
+        let mut command = Command::new(super::broker_program());
+        command.arg("serve");
+        if let Some(peer) = peer_certificate {
+            command
+                .arg("--peer-cert")
+                .arg(peer.cert)
+                .arg("--peer-key")
+                .arg(peer.key);
+        }
+        let child = command
             .arg("--data-dir")
             .arg(dir.join("data"))
             .arg("--listen")
@@ -99,11 +121,11 @@ impl BrokerProcess {
             .arg("--metrics-listen")
             .arg(format!("127.0.0.1:{}", ports.2))
             .arg("--cert")
-            .arg(&certificates.server.cert)
+            .arg(&certificates.files.server.cert)
             .arg("--key")
-            .arg(&certificates.server.key)
+            .arg(&certificates.files.server.key)
             .arg("--peer-ca")
-            .arg(&certificates.ca)
+            .arg(&certificates.files.ca)
             .args(["--controlplane", controlplane])
             // The cluster's controlplane runs without authentication too; authentication
             // is tested on its own (`auth.rs`).
@@ -176,7 +198,8 @@ pub struct Cluster {
     controlplane: Option<floe_controlplane::Running>,
     pub rest: Controlplane,
     pub url: String,
-    pub certificates: DevCertificates,
+    pub certificates: ClusterCertificates,
+    peer_certificates: PeerCertificates,
     objects: PathBuf,
     pub brokers: Vec<BrokerProcess>,
     /// Each broker's client, peer and metrics ports, kept across restarts as a deployment
@@ -203,19 +226,34 @@ fn free_port() -> u16 {
 impl Cluster {
     /// Starts the controlplane and `n` brokers and waits until all hold a lease.
     pub async fn start(n: usize, timing: Timing) -> Cluster {
-        Cluster::start_inner(n, timing, None).await
+        Cluster::start_inner(n, timing, None, PeerCertificates::Issued).await
+    }
+
+    /// [`Cluster::start`] with peer certificates from `source`.
+    pub async fn start_with_peer_certificates(
+        n: usize,
+        timing: Timing,
+        source: PeerCertificates,
+    ) -> Cluster {
+        Cluster::start_inner(n, timing, None, source).await
     }
 
     /// [`Cluster::start`] with the controlplane's autoscaler running read replicas as
     /// `floe-broker read-replica` child processes (the local driver), deciding every `interval`.
     pub async fn start_autoscaled(n: usize, timing: Timing, interval: Duration) -> Cluster {
-        Cluster::start_inner(n, timing, Some(interval)).await
+        Cluster::start_inner(n, timing, Some(interval), PeerCertificates::Issued).await
     }
 
-    async fn start_inner(n: usize, timing: Timing, autoscale: Option<Duration>) -> Cluster {
+    async fn start_inner(
+        n: usize,
+        timing: Timing,
+        autoscale: Option<Duration>,
+        peer_certificates: PeerCertificates,
+    ) -> Cluster {
         install_crypto();
         let dir = tempfile::tempdir().expect("tempdir");
-        let certificates = DevCertificates::ensure(&dir.path().join("tls")).expect("certificates");
+        let certificates =
+            ClusterCertificates::ensure(&dir.path().join("tls")).expect("certificates");
         let objects = dir.path().join("objects");
         std::fs::create_dir_all(&objects).expect("objects directory");
         let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
@@ -226,6 +264,15 @@ impl Cluster {
         config.heartbeat_interval = timing.heartbeat;
         config.reconcile_interval = timing.reconcile;
         config.replace_dead_after = timing.replace_dead_after;
+        config.peer_certificate_lifetime = timing.peer_certificate_lifetime;
+        if peer_certificates == PeerCertificates::Issued {
+            let ca = floe_controlplane::peer_ca::PeerCa::load(
+                &certificates.files.ca,
+                &certificates.ca_key,
+            )
+            .expect("the peer CA");
+            config.peer_ca = Some(std::sync::Arc::new(ca));
+        }
         if let Some(interval) = autoscale {
             let path = |p: &Path| p.display().to_string();
             config.autoscale_interval = interval;
@@ -239,11 +286,11 @@ impl Cluster {
                     "--listen".into(),
                     "127.0.0.1:0".into(),
                     "--cert".into(),
-                    path(&certificates.server.cert),
+                    path(&certificates.files.server.cert),
                     "--key".into(),
-                    path(&certificates.server.key),
+                    path(&certificates.files.server.key),
                     "--broker-ca".into(),
-                    path(&certificates.ca),
+                    path(&certificates.files.ca),
                     "--tier-cache-disk".into(),
                     "0".into(),
                     "--object-store".into(),
@@ -265,6 +312,7 @@ impl Cluster {
             rest,
             url,
             certificates,
+            peer_certificates,
             objects,
             brokers: Vec::new(),
             ports: (0..n)
@@ -290,10 +338,22 @@ impl Cluster {
     }
 
     fn spawn(&self, i: usize) -> BrokerProcess {
+        let peer_certificate = match self.peer_certificates {
+            PeerCertificates::Issued => None,
+            PeerCertificates::Static => {
+                let id = BrokerId::new(u32::try_from(i + 1).expect("a broker id"));
+                Some(
+                    self.certificates
+                        .peer_certificate(id)
+                        .expect("a peer certificate"),
+                )
+            }
+        };
         BrokerProcess::start(
             &self.dir.path().join(format!("b{i}")),
             self.ports[i],
             &self.certificates,
+            peer_certificate,
             &self.url,
             &self.objects,
         )
@@ -308,6 +368,24 @@ impl Cluster {
     pub fn restart(&mut self, i: usize) {
         self.brokers[i].kill();
         self.brokers[i] = self.spawn(i);
+    }
+
+    /// Starts broker process `i` again on its data directory with `peer_certificate` as its
+    /// own peer certificate.
+    pub fn restart_with_peer_certificate(
+        &mut self,
+        i: usize,
+        peer_certificate: floe_broker::tls::CertificatePaths,
+    ) {
+        self.brokers[i].kill();
+        self.brokers[i] = BrokerProcess::start(
+            &self.dir.path().join(format!("b{i}")),
+            self.ports[i],
+            &self.certificates,
+            Some(peer_certificate),
+            &self.url,
+            &self.objects,
+        );
     }
 
     /// The UDP port of broker process `i`'s peer port (its replication traffic, both ways).
@@ -413,7 +491,7 @@ impl Cluster {
         let mut config = ClientConfig::new(
             self.endpoint(id).await,
             "localhost",
-            self.certificates.ca.clone(),
+            self.certificates.files.ca.clone(),
         );
         config.request_timeout = Duration::from_secs(5);
         config.reconnect_attempts = 0;
@@ -450,11 +528,11 @@ impl Cluster {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
             .arg("--cert")
-            .arg(&self.certificates.server.cert)
+            .arg(&self.certificates.files.server.cert)
             .arg("--key")
-            .arg(&self.certificates.server.key)
+            .arg(&self.certificates.files.server.key)
             .arg("--broker-ca")
-            .arg(&self.certificates.ca)
+            .arg(&self.certificates.files.ca)
             .args(["--tier-cache-disk", "0"])
             .arg("--object-store")
             .arg(format!("file://{}", self.objects.display()))
@@ -498,7 +576,7 @@ impl Cluster {
         let mut config = ClientConfig::new(
             endpoints.join(","),
             "localhost",
-            self.certificates.ca.clone(),
+            self.certificates.files.ca.clone(),
         );
         config.request_timeout = Duration::from_secs(5);
         config

@@ -375,6 +375,30 @@ fn broker_lease_schemas() -> Schemas {
             ),
         ),
         (
+            "PeerCertificateRequest",
+            object(
+                &[(
+                    "csr_pem",
+                    json!({ "type": "string", "maxLength": floe_wire::admin::MAX_CSR_PEM_LEN,
+                        "description": "a PKCS#10 certificate signing request (PEM); only \
+                        its public key is used" }),
+                )],
+                &["csr_pem"],
+                true,
+            ),
+        ),
+        (
+            "PeerCertificate",
+            object(
+                &[
+                    ("certificate_pem", json!({ "type": "string" })),
+                    ("not_after_ms", u64_schema()),
+                ],
+                &["certificate_pem", "not_after_ms"],
+                false,
+            ),
+        ),
+        (
             "RegisterBrokerResponse",
             object(
                 &[
@@ -925,6 +949,12 @@ fn broker_paths() -> Value {
         "/v1/brokers/{broker_id}/heartbeat": {
             "post": operation("Renew a broker's lease and report its partitions",
                 vec![broker.clone()], Some("HeartbeatRequest"), 200, Some("HeartbeatResponse")),
+        },
+        "/v1/brokers/{broker_id}/peer-certificate": {
+            "post": operation("Issue a short-lived peer-port certificate naming the broker \
+                (floe:broker:<id>), signed by the cluster's peer CA; 409 when this controlplane \
+                holds no peer CA key", vec![broker.clone()], Some("PeerCertificateRequest"),
+                200, Some("PeerCertificate")),
         },
         "/v1/brokers/{broker_id}/drain": { "post": drain },
         "/v1/brokers/{broker_id}/undrain": { "post": undrain },

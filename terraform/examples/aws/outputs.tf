@@ -30,6 +30,11 @@ output "bootstrap_secret_arn" {
   value       = module.floe.bootstrap_secret_arn
 }
 
+output "peer_ca_secret_arn" {
+  description = "Fill it with deploy/cluster-tls.sh (--peer-ca-secret-id)."
+  value       = module.floe.peer_ca_secret_arn
+}
+
 output "certificate_names" {
   description = "Names the cluster certificate must carry."
   value       = module.floe.certificate_names

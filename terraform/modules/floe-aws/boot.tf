@@ -1,4 +1,5 @@
-# What every machine's first boot needs: where the release bundle is, the bootstrap secret,
+# What every machine's first boot needs: where the release bundle is, the bootstrap secret
+# (and on controlplanes the peer CA's key),
 # and the environment its Floe process runs with (rendered into cloud-init user data by
 # templates/cloud-init.yaml.tftpl; the per-role parts are in brokers.tf, controlplane.tf and
 # read_replicas.tf).
@@ -10,6 +11,7 @@ locals {
     release_source    = local.release_source
     release_sha256    = var.release_sha256 == null ? "" : var.release_sha256
     bootstrap_secret  = aws_secretsmanager_secret.bootstrap.arn
+    peer_ca_secret    = ""
     data_volume       = ""
     database_instance = ""
     advertise_port    = 0

@@ -69,7 +69,7 @@ resource "aws_instance" "broker" {
       FLOE_METRICS_LISTEN = "0.0.0.0:${local.ports.metrics}"
       FLOE_PEER_LISTEN    = "0.0.0.0:${local.ports.peer}"
       FLOE_PEER_ADVERTISE = "broker-${count.index}.${local.zone_name}:${local.ports.peer}"
-      FLOE_PEER_CA        = "/etc/floe/tls/ca.pem"
+      FLOE_PEER_CA        = "/etc/floe/tls/peer-ca.pem"
       FLOE_ZONE           = local.broker_subnets[count.index].availability_zone
       FLOE_OBJECT_STORE   = "s3://${aws_s3_bucket.tier.id}/${var.object_prefix}"
       FLOE_S3_REGION      = local.region

@@ -16,7 +16,10 @@ resource "aws_launch_template" "controlplane" {
   user_data = base64encode(templatefile("${path.module}/templates/cloud-init.yaml.tftpl", merge(local.boot_common, {
     role              = "controlplane"
     database_instance = local.database_identifier
+    peer_ca_secret    = aws_secretsmanager_secret.peer_ca.arn
     environment = merge(local.env_common, {
+      FLOE_PEER_CA                    = "/etc/floe/tls/peer-ca.pem"
+      FLOE_PEER_CA_KEY_FILE           = "/etc/floe/tls/peer-ca.key"
       FLOE_CONTROLPLANE_LISTEN        = "0.0.0.0:${local.ports.controlplane}"
       FLOE_DATA_DIR                   = "/var/lib/floe/controlplane"
       FLOE_AWS_AUTOSCALING_GROUP      = aws_autoscaling_group.read_replicas.name

@@ -1,7 +1,8 @@
 # One role per kind of machine, each allowed exactly what its process does:
 # - brokers read and write tiered segments and manifests under the prefix;
 # - read replicas only read them (Get/List: no Put, no Delete);
-# - controlplanes scale and describe the read-replica group, and read the database secret.
+# - controlplanes scale and describe the read-replica group, and read the database secret and
+#   the peer CA's key (to issue brokers their peer certificates).
 # Every role reads the release bundles and the cluster's bootstrap secret (TLS, admin token).
 
 data "aws_iam_policy_document" "ec2_assume" {
@@ -138,6 +139,11 @@ data "aws_iam_policy_document" "controlplane" {
     sid       = "ReadDatabaseSecret"
     actions   = ["secretsmanager:GetSecretValue"]
     resources = [aws_db_instance.metadata.master_user_secret[0].secret_arn]
+  }
+  statement {
+    sid       = "ReadPeerCaKey"
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [aws_secretsmanager_secret.peer_ca.arn]
   }
 }
 

@@ -58,8 +58,13 @@ output "release_source" {
 }
 
 output "bootstrap_secret_arn" {
-  description = "The Secrets Manager secret the operator fills once with deploy/cluster-tls.sh (CA, cluster certificate and key, admin token)."
+  description = "The Secrets Manager secret the operator fills once with deploy/cluster-tls.sh (CA, cluster certificate and key, peer CA certificate, admin token)."
   value       = aws_secretsmanager_secret.bootstrap.arn
+}
+
+output "peer_ca_secret_arn" {
+  description = "The Secrets Manager secret only controlplanes read, filled once with deploy/cluster-tls.sh (the peer CA's key)."
+  value       = aws_secretsmanager_secret.peer_ca.arn
 }
 
 output "database_endpoint" {

@@ -100,9 +100,19 @@ fetch_bootstrap_secret() {
   secret_field ca_pem <<<"$secret" >/etc/floe/tls/ca.pem
   secret_field cert_pem <<<"$secret" >/etc/floe/tls/cluster.pem
   secret_field key_pem <<<"$secret" >/etc/floe/tls/cluster.key
+  secret_field peer_ca_pem <<<"$secret" >/etc/floe/tls/peer-ca.pem
+  # Controlplanes only: the peer CA's key, to issue brokers their peer certificates.
+  if [ -n "${FLOE_PEER_CA_SECRET:-}" ]; then
+    local peer_ca=""
+    log "waiting for the peer CA secret $FLOE_PEER_CA_SECRET"
+    while ! peer_ca=$(aws secretsmanager get-secret-value --secret-id "$FLOE_PEER_CA_SECRET" --query SecretString --output text 2>/dev/null); do
+      sleep 15
+    done
+    secret_field peer_ca_key_pem <<<"$peer_ca" >/etc/floe/tls/peer-ca.key
+  fi
   chown root:floe /etc/floe/tls/*
   chmod 0640 /etc/floe/tls/*
-  chmod 0644 /etc/floe/tls/ca.pem /etc/floe/tls/cluster.pem
+  chmod 0644 /etc/floe/tls/ca.pem /etc/floe/tls/cluster.pem /etc/floe/tls/peer-ca.pem
   # Each role gets the tokens it needs: the controlplane all three (it checks them), a broker
   # its own, a read replica its own. Nothing else on the machine holds the admin token.
   case "$FLOE_ROLE" in
