@@ -83,6 +83,9 @@ pub struct Metrics {
     /// Uploads refused because a batch of the local sealed segment failed its checksum:
     /// the rot is never copied to the tier, and the segment stays on disk.
     pub tier_upload_corrupt_segments: Counter,
+    /// Local sealed segments that failed their checksums and were replaced by their tiered
+    /// copy.
+    pub local_segments_healed: Counter,
     /// Time uploads waited for pauses in the logs' syncs (mirrored at scrape time).
     pub tier_upload_yield_seconds: Counter<f64, AtomicU64>,
     /// Object-store requests by kind (mirrored from the tier's counters at scrape time).
@@ -138,6 +141,7 @@ impl Metrics {
             tier_backlog_bytes: Family::default(),
             tier_upload_failures: Counter::default(),
             tier_upload_corrupt_segments: Counter::default(),
+            local_segments_healed: Counter::default(),
             tier_upload_yield_seconds: Counter::default(),
             tier_requests: Family::default(),
             tier_request_latency: Family::new_with_constructor(latency_histogram),
@@ -319,6 +323,11 @@ impl Metrics {
             "tier_upload_corrupt_segments",
             "Uploads refused because a local sealed segment failed its checksums (kept on disk, never tiered)",
             self.tier_upload_corrupt_segments.clone(),
+        );
+        registry.register(
+            "local_segments_healed",
+            "Local sealed segments that failed their checksums, replaced by their tiered copy",
+            self.local_segments_healed.clone(),
         );
         registry.register(
             "tier_requests",

@@ -7,6 +7,7 @@
 //! holds only its own task. Local retention (in [`crate::partitions::Partitions::maintain`])
 //! deletes a sealed segment only once the manifest holds it.
 
+pub(crate) mod heal;
 mod schedule;
 
 use std::path::{Path, PathBuf};

@@ -760,6 +760,50 @@ async fn a_corrupt_object_is_reported_as_corrupt_never_served() {
     assert!(s.store.metrics().snapshot().corrupt_objects >= 2);
 }
 
+/// A read that finds a damaged batch fetches the object's chunks from the store again before
+/// it answers `Corrupt`: the damaged copy may be the one in the cache. Here the store held a
+/// damaged copy when the chunk was first cached, and a good one by the next read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_cached_chunk_is_fetched_again_before_the_object_is_called_corrupt() {
+    for s in common::stores().await {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = open_log(dir.path(), 1 << 20);
+        let stored = fill_log(&log, "c", 4, 3, 300);
+        let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
+        let report = uploader
+            .run(&log.sealed_segments(), log.log_end(), LeaderEpoch::new(1))
+            .await
+            .expect("upload");
+        let key = format!("orders/3/segments/{}", report.committed[0].name);
+        let good = s.store.get(&key).await.expect("get");
+        let mut bad = good.to_vec();
+        bad[700] ^= 0x01;
+        s.store
+            .put(&key, Bytes::from(bad))
+            .await
+            .expect("overwrite");
+        let reader = TierReader::new(s.store.clone(), small_reader_config())
+            .await
+            .expect("reader");
+        let result = reader.read(&partition(), Offset::ZERO, 1 << 20).await;
+        assert!(
+            matches!(result, Err(TierError::Corrupt { .. })),
+            "{}: {result:?}",
+            s.name
+        );
+        assert_eq!(s.store.metrics().snapshot().corrupt_objects, 1);
+
+        s.store.put(&key, good).await.expect("restore");
+        let all = read_all(&reader, &partition(), 0, log.log_end().get()).await;
+        assert_eq!(
+            split_batches(&all),
+            stored,
+            "{}: the good copy is served",
+            s.name
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_stream_deletes_all_its_objects() {
     let s = common::local_store();
