@@ -105,6 +105,8 @@ pub enum CorruptReason {
     Field(&'static str),
     #[error("data checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
     DataChecksum { stored: u32, computed: u32 },
+    /// Damaged data: a batch that does not parse, fails its checksum or does not follow
+    /// on, starting at byte `position`.
     #[error("batch at position {position}: {detail}")]
     Batch { position: u64, detail: String },
 }

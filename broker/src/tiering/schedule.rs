@@ -210,8 +210,8 @@ async fn upload(state: &Work, partition: &Arc<Partition>) {
     }
 }
 
-/// A sealed segment's upload found a batch failing its checksum: rot, which is never copied
-/// to the tier, and the segment stays on disk. A partition without replicas has no other
+/// A sealed segment's upload found damaged data (a batch that fails its checksum or does not
+/// parse): rot, which is never copied to the tier, and the segment stays on disk. A partition without replicas has no other
 /// copy of it: it goes to the `corrupt` state (refusing publishes and fetches, naming file
 /// and byte, until an operator repairs it), and the broker's other partitions go on
 /// uploading. A replicated partition keeps serving from its replicas' copies meanwhile;

@@ -235,12 +235,9 @@ async fn start_position(segment: &SealedSegment, from: Offset) -> Result<u64, Ti
         .find(|e| u64::from(e.relative_offset) <= relative)
         .map_or(0, |e| u64::from(e.position));
     let local = local_corrupt(segment, 0);
-    let not_a_boundary = |position| {
-        local(CorruptReason::Batch {
-            position,
-            detail: format!("no batch starts at offset {from}"),
-        })
-    };
+    // Not damage: the tier ends inside one of this log's batches (a log that does not
+    // continue the tier). `Batch` reasons are kept for damaged data.
+    let not_a_boundary = || local(CorruptReason::Field("no batch starts at the tier's end"));
     while position + HEADER_LEN as u64 <= segment.size_bytes {
         let raw = read_exact(segment, position, HEADER_LEN, None).await?;
         let header = BatchHeader::parse(&raw).map_err(|e| {
@@ -253,11 +250,11 @@ async fn start_position(segment: &SealedSegment, from: Offset) -> Result<u64, Ti
             return Ok(position);
         }
         if header.next_offset() > from {
-            return Err(not_a_boundary(position));
+            return Err(not_a_boundary());
         }
         position += u64::from(header.batch_length);
     }
-    Err(not_a_boundary(position))
+    Err(not_a_boundary())
 }
 
 async fn stream_chunks(
