@@ -81,11 +81,18 @@ pub struct Metrics {
     pub local_log_bytes: Gauge,
     /// 1 while publishes are refused at the disk high-water mark.
     pub disk_high_water: Gauge,
-    /// Partitions held in the `corrupt` state (their logs refused to open as corrupt).
+    /// Partitions held in the `corrupt` state (their logs refused to open as corrupt, or an
+    /// upload found a sealed segment failing its checksums).
     pub partitions_corrupt: Gauge,
     pub tier_backlog_segments: Family<StreamLabels, Gauge>,
     pub tier_backlog_bytes: Family<StreamLabels, Gauge>,
     pub tier_upload_failures: Counter,
+    /// Uploads refused because a batch of the local sealed segment failed its checksum:
+    /// the rot is never copied to the tier, and the segment stays on disk.
+    pub tier_upload_corrupt_segments: Counter,
+    /// Local sealed segments that failed their checksums and were replaced by their tiered
+    /// copy.
+    pub local_segments_healed: Counter,
     /// Time uploads waited for pauses in the logs' syncs (mirrored at scrape time).
     pub tier_upload_yield_seconds: Counter<f64, AtomicU64>,
     /// Object-store requests by kind (mirrored from the tier's counters at scrape time).
@@ -143,6 +150,8 @@ impl Metrics {
             tier_backlog_segments: Family::default(),
             tier_backlog_bytes: Family::default(),
             tier_upload_failures: Counter::default(),
+            tier_upload_corrupt_segments: Counter::default(),
+            local_segments_healed: Counter::default(),
             tier_upload_yield_seconds: Counter::default(),
             tier_requests: Family::default(),
             tier_request_latency: Family::new_with_constructor(latency_histogram),
@@ -326,6 +335,16 @@ impl Metrics {
             "tier_upload_failures",
             "Upload runs that failed and will be retried",
             self.tier_upload_failures.clone(),
+        );
+        registry.register(
+            "tier_upload_corrupt_segments",
+            "Uploads refused because a local sealed segment failed its checksums (kept on disk, never tiered)",
+            self.tier_upload_corrupt_segments.clone(),
+        );
+        registry.register(
+            "local_segments_healed",
+            "Local sealed segments that failed their checksums, replaced by their tiered copy",
+            self.local_segments_healed.clone(),
         );
         registry.register(
             "tier_requests",

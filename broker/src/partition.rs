@@ -9,6 +9,7 @@ pub(crate) mod corrupt;
 pub(crate) mod recent;
 pub(crate) mod replica;
 
+use std::collections::BTreeSet;
 use std::sync::{Mutex, OnceLock};
 
 use floe_hot_log::{Log, RetentionPolicy};
@@ -38,6 +39,9 @@ pub(crate) struct Partition {
     replicated: bool,
     /// Set once, by the replication driver's first assignment (replicated partitions only).
     replica: OnceLock<ReplicaHandle>,
+    /// Base offsets of the sealed segments being repaired from the tier (at most one
+    /// repair per segment at a time; bounded by the segments of the log).
+    repairs: Mutex<BTreeSet<Offset>>,
 }
 
 /// What a partition is opened with.
@@ -66,7 +70,21 @@ impl Partition {
             uploader: parts.uploader,
             replicated: parts.replicated,
             replica: OnceLock::new(),
+            repairs: Mutex::new(BTreeSet::new()),
         }
+    }
+
+    /// Marks the sealed segment at `base_offset` as being repaired; false when a repair of
+    /// it is already under way.
+    pub(crate) fn begin_repair(&self, base_offset: Offset) -> bool {
+        let mut repairs = self.repairs.lock().unwrap_or_else(|e| e.into_inner());
+        repairs.insert(base_offset)
+    }
+
+    /// Ends the repair [`Partition::begin_repair`] began.
+    pub(crate) fn end_repair(&self, base_offset: Offset) {
+        let mut repairs = self.repairs.lock().unwrap_or_else(|e| e.into_inner());
+        repairs.remove(&base_offset);
     }
 
     /// The stream's name.

@@ -256,6 +256,34 @@ impl Partitions {
         held.insert((corrupt.stream.clone(), corrupt.partition), corrupt);
     }
 
+    /// Takes an open partition out of service into the `corrupt` state, when rot is found in
+    /// its log while it serves (an upload found a sealed segment failing its checksums): it
+    /// leaves the open partitions, its log is closed (its files stay as they are) and it
+    /// refuses publishes and fetches like a partition whose log refused to open. Does
+    /// nothing when `partition` is no longer the one open under its name.
+    pub(crate) fn hold_corrupt_open(&self, partition: &Arc<Partition>, corrupt: CorruptPartition) {
+        let key = (partition.stream().to_string(), partition.id());
+        let removed = {
+            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            if !map
+                .get(&key)
+                .is_some_and(|open| Arc::ptr_eq(open, partition))
+            {
+                return;
+            }
+            // Held corrupt before it leaves the open partitions, so that no request in
+            // between finds it in neither and answers "unknown partition".
+            self.hold_corrupt(corrupt);
+            map.remove(&key)
+        };
+        let Some(removed) = removed else {
+            return;
+        };
+        if let Err(e) = removed.close() {
+            tracing::error!(stream = key.0, partition = key.1, error = %e, "closing a corrupt partition's log");
+        }
+    }
+
     /// The corrupt state of a partition held here, if it is in it.
     pub(crate) fn corrupt(&self, stream: &str, partition: u32) -> Option<CorruptPartition> {
         let held = self.corrupt.read().unwrap_or_else(|e| e.into_inner());

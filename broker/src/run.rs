@@ -479,6 +479,7 @@ async fn open_partitions(
     let tiering = open_tiering(settings, metrics).await?;
     let mut uploader = settings.tier.uploader.clone();
     uploader.yield_to = Some(YieldToSyncs::new(sync_activity.clone()));
+    uploader.commit_window_ms = settings.tier.commit_window_ms();
     let (store, defaults) = (tiering.store().clone(), settings.stream_defaults);
     let partitions = Partitions::open(&settings.data_dir, log, defaults, store, uploader).await?;
     Ok((Arc::new(partitions), Arc::new(tiering), sync_activity))

@@ -7,6 +7,7 @@
 //! holds only its own task. Local retention (in [`crate::partitions::Partitions::maintain`])
 //! deletes a sealed segment only once the manifest holds it.
 
+pub(crate) mod heal;
 mod schedule;
 
 use std::path::{Path, PathBuf};
@@ -59,7 +60,8 @@ pub struct TierSettings {
     /// How often to apply tier retention and collect unreferenced objects.
     pub collect_interval: Duration,
     /// Unreferenced objects stay this long after their upload or removal: longer than any
-    /// upload-then-commit, and than any reader keeps a manifest.
+    /// reader keeps a manifest, and twice the uploader's commit window
+    /// ([`TierSettings::commit_window_ms`]). At least a second.
     pub collect_grace: Duration,
     /// Partitions uploading at once.
     pub partitions_in_parallel: usize,
@@ -88,7 +90,19 @@ impl Default for TierSettings {
     }
 }
 
+/// The shortest collector grace a broker accepts: below it, the commit window (half the
+/// grace) leaves too little time to upload and commit one segment.
+pub const COLLECT_GRACE_MIN: Duration = Duration::from_secs(1);
+
 impl TierSettings {
+    /// How long an uploaded object may wait for its commit: half the collector's grace, so
+    /// that the other half covers a commit request in flight and the skew between the
+    /// clocks of brokers and object store. Every broker that may collect a partition's
+    /// objects must run with at least this broker's grace.
+    pub fn commit_window_ms(&self) -> i64 {
+        i64::try_from(self.collect_grace.as_millis() / 2).unwrap_or(i64::MAX)
+    }
+
     /// The URL of the embedded default: a directory under the data directory.
     pub fn local_url(data_dir: &Path) -> Result<String, TieringError> {
         let dir = data_dir.join("objects");
@@ -155,6 +169,12 @@ impl Tiering {
         let reader = TierReader::new(store.clone(), settings.reader.clone())
             .await
             .map_err(TieringError::Cache)?;
+        if settings.collect_grace < COLLECT_GRACE_MIN {
+            return Err(TieringError::Collector(TierError::Config(format!(
+                "the collector grace {:?} is below {COLLECT_GRACE_MIN:?}",
+                settings.collect_grace
+            ))));
+        }
         let grace = i64::try_from(settings.collect_grace.as_millis()).unwrap_or(i64::MAX);
         let collector = Collector::new(store.clone(), grace).map_err(TieringError::Collector)?;
         Ok(Tiering {

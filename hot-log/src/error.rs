@@ -56,6 +56,10 @@ pub enum LogError {
         position: u64,
         reason: String,
     },
+    /// A copy offered to replace a damaged sealed segment is not that segment's batches
+    /// ([`crate::Log::replace_sealed`]); nothing was changed.
+    #[error("the copy for the sealed segment at {base_offset} does not match it: {reason}")]
+    ReplacementMismatch { base_offset: Offset, reason: String },
     /// The disk is full (or the quota spent): the write was undone and the log stays
     /// writable. Retry once space is freed; nothing of it was written.
     #[error("no space left for {}: nothing was written; retry once space is freed", path.display())]

@@ -22,6 +22,7 @@
 //!   older than the configured age.
 
 mod append;
+mod heal;
 mod open;
 mod reset;
 mod retention;

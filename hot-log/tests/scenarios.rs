@@ -1092,3 +1092,76 @@ fn segment_limits_change_on_a_running_log() {
         "every record is kept"
     );
 }
+
+#[test]
+fn a_damaged_sealed_segment_is_replaced_by_a_good_copy_and_a_crash_leaves_one_or_the_other() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..20 {
+        log.append(&batch(&format!("r{i}"), 4, 0), LeaderEpoch::new(1))
+            .expect("append");
+    }
+    log.wait_synced_blocking(log.log_end()).expect("synced");
+    let everything = read_everything(&log).expect("read");
+    let sealed = log.sealed_segments();
+    assert!(sealed.len() >= 3, "{} sealed segments", sealed.len());
+    let target = &sealed[1];
+    let good = storage.contents(&target.path).expect("contents");
+    let mut bad = good.clone();
+    bad[100] ^= 0xff; // inside the records of the first batch
+    storage
+        .replace_contents(&target.path, bad.clone())
+        .expect("rot");
+    assert!(matches!(
+        read_everything(&log),
+        Err(LogError::Corrupt { .. })
+    ));
+
+    // Copies that are not the segment's batches are refused and change nothing.
+    let other = storage.contents(&sealed[2].path).expect("contents");
+    for (what, copy) in [
+        ("short", &good[..good.len() - 1]),
+        ("damaged", &bad[..]),
+        ("another segment", &other[..]),
+    ] {
+        match log.replace_sealed(target.base_offset, copy) {
+            Err(LogError::ReplacementMismatch { base_offset, .. }) => {
+                assert_eq!(base_offset, target.base_offset, "{what}")
+            }
+            other => panic!("a {what} copy: {other:?}"),
+        }
+    }
+    assert_eq!(storage.contents(&target.path).expect("contents"), bad);
+    let active = log.log_end();
+    assert!(
+        log.replace_sealed(sealed.last().expect("sealed").next_offset, &good)
+            .is_err(),
+        "the active segment (at {active}) is not replaced"
+    );
+
+    // The good copy replaces the damaged file; a crash at any sync on the way leaves the
+    // one or the other, whole, and the log opens.
+    let images = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = images.clone();
+    storage.on_sync(move |_, image| seen.lock().expect("images").push(image));
+    log.replace_sealed(target.base_offset, &good)
+        .expect("replace");
+    assert_eq!(read_everything(&log).expect("read healed"), everything);
+    assert_eq!(storage.contents(&target.path).expect("contents"), good);
+    drop(log);
+    let images = images.lock().expect("images").clone();
+    assert!(!images.is_empty(), "the replacement syncs");
+    for (i, image) in images.iter().enumerate() {
+        for seed in 0..4 {
+            let restored = image.restore(seed);
+            let contents = restored.contents(&target.path).expect("the segment file");
+            assert!(
+                contents == good || contents == bad,
+                "image {i} seed {seed}: {} bytes, neither copy",
+                contents.len()
+            );
+            let log = open_crash(&restored, small_config());
+            assert_eq!(log.log_end(), active, "image {i} seed {seed}");
+        }
+    }
+}

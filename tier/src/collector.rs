@@ -27,8 +27,10 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// `grace_ms` must exceed the longest upload-then-commit and the longest a reader keeps a
-    /// manifest state, and be below [`PENDING_DELETION_KEEP_MS`].
+    /// `grace_ms` must exceed the uploaders' commit window
+    /// ([`crate::UploaderConfig::commit_window_ms`]) by more than the longest commit request
+    /// and the clocks' skew, so that no object a commit may still list is deleted, and the
+    /// longest a reader keeps a manifest state; and be below [`PENDING_DELETION_KEEP_MS`].
     pub fn new(store: TierStore, grace_ms: i64) -> Result<Collector, TierError> {
         if !(0..PENDING_DELETION_KEEP_MS).contains(&grace_ms) {
             return Err(TierError::Config(format!(

@@ -23,10 +23,13 @@ pub enum TierError {
     /// An object's bytes are not what its format promises; never served.
     #[error("object {key} is corrupt: {reason}")]
     Corrupt { key: String, reason: CorruptReason },
-    /// A local sealed segment does not hold the batches its metadata promises.
-    #[error("local segment at {base_offset} cannot be tiered: {reason}")]
+    /// A local sealed segment does not hold the batches its metadata promises: a batch
+    /// fails its checksum (rot), or the data does not follow on. Nothing of it is uploaded;
+    /// a [`CorruptReason::Batch`] position is a byte position in `file`.
+    #[error("local segment at {base_offset} ({}) cannot be tiered: {reason}", file.display())]
     LocalSegment {
         base_offset: Offset,
+        file: std::path::PathBuf,
         reason: CorruptReason,
     },
     /// The local log lacks data between the tier's end and its first sealed segment.
@@ -51,6 +54,18 @@ pub enum TierError {
     /// The change no longer applies to the manifest as it now is.
     #[error("manifest change rejected: {0}")]
     Rejected(#[from] crate::manifest::ChangeError),
+    /// Uploaded objects waited for their commit beyond the uploader's commit window: none of
+    /// them was committed, since the collector may delete them from now on. A later run
+    /// uploads their segments again; nothing local was deleted for them.
+    #[error(
+        "objects from offset {base_offset} waited {waited_ms} ms for their commit, beyond the \
+         commit window of {window_ms} ms; they are left to the collector"
+    )]
+    CommitWindowPassed {
+        base_offset: Offset,
+        waited_ms: i64,
+        window_ms: i64,
+    },
     /// Too many writers kept winning the race for the next manifest version.
     #[error("lost the race for manifest version {version} {attempts} times")]
     Contended { version: u64, attempts: u32 },
@@ -90,6 +105,8 @@ pub enum CorruptReason {
     Field(&'static str),
     #[error("data checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
     DataChecksum { stored: u32, computed: u32 },
+    /// Damaged data: a batch that does not parse, fails its checksum or does not follow
+    /// on, starting at byte `position`.
     #[error("batch at position {position}: {detail}")]
     Batch { position: u64, detail: String },
 }

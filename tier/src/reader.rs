@@ -228,7 +228,13 @@ impl TierReader {
             data_len: segment.data_bytes,
         };
         let footer = self.footer(&object.key, segment).await?;
-        let result = self.read_batches(&object, &footer, from, max_bytes).await;
+        let mut result = self.read_batches(&object, &footer, from, max_bytes).await;
+        if let Err(TierError::Corrupt { .. }) = &result {
+            // The damaged copy may be a cached chunk (the disk cache rots too): the object's
+            // chunks are fetched from the store again, once, before it is called corrupt.
+            self.chunks.forget(&object);
+            result = self.read_batches(&object, &footer, from, max_bytes).await;
+        }
         match &result {
             Err(TierError::Corrupt { .. }) => {
                 crate::metrics::bump(&self.store.metrics().corrupt_objects, 1);

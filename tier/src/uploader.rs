@@ -1,6 +1,8 @@
 //! [`Uploader`]: moves a partition's sealed, committed segments into the tier. The plan
 //! (what to upload) is a pure function of the sealed segments, the high watermark and the
-//! manifest; the shell uploads with bounded concurrency and retries, then commits.
+//! manifest; the shell uploads with bounded concurrency and retries, and commits what it
+//! uploaded within its commit window, so that the collector never deletes an object a
+//! commit in flight may still reference.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,7 +37,45 @@ pub struct UploaderConfig {
     /// Uploads wait for pauses in the logs' syncs while their backlog is small
     /// ([`YieldToSyncs`]); `None` uploads at once.
     pub yield_to: Option<YieldToSyncs>,
+    /// An uploaded object is committed only while less than this has passed (by `clock`)
+    /// since its upload started; an older one is left to the [`crate::Collector`] and
+    /// uploaded again by a later run. A run commits what it uploaded each time its oldest
+    /// uncommitted object is half this old, so a long run (a backlog after an outage)
+    /// commits as it goes. Must be below the collector's grace by more than the longest
+    /// commit request and the skew between the clocks of uploader, collector and store
+    /// (`docs/tiering.md`, "The commit window"); the broker uses half the grace.
+    pub commit_window_ms: i64,
+    /// The time, read at each upload's start and before each commit.
+    pub clock: UploadClock,
 }
+
+/// Milliseconds since the Unix epoch as the uploader reads them: the wall clock by default
+/// ([`UploadClock::system`]); a test drives its own.
+#[derive(Clone)]
+pub struct UploadClock(pub Arc<dyn Fn() -> i64 + Send + Sync>);
+
+impl UploadClock {
+    pub fn system() -> UploadClock {
+        UploadClock(Arc::new(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        }))
+    }
+
+    fn now_ms(&self) -> i64 {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for UploadClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UploadClock")
+    }
+}
+
+/// The default commit window: half the broker's default collector grace of 10 minutes.
+pub const COMMIT_WINDOW_MS_DEFAULT: i64 = 5 * 60 * 1000;
 
 /// Memory that buffered single-PUT uploads share; see [`UploaderConfig::buffer`].
 #[derive(Debug, Clone)]
@@ -82,6 +122,8 @@ impl Default for UploaderConfig {
             retry: RetryPolicy::default(),
             before_commit: None,
             yield_to: None,
+            commit_window_ms: COMMIT_WINDOW_MS_DEFAULT,
+            clock: UploadClock::system(),
         }
     }
 }
@@ -101,6 +143,33 @@ pub struct UploadReport {
     /// The manifest version that holds them (unchanged when nothing was committed).
     pub version: u64,
     pub tier_end: Offset,
+}
+
+/// An uploaded object waiting for its commit, and when its upload started.
+#[derive(Debug)]
+struct Uploaded {
+    segment: UploadedSegment,
+    started_ms: i64,
+}
+
+/// Where a run stands: the manifest as last committed, what it committed, and the uploaded
+/// objects waiting for a commit (in order, contiguous after the state's end).
+#[derive(Debug)]
+struct RunProgress {
+    state: ManifestState,
+    committed: Vec<TieredSegment>,
+    waiting: Vec<Uploaded>,
+}
+
+impl RunProgress {
+    /// How long the oldest waiting object has waited since its upload started; 0 for none.
+    fn oldest_wait_ms(&self, now_ms: i64) -> i64 {
+        self.waiting
+            .iter()
+            .map(|u| now_ms.saturating_sub(u.started_ms))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// One segment to upload, from `from` on.
@@ -179,15 +248,18 @@ impl Uploader {
     }
 
     /// Uploads every sealed segment wholly below `high_watermark` that the tier lacks, in
-    /// order, one object each, then commits them in one manifest version as leader `epoch`.
-    /// `now_ms` stamps the commit. A failed upload stops the run after committing the ones
-    /// before it; their objects stay and the error is returned.
+    /// order, one object each, and commits them as leader `epoch`: in one manifest version
+    /// at the end, or in several when the run outlasts half the commit window
+    /// ([`UploaderConfig::commit_window_ms`]). A failed upload stops the run after
+    /// committing the ones before it and returns the error; so does a local segment that
+    /// fails its checksums ([`TierError::LocalSegment`]), which is never uploaded. Objects
+    /// that waited beyond the commit window are not committed
+    /// ([`TierError::CommitWindowPassed`]); the next run uploads their segments again.
     pub async fn run(
         &self,
         sealed: &[SealedSegment],
         high_watermark: Offset,
         epoch: LeaderEpoch,
-        now_ms: i64,
     ) -> Result<UploadReport, TierError> {
         let mut known = self.known.lock().await;
         self.note_waiting(sealed, high_watermark);
@@ -210,44 +282,20 @@ impl Uploader {
         }
         let plan = plan_uploads(sealed, high_watermark, &state)?;
         self.set_backlog(&plan);
-        let (done, failure) = match self.upload_in_order(&plan, epoch).await {
-            Ok(done) => (done, None),
-            Err((done, e)) => (done, Some(e)),
-        };
-        let mut report = UploadReport {
+        let mut progress = RunProgress {
+            state,
             committed: Vec::new(),
-            version: state.version,
-            tier_end: state.tier_end(),
+            waiting: Vec::new(),
         };
-        let mut state = state;
-        if !done.is_empty() {
-            if let Some(hook) = &self.config.before_commit {
-                (hook.0)();
-            }
-            let change = Change {
-                epoch,
-                committed_at_ms: now_ms,
-                added: done.iter().map(TieredSegment::from).collect(),
-                removed: Vec::new(),
-            };
-            state = self
-                .config
-                .retry
-                .run(
-                    |e| self.store.worth_retrying(e),
-                    || self.manifest.commit(Some(state.clone()), &change),
-                )
-                .await?;
-            report = UploadReport {
-                committed: change.added,
-                version: state.version,
-                tier_end: state.tier_end(),
-            };
-            self.note_state(&state);
-            self.set_backlog(&plan[done.len()..]);
-        }
-        *known = Some(state);
-        failure.map_or(Ok(report), Err)
+        let result = self.upload_and_commit(&plan, epoch, &mut progress).await;
+        self.set_backlog(&plan[progress.committed.len()..]);
+        let report = UploadReport {
+            committed: progress.committed,
+            version: progress.state.version,
+            tier_end: progress.state.tier_end(),
+        };
+        *known = Some(progress.state);
+        result.map(|()| report)
     }
 
     /// Reads the manifest's newer versions, e.g. after tier retention committed a removal,
@@ -306,11 +354,14 @@ impl Uploader {
             })
     }
 
-    async fn upload_in_order(
+    /// Uploads `plan` in order, committing what waits whenever the oldest of it is half
+    /// the commit window old, and at the end (after a failure too).
+    async fn upload_and_commit(
         &self,
         plan: &[PlannedUpload],
         epoch: LeaderEpoch,
-    ) -> Result<Vec<UploadedSegment>, (Vec<UploadedSegment>, TierError)> {
+        progress: &mut RunProgress,
+    ) -> Result<(), TierError> {
         let partition = self.manifest.partition();
         let backlog: u64 = plan.iter().map(|p| p.segment.size_bytes).sum();
         let settings = &UploadSettings {
@@ -332,7 +383,10 @@ impl Uploader {
                     true => self.config.buffer.hold(p.segment.size_bytes).await,
                     false => None,
                 };
-                self.config
+                // Before the object can exist: its age is never underestimated.
+                let started_ms = self.config.clock.now_ms();
+                let segment = self
+                    .config
                     .retry
                     .run(
                         |e| self.store.worth_retrying(e),
@@ -347,18 +401,87 @@ impl Uploader {
                             )
                         },
                     )
-                    .await
+                    .await?;
+                Ok::<_, TierError>(Uploaded {
+                    segment,
+                    started_ms,
+                })
             })
             .collect();
         let mut uploads = futures::stream::iter(pending).buffered(self.config.concurrency.max(1));
-        let mut done = Vec::new();
+        let commit_every_ms = self.config.commit_window_ms / 2;
         while let Some(result) = uploads.next().await {
             match result {
-                Ok(uploaded) => done.push(uploaded),
-                Err(e) => return Err((done, e)),
+                Ok(uploaded) => progress.waiting.push(uploaded),
+                Err(e) => {
+                    drop(uploads);
+                    self.commit_waiting(epoch, progress).await?;
+                    return Err(e);
+                }
+            }
+            if progress.oldest_wait_ms(self.config.clock.now_ms()) >= commit_every_ms {
+                self.commit_waiting(epoch, progress).await?;
             }
         }
-        Ok(done)
+        self.commit_waiting(epoch, progress).await
+    }
+
+    /// Commits the uploaded objects that wait, unless one of them waited beyond the commit
+    /// window by the time of a commit request: then none is committed, and the collector
+    /// may delete them. Either way none waits afterwards.
+    async fn commit_waiting(
+        &self,
+        epoch: LeaderEpoch,
+        progress: &mut RunProgress,
+    ) -> Result<(), TierError> {
+        let waiting = std::mem::take(&mut progress.waiting);
+        let Some(first) = waiting.first() else {
+            return Ok(());
+        };
+        if let Some(hook) = &self.config.before_commit {
+            (hook.0)();
+        }
+        let change = Change {
+            epoch,
+            committed_at_ms: self.config.clock.now_ms(),
+            added: waiting
+                .iter()
+                .map(|u| TieredSegment::from(&u.segment))
+                .collect(),
+            removed: Vec::new(),
+        };
+        let window_ms = self.config.commit_window_ms;
+        let oldest_ms = waiting
+            .iter()
+            .map(|u| u.started_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+        let base_offset = first.segment.base_offset;
+        let before = progress.state.clone();
+        let state = self
+            .config
+            .retry
+            .run(
+                |e| self.store.worth_retrying(e),
+                || async {
+                    // Checked before every request: the invariant is about when the commit
+                    // can land, and retries wait.
+                    let waited_ms = self.config.clock.now_ms().saturating_sub(oldest_ms);
+                    if waited_ms >= window_ms {
+                        return Err(TierError::CommitWindowPassed {
+                            base_offset,
+                            waited_ms,
+                            window_ms,
+                        });
+                    }
+                    self.manifest.commit(Some(before.clone()), &change).await
+                },
+            )
+            .await?;
+        self.note_state(&state);
+        progress.state = state;
+        progress.committed.extend(change.added);
+        Ok(())
     }
 
     fn set_backlog(&self, plan: &[PlannedUpload]) {

@@ -84,9 +84,7 @@ async fn an_s3_outage_is_retried_by_object_store_alone() {
     let uploader = Uploader::new(store.clone(), partition, UploaderConfig::default());
 
     // The run's first request lists the manifest; it fails once object_store gives up.
-    let failed = uploader
-        .run(&[], Offset::ZERO, LeaderEpoch::new(1), 0)
-        .await;
+    let failed = uploader.run(&[], Offset::ZERO, LeaderEpoch::new(1)).await;
     let Err(error) = failed else {
         panic!("an unavailable store fails the run: {failed:?}");
     };

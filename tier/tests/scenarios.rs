@@ -174,7 +174,7 @@ async fn upload_then_read_back_every_batch_byte_identical_across_segments() {
 
         let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
         let report = uploader
-            .run(&sealed, end, LeaderEpoch::new(1), now_ms())
+            .run(&sealed, end, LeaderEpoch::new(1))
             .await
             .expect("upload");
         assert_eq!(report.committed.len(), sealed.len());
@@ -229,7 +229,7 @@ async fn upload_sealed(store: &TierStore, log: &floe_hot_log::Log) {
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload");
     assert_eq!(report.committed.len(), sealed.len());
@@ -373,7 +373,7 @@ async fn only_committed_data_is_tiered_and_local_retention_waits_for_it() {
     let high_watermark = sealed[1].next_offset;
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, high_watermark, LeaderEpoch::new(1), now_ms())
+        .run(&sealed, high_watermark, LeaderEpoch::new(1))
         .await
         .expect("upload");
     assert_eq!(report.tier_end, high_watermark);
@@ -402,7 +402,7 @@ async fn only_committed_data_is_tiered_and_local_retention_waits_for_it() {
 
     let rest = log.sealed_segments();
     let report = uploader
-        .run(&rest, log.log_end(), LeaderEpoch::new(1), now_ms())
+        .run(&rest, log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload the rest");
     assert_eq!(report.tier_end, log.log_end());
@@ -424,7 +424,7 @@ async fn a_new_leader_with_other_segment_boundaries_continues_the_tier() {
         .expect("earlier leader");
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, log.log_end(), LeaderEpoch::new(2), now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(2))
         .await
         .expect("upload");
     assert_eq!(report.committed.len(), 1);
@@ -458,7 +458,7 @@ async fn a_large_segment_goes_up_in_parts_and_reads_back() {
             let before = s.store.metrics().snapshot().puts;
             let uploader = Uploader::new(s.store.clone(), partition.clone(), config);
             let report = uploader
-                .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
+                .run(&sealed, log.log_end(), LeaderEpoch::new(1))
                 .await
                 .expect("upload");
             assert!(!report.committed.is_empty(), "something was tiered");
@@ -495,7 +495,7 @@ async fn a_cache_smaller_than_the_read_set_still_makes_progress() {
     let end = log.log_end();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&log.sealed_segments(), end, LeaderEpoch::new(1), now_ms())
+        .run(&log.sealed_segments(), end, LeaderEpoch::new(1))
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -544,12 +544,7 @@ async fn an_orphan_is_collected_after_the_grace_period() {
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(
-            &sealed[..1],
-            sealed[0].next_offset,
-            LeaderEpoch::new(1),
-            now_ms(),
-        )
+        .run(&sealed[..1], sealed[0].next_offset, LeaderEpoch::new(1))
         .await
         .expect("upload the first");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -595,7 +590,7 @@ async fn staging_files_a_killed_writer_left_are_collected_after_the_grace_period
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -655,12 +650,7 @@ async fn retention_commits_the_removal_first_and_objects_go_after_grace() {
     fill_log(&log, "c", 6, 2, 400);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(
-            &log.sealed_segments(),
-            log.log_end(),
-            LeaderEpoch::new(1),
-            now_ms(),
-        )
+        .run(&log.sealed_segments(), log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -723,12 +713,7 @@ async fn a_corrupt_object_is_reported_as_corrupt_never_served() {
     fill_log(&log, "z", 8, 2, 300);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(
-            &log.sealed_segments(),
-            log.log_end(),
-            LeaderEpoch::new(1),
-            now_ms(),
-        )
+        .run(&log.sealed_segments(), log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload");
     let key = format!("orders/3/segments/{}", report.committed[0].name);
@@ -775,6 +760,50 @@ async fn a_corrupt_object_is_reported_as_corrupt_never_served() {
     assert!(s.store.metrics().snapshot().corrupt_objects >= 2);
 }
 
+/// A read that finds a damaged batch fetches the object's chunks from the store again before
+/// it answers `Corrupt`: the damaged copy may be the one in the cache. Here the store held a
+/// damaged copy when the chunk was first cached, and a good one by the next read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_cached_chunk_is_fetched_again_before_the_object_is_called_corrupt() {
+    for s in common::stores().await {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = open_log(dir.path(), 1 << 20);
+        let stored = fill_log(&log, "c", 4, 3, 300);
+        let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
+        let report = uploader
+            .run(&log.sealed_segments(), log.log_end(), LeaderEpoch::new(1))
+            .await
+            .expect("upload");
+        let key = format!("orders/3/segments/{}", report.committed[0].name);
+        let good = s.store.get(&key).await.expect("get");
+        let mut bad = good.to_vec();
+        bad[700] ^= 0x01;
+        s.store
+            .put(&key, Bytes::from(bad))
+            .await
+            .expect("overwrite");
+        let reader = TierReader::new(s.store.clone(), small_reader_config())
+            .await
+            .expect("reader");
+        let result = reader.read(&partition(), Offset::ZERO, 1 << 20).await;
+        assert!(
+            matches!(result, Err(TierError::Corrupt { .. })),
+            "{}: {result:?}",
+            s.name
+        );
+        assert_eq!(s.store.metrics().snapshot().corrupt_objects, 1);
+
+        s.store.put(&key, good).await.expect("restore");
+        let all = read_all(&reader, &partition(), 0, log.log_end().get()).await;
+        assert_eq!(
+            split_batches(&all),
+            stored,
+            "{}: the good copy is served",
+            s.name
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_stream_deletes_all_its_objects() {
     let s = common::local_store();
@@ -783,12 +812,7 @@ async fn deleting_a_stream_deletes_all_its_objects() {
     fill_log(&log, "d", 6, 2, 400);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(
-            &log.sealed_segments(),
-            log.log_end(),
-            LeaderEpoch::new(1),
-            now_ms(),
-        )
+        .run(&log.sealed_segments(), log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload");
     assert!(!report.committed.is_empty(), "something was tiered");
@@ -830,12 +854,7 @@ async fn concurrent_misses_for_one_chunk_share_one_get() {
     let stored = fill_log(&log, "m", 10, 2, 200);
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let report = uploader
-        .run(
-            &log.sealed_segments(),
-            log.log_end(),
-            LeaderEpoch::new(1),
-            now_ms(),
-        )
+        .run(&log.sealed_segments(), log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload");
     assert_eq!(report.committed.len(), 1);
@@ -913,7 +932,7 @@ async fn an_unwritable_store_keeps_the_backlog_and_the_local_data() {
     let sealed = log.sealed_segments();
     let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
     let failed = uploader
-        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1))
         .await;
     assert!(matches!(&failed, Err(e) if e.is_retryable()), "{failed:?}");
     let attempts = floe_tier::RetryPolicy::default().attempts;
@@ -936,7 +955,7 @@ async fn an_unwritable_store_keeps_the_backlog_and_the_local_data() {
 
     std::fs::remove_file(&blocked).expect("unblock");
     let report = uploader
-        .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
+        .run(&sealed, log.log_end(), LeaderEpoch::new(1))
         .await
         .expect("upload once the store works");
     assert_eq!(report.tier_end, log.log_end());
@@ -977,12 +996,7 @@ async fn an_upload_yields_to_running_syncs_for_a_bounded_time_per_piece() {
 
         let large_backlog = uploader_with(sealed[0].size_bytes - 1);
         let report = large_backlog
-            .run(
-                &sealed[..1],
-                sealed[0].next_offset,
-                LeaderEpoch::new(1),
-                now_ms(),
-            )
+            .run(&sealed[..1], sealed[0].next_offset, LeaderEpoch::new(1))
             .await
             .expect("upload past the limit");
         assert_eq!(report.committed.len(), 1);
@@ -991,7 +1005,7 @@ async fn an_upload_yields_to_running_syncs_for_a_bounded_time_per_piece() {
         // Both segments are planned, but only the second is left: 1.5 MiB waiting.
         let small_backlog = uploader_with(2 << 20);
         let report = small_backlog
-            .run(&sealed, log.log_end(), LeaderEpoch::new(1), now_ms())
+            .run(&sealed, log.log_end(), LeaderEpoch::new(1))
             .await
             .expect("upload while a sync runs");
         assert_eq!(report.tier_end, log.log_end());

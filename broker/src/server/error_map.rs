@@ -167,7 +167,7 @@ fn log_code(error: &LogError) -> ErrorCode {
         LogError::Corrupt { .. } => ErrorCode::CorruptData,
         // Nothing was written and the log stays writable: the producer retries.
         LogError::DiskFull { .. } => ErrorCode::DiskHighWater,
-        LogError::InvalidConfig(_) => ErrorCode::Internal,
+        LogError::InvalidConfig(_) | LogError::ReplacementMismatch { .. } => ErrorCode::Internal,
         LogError::Failed { .. } | LogError::Io { .. } => ErrorCode::LogFailed,
         LogError::Closed => ErrorCode::ShuttingDown,
     }

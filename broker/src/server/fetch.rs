@@ -3,7 +3,9 @@
 //! high watermark of a replicated one, served by its leader only; long-polls on the tail
 //! until data or the deadline.
 //! A position below the local log is served from the tier, one segment object at a time, so
-//! a consumer reading from the start crosses into the hot log with no gap and no duplicate.
+//! a consumer reading from the start crosses into the hot log with no gap and no duplicate;
+//! so is a position in a local segment that fails its checksums and is already tiered,
+//! while the segment is healed from the tier ([`heal`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +21,7 @@ use super::{Broker, Refusal, admin};
 use crate::metrics::StreamLabels;
 use crate::partition::Partition;
 use crate::partition::replica::Commit;
+use crate::tiering::heal;
 
 pub(crate) async fn fetch(state: &Broker, request: Fetch, started: Instant) -> Message {
     let partition = match admin::partition(state, &request.stream, request.partition) {
@@ -102,6 +105,26 @@ async fn serve(state: &Broker, partition: &Arc<Partition>, request: &Fetch) -> M
             }
             // Local retention deleted the segment since the check above: the tier has it.
             Err(LogError::OffsetOutOfRange { .. }) if from < log.log_start() => continue,
+            // Rot in a local segment: where the tier holds it, served from the tier, and the
+            // local file replaced by the tiered copy in the background.
+            Err(LogError::Corrupt {
+                file,
+                position,
+                reason,
+            }) => {
+                if let Some(range) = heal::tier_range(partition).await
+                    && range.contains(&from)
+                {
+                    heal::start(&state.tiering, &state.metrics, partition, &file, range);
+                    return tiered(state, partition, from, max_bytes, history_bound).await;
+                }
+                let rot = LogError::Corrupt {
+                    file,
+                    position,
+                    reason,
+                };
+                return read_refusal(partition, from, rot);
+            }
             Err(e) => return read_refusal(partition, from, e),
         }
     }

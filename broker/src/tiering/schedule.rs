@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use floe_tier::apply_tier_retention;
+use floe_tier::{CorruptReason, TierError, apply_tier_retention};
 use tokio::sync::{Semaphore, watch};
 
 use super::{TierSettings, Tiering};
 use crate::clock::now_ms;
 use crate::metrics::Metrics;
 use crate::partition::Partition;
+use crate::partition::corrupt::CorruptPartition;
 use crate::partitions::Partitions;
 use floe_wire::ErrorChain;
 
@@ -164,7 +165,7 @@ impl Schedule {
 }
 
 /// Uploads what the partition sealed below its high watermark and commits it.
-async fn upload(state: &Work, partition: &Partition) {
+async fn upload(state: &Work, partition: &Arc<Partition>) {
     // A replicated partition is tiered by its leader alone, in its epoch, up to what a
     // majority holds.
     let (Some(epoch), Some(high_watermark)) = (partition.tiers_here(), partition.committed_end())
@@ -174,7 +175,7 @@ async fn upload(state: &Work, partition: &Partition) {
     let sealed = partition.log().sealed_segments();
     let result = partition
         .uploader()
-        .run(&sealed, high_watermark, epoch, now_ms())
+        .run(&sealed, high_watermark, epoch)
         .await;
     match result {
         Ok(report) if !report.committed.is_empty() => {
@@ -188,6 +189,14 @@ async fn upload(state: &Work, partition: &Partition) {
             );
         }
         Ok(_) => {}
+        Err(TierError::LocalSegment {
+            base_offset,
+            file,
+            reason: CorruptReason::Batch { position, detail },
+        }) => {
+            state.metrics.tier_upload_corrupt_segments.inc();
+            on_local_rot(state, partition, base_offset, file, position, detail);
+        }
         Err(e) => {
             state.metrics.tier_upload_failures.inc();
             tracing::warn!(
@@ -199,6 +208,42 @@ async fn upload(state: &Work, partition: &Partition) {
             );
         }
     }
+}
+
+/// A sealed segment's upload found damaged data (a batch that fails its checksum or does not
+/// parse): rot, which is never copied to the tier, and the segment stays on disk. A partition without replicas has no other
+/// copy of it: it goes to the `corrupt` state (refusing publishes and fetches, naming file
+/// and byte, until an operator repairs it), and the broker's other partitions go on
+/// uploading. A replicated partition keeps serving from its replicas' copies meanwhile;
+/// its upload is tried again on later runs.
+fn on_local_rot(
+    state: &Work,
+    partition: &Arc<Partition>,
+    base_offset: floe_wire::Offset,
+    file: std::path::PathBuf,
+    position: u64,
+    reason: String,
+) {
+    tracing::error!(
+        stream = partition.stream(),
+        partition = partition.id(),
+        segment = %base_offset,
+        file = %file.display(),
+        position,
+        reason,
+        "a sealed segment fails its checksums; it is not tiered and stays on local disk"
+    );
+    if partition.is_replicated() {
+        return;
+    }
+    let corrupt = CorruptPartition {
+        stream: partition.stream().to_string(),
+        partition: partition.id(),
+        file,
+        position,
+        reason,
+    };
+    state.partitions.hold_corrupt_open(partition, corrupt);
 }
 
 /// Tier retention and collection for every partition.

@@ -157,6 +157,14 @@ impl Chunks {
         Ok(out.freeze())
     }
 
+    /// Drops every cached chunk of the object, in memory and on disk, so that the next read
+    /// of it fetches them from the store again.
+    pub fn forget(&self, object: &ObjectData) {
+        for index in 0..object.data_len.div_ceil(self.chunk_bytes) {
+            self.cache.remove(&format!("{}#{index}", object.key));
+        }
+    }
+
     /// Chunk `index` of the object, from the cache or one coalesced GET.
     async fn chunk(&self, object: &ObjectData, index: u64) -> Result<Bytes, TierError> {
         let metrics = self.store.metrics().clone();

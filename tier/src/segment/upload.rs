@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use floe_hot_log::storage::aligned_buffer;
 use floe_hot_log::{SealedSegment, SyncActivity};
-use floe_wire::batch::{BatchHeader, HEADER_LEN};
+use floe_wire::batch::{BatchHeader, CRC_COVERS_FROM, HEADER_LEN};
 use floe_wire::{LeaderEpoch, Offset};
 
 use crate::layout::{PartitionPath, SegmentName};
@@ -133,7 +133,7 @@ pub async fn upload_segment(
 /// The first offset to upload: `from`, or the segment's base offset when that is later.
 /// Refuses a segment with nothing at or after it, or too large for a footer to address.
 fn upload_from(segment: &SealedSegment, from: Offset) -> Result<Offset, TierError> {
-    let local = local_corrupt(segment.base_offset);
+    let local = local_corrupt(segment, 0);
     let from = from.max(segment.base_offset);
     if segment.next_offset <= from || segment.size_bytes == 0 {
         return Err(local(CorruptReason::Field("nothing to upload")));
@@ -180,7 +180,7 @@ async fn upload_in_one_put(
     mut builder: FooterBuilder,
     yield_to: Option<&YieldToSyncs>,
 ) -> Result<Footer, TierError> {
-    let local = local_corrupt(segment.base_offset);
+    let local = local_corrupt(segment, start);
     let mut pieces = Vec::new();
     let mut position = start;
     while position < segment.size_bytes {
@@ -234,31 +234,27 @@ async fn start_position(segment: &SealedSegment, from: Offset) -> Result<u64, Ti
         .rev()
         .find(|e| u64::from(e.relative_offset) <= relative)
         .map_or(0, |e| u64::from(e.position));
-    let not_a_boundary = |position| TierError::LocalSegment {
-        base_offset: segment.base_offset,
-        reason: CorruptReason::Batch {
-            position,
-            detail: format!("no batch starts at offset {from}"),
-        },
-    };
+    let local = local_corrupt(segment, 0);
+    // Not damage: the tier ends inside one of this log's batches (a log that does not
+    // continue the tier). `Batch` reasons are kept for damaged data.
+    let not_a_boundary = || local(CorruptReason::Field("no batch starts at the tier's end"));
     while position + HEADER_LEN as u64 <= segment.size_bytes {
         let raw = read_exact(segment, position, HEADER_LEN, None).await?;
-        let header = BatchHeader::parse(&raw).map_err(|e| TierError::LocalSegment {
-            base_offset: segment.base_offset,
-            reason: CorruptReason::Batch {
+        let header = BatchHeader::parse(&raw).map_err(|e| {
+            local(CorruptReason::Batch {
                 position,
                 detail: e.to_string(),
-            },
+            })
         })?;
         if header.base_offset == from {
             return Ok(position);
         }
         if header.next_offset() > from {
-            return Err(not_a_boundary(position));
+            return Err(not_a_boundary());
         }
         position += u64::from(header.batch_length);
     }
-    Err(not_a_boundary(position))
+    Err(not_a_boundary())
 }
 
 async fn stream_chunks(
@@ -268,14 +264,11 @@ async fn stream_chunks(
     writer: &mut crate::store::MultipartWriter,
     yield_to: Option<&YieldToSyncs>,
 ) -> Result<Footer, TierError> {
-    let local = |reason| TierError::LocalSegment {
-        base_offset: segment.base_offset,
-        reason,
-    };
+    let local = local_corrupt(segment, start);
     let mut position = start;
     while position < segment.size_bytes {
         let chunk = read_chunk(segment, position, yield_to).await?;
-        builder.feed(&chunk).map_err(local)?;
+        builder.feed(&chunk).map_err(&local)?;
         writer.write(&chunk).await?;
         position += chunk.len() as u64;
     }
@@ -294,10 +287,7 @@ fn stream_to_file(
     object: &mut crate::DirectObject,
     yield_to: Option<&YieldToSyncs>,
 ) -> Result<Footer, TierError> {
-    let local = |reason| TierError::LocalSegment {
-        base_offset: segment.base_offset,
-        reason,
-    };
+    let local = local_corrupt(segment, start);
     let unavailable = |e| TierError::local_io("put", key, e);
     let mut position = start;
     while position < segment.size_bytes {
@@ -313,7 +303,7 @@ fn stream_to_file(
         segment
             .read_uncached_at(piece, position)
             .map_err(local_read(segment.base_offset))?;
-        builder.feed(piece).map_err(local)?;
+        builder.feed(piece).map_err(&local)?;
         object.commit(n).map_err(unavailable)?;
         position += n as u64;
     }
@@ -366,11 +356,21 @@ async fn read_exact(
     read.map_err(local_read(base_offset))
 }
 
-/// The error for local segment data at `base_offset` that is not what it should be.
-fn local_corrupt(base_offset: Offset) -> impl Fn(CorruptReason) -> TierError {
+/// The error for data of the local `segment` that is not what it should be, given a reason
+/// whose batch position counts from byte `start` of the file (where the upload began).
+fn local_corrupt(segment: &SealedSegment, start: u64) -> impl Fn(CorruptReason) -> TierError {
+    let base_offset = segment.base_offset;
+    let file = segment.path.clone();
     move |reason| TierError::LocalSegment {
         base_offset,
-        reason,
+        file: file.clone(),
+        reason: match reason {
+            CorruptReason::Batch { position, detail } => CorruptReason::Batch {
+                position: start + position,
+                detail,
+            },
+            other => other,
+        },
     }
 }
 
@@ -382,7 +382,8 @@ fn local_read(base_offset: Offset) -> impl Fn(std::io::Error) -> TierError {
     }
 }
 
-/// Builds a footer from a segment's data fed in order, in pieces of any size. Pure.
+/// Builds a footer from a segment's data fed in order, in pieces of any size, and checks
+/// every batch's CRC32C on the way: local rot is refused, never copied to the tier. Pure.
 #[derive(Debug)]
 pub(crate) struct FooterBuilder {
     base_offset: Offset,
@@ -394,10 +395,22 @@ pub(crate) struct FooterBuilder {
     expected: Offset,
     /// The part of the next batch's header seen so far, when it straddles two pieces.
     carry: Vec<u8>,
+    /// The batch whose body is being fed: where it starts and ends, its stored CRC and the
+    /// CRC of its covered bytes so far. `None` between batches.
+    open: Option<OpenBatch>,
     entries: Vec<FooterEntry>,
     last_entry_position: u64,
     running_max: Option<i64>,
     records: u64,
+}
+
+/// A batch whose header was parsed and whose body is still being fed.
+#[derive(Debug, Clone, Copy)]
+struct OpenBatch {
+    start: u64,
+    end: u64,
+    stored_crc: u32,
+    crc: u32,
 }
 
 impl FooterBuilder {
@@ -410,6 +423,7 @@ impl FooterBuilder {
             next_batch: 0,
             expected: base_offset,
             carry: Vec::with_capacity(HEADER_LEN),
+            open: None,
             entries: Vec::new(),
             last_entry_position: 0,
             running_max: None,
@@ -417,29 +431,70 @@ impl FooterBuilder {
         }
     }
 
+    /// Feeds the next piece of data. Positions in errors are relative to the first byte fed.
     pub(crate) fn feed(&mut self, piece: &[u8]) -> Result<(), CorruptReason> {
         let piece_start = self.fed;
         self.crc = crc32c::crc32c_append(self.crc, piece);
         self.fed += piece.len() as u64;
-        while self.next_batch < self.fed {
-            let from = if self.carry.is_empty() {
-                (self.next_batch - piece_start) as usize
-            } else {
-                0
+        let mut at = 0;
+        while at < piece.len() {
+            let rest = &piece[at..];
+            at += match self.open {
+                Some(batch) => self.feed_body(batch, piece_start + at as u64, rest)?,
+                None => self.feed_header(rest)?,
             };
-            let take = (HEADER_LEN - self.carry.len()).min(piece.len() - from);
-            self.carry.extend_from_slice(&piece[from..from + take]);
-            if self.carry.len() < HEADER_LEN {
-                break;
-            }
-            let header = BatchHeader::parse(&self.carry).map_err(|e| CorruptReason::Batch {
-                position: self.next_batch,
-                detail: e.to_string(),
-            })?;
-            self.carry.clear();
-            self.on_batch(&header)?;
         }
         Ok(())
+    }
+
+    /// Takes header bytes of the next batch from `rest`; parses the header once whole.
+    /// Returns how many bytes it took.
+    fn feed_header(&mut self, rest: &[u8]) -> Result<usize, CorruptReason> {
+        let take = (HEADER_LEN - self.carry.len()).min(rest.len());
+        self.carry.extend_from_slice(&rest[..take]);
+        if self.carry.len() < HEADER_LEN {
+            return Ok(take);
+        }
+        let header = BatchHeader::parse(&self.carry).map_err(|e| CorruptReason::Batch {
+            position: self.next_batch,
+            detail: e.to_string(),
+        })?;
+        let start = self.next_batch;
+        self.on_batch(&header)?;
+        self.open = Some(OpenBatch {
+            start,
+            end: self.next_batch,
+            stored_crc: header.crc,
+            crc: crc32c::crc32c(&self.carry[CRC_COVERS_FROM..]),
+        });
+        self.carry.clear();
+        Ok(take)
+    }
+
+    /// Takes body bytes of `batch` (which continue at `position`) from `rest`, and checks
+    /// its CRC once its last byte is in. Returns how many bytes it took.
+    fn feed_body(
+        &mut self,
+        mut batch: OpenBatch,
+        position: u64,
+        rest: &[u8],
+    ) -> Result<usize, CorruptReason> {
+        let take = (batch.end - position).min(rest.len() as u64) as usize;
+        batch.crc = crc32c::crc32c_append(batch.crc, &rest[..take]);
+        self.open = Some(batch);
+        if position + take as u64 == batch.end {
+            self.open = None;
+            if batch.crc != batch.stored_crc {
+                return Err(CorruptReason::Batch {
+                    position: batch.start,
+                    detail: format!(
+                        "checksum mismatch (stored {:#010x}, computed {:#010x})",
+                        batch.stored_crc, batch.crc
+                    ),
+                });
+            }
+        }
+        Ok(take)
     }
 
     fn on_batch(&mut self, header: &BatchHeader) -> Result<(), CorruptReason> {
@@ -479,7 +534,8 @@ impl FooterBuilder {
         segment: &SealedSegment,
         data_len: u64,
     ) -> Result<Footer, CorruptReason> {
-        if !self.carry.is_empty() || self.next_batch != self.fed || self.fed != data_len {
+        let partial = !self.carry.is_empty() || self.open.is_some();
+        if partial || self.next_batch != self.fed || self.fed != data_len {
             return Err(CorruptReason::Field("data_len"));
         }
         if self.expected != segment.next_offset {
@@ -494,5 +550,85 @@ impl FooterBuilder {
             data_crc32c: self.crc,
             entries: self.entries.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use floe_wire::batch::stamp;
+    use floe_wire::{BatchBuilder, LeaderEpoch};
+
+    use super::*;
+
+    /// Three batches of different sizes, stamped at offsets 10, 13 and 15; with each batch's
+    /// start position.
+    fn data() -> (Vec<u8>, Vec<u64>) {
+        let mut data = Vec::new();
+        let mut starts = Vec::new();
+        let mut offset = 10;
+        for (records, size) in [(3u32, 40usize), (2, 300), (4, 7)] {
+            let mut builder = BatchBuilder::new(1 << 20);
+            for i in 0..records {
+                builder
+                    .push(1_000 + i64::from(i), None, &vec![b'v'; size], &[])
+                    .expect("push");
+            }
+            let mut batch = builder.finish().expect("finish").to_vec();
+            stamp(&mut batch, Offset::new(offset), LeaderEpoch::new(1)).expect("stamp");
+            starts.push(data.len() as u64);
+            data.extend_from_slice(&batch);
+            offset += u64::from(records);
+        }
+        (data, starts)
+    }
+
+    fn feed_in_pieces(data: &[u8], piece: usize) -> Result<FooterBuilder, CorruptReason> {
+        let mut builder = FooterBuilder::new(Offset::new(10), 64);
+        for chunk in data.chunks(piece) {
+            builder.feed(chunk)?;
+        }
+        Ok(builder)
+    }
+
+    #[test]
+    fn whole_batches_pass_in_pieces_of_any_size() {
+        let (data, _) = data();
+        for piece in [1, 2, 7, 63, 64, 65, 100, 333, data.len()] {
+            let builder = feed_in_pieces(&data, piece).expect("valid data");
+            assert!(
+                builder.open.is_none() && builder.carry.is_empty(),
+                "{piece}"
+            );
+            assert_eq!(builder.expected, Offset::new(19), "{piece}");
+            assert_eq!(builder.records, 9);
+            assert_eq!(builder.crc, crc32c::crc32c(&data));
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_under_a_batch_checksum_is_refused_at_that_batch() {
+        let (data, starts) = data();
+        let covered = |at: usize| {
+            let batch = starts
+                .iter()
+                .rposition(|&s| s as usize <= at)
+                .expect("a batch");
+            (at - starts[batch] as usize >= CRC_COVERS_FROM).then_some(starts[batch])
+        };
+        for at in (0..data.len()).step_by(5) {
+            let Some(batch_start) = covered(at) else {
+                continue;
+            };
+            let mut damaged = data.clone();
+            damaged[at] ^= 0x01;
+            for piece in [1, 64, 100, data.len()] {
+                match feed_in_pieces(&damaged, piece) {
+                    Err(CorruptReason::Batch { position, .. }) => {
+                        assert_eq!(position, batch_start, "byte {at}, pieces of {piece}")
+                    }
+                    other => panic!("byte {at}, pieces of {piece}: {other:?}"),
+                }
+            }
+        }
     }
 }
