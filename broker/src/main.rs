@@ -462,8 +462,16 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
         "FLOE_ADMIN_TOKEN",
     )?;
     settings.client_auth = match (args.insecure_no_auth, &args.controlplane, admin) {
-        (true, _, _) => ClientAuth::Insecure,
-        (false, Some(_), _) => ClientAuth::Controlplane,
+        (true, _, Some(_)) => anyhow::bail!(
+            "--insecure-no-auth and an admin token (--admin-token-file or FLOE_ADMIN_TOKEN) both \
+             given: choose one"
+        ),
+        (false, Some(_), Some(_)) => anyhow::bail!(
+            "--admin-token-file (or FLOE_ADMIN_TOKEN) is for a broker without a controlplane; with \
+             --controlplane, clients present the tokens of the principals it keeps"
+        ),
+        (true, _, None) => ClientAuth::Insecure,
+        (false, Some(_), None) => ClientAuth::Controlplane,
         (false, None, Some(admin)) => ClientAuth::AdminToken(admin),
         (false, None, None) => anyhow::bail!(
             "no authentication configured: give --controlplane (clients present the tokens of \
@@ -511,6 +519,13 @@ async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     let env = std::env::var("FLOE_READ_REPLICA_TOKEN").ok();
     settings.token =
         read_secret(args.token_file.as_deref(), env, "FLOE_READ_REPLICA_TOKEN")?.map(Secret::new);
+    if settings.token.is_none() && !args.insecure_no_auth {
+        anyhow::bail!(
+            "no token: a read replica calls the controlplane and the brokers with the token of a \
+             read-replica principal (--token-file, or FLOE_READ_REPLICA_TOKEN), or serves without \
+             authentication with --insecure-no-auth"
+        );
+    }
     settings.client_auth = if args.insecure_no_auth {
         tokio::spawn(floe_controlplane::auth::warn_insecure(
             "the read replica's client port",

@@ -74,11 +74,16 @@ pub async fn run(controlplane: &Controlplane, command: TokenCommand, json: bool)
                     .with_context(|| format!("creating principal {name}"))?
             };
             if json {
-                print_json(&json!({ "name": created.name, "token": created.token }))?;
+                print_json(&json!({
+                    "name": created.name,
+                    "token": created.token,
+                    "key_id": created.key_id,
+                }))?;
             } else {
                 print(&format!(
-                    "{}\n\nThis is the only time the token is shown: store it now (e.g. `floe \
-                     profile create NAME --token-file FILE`, or FLOE_TOKEN). Key id: {}.\n",
+                    "{}\n\nThis is the only time the token is shown: store it now (as FLOE_TOKEN, \
+                     or in a profile: `floe profile create NAME --endpoint … --ca-cert … --token \
+                     TOKEN`). Key id: {}.\n",
                     created.token, created.key_id
                 ))?;
             }

@@ -11,8 +11,8 @@ mod extract;
 mod groups;
 mod health;
 pub(crate) mod openapi;
-mod principals;
 mod peer_certificates;
+mod principals;
 mod read_replicas;
 mod streams;
 

@@ -242,8 +242,14 @@ impl Args {
     /// given. `variable` reads the environment, for the variables of the old `--*-ms`
     /// spellings (`FLOE_LEASE_MS`, …), which count when the new one is absent.
     fn config(self, variable: impl Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
-        let driver = self.driver()?;
+        let mut driver = self.driver()?;
         let auth = self.auth(&variable)?;
+        // The read replicas the local driver starts find their token in their environment.
+        if let (ReadReplicaDriverConfig::Local { env, .. }, Some(tokens)) = (&mut driver, &auth)
+            && let Some(token) = &tokens.read_replica
+        {
+            env.push(("FLOE_READ_REPLICA_TOKEN".to_owned(), token.clone()));
+        }
         let duration = |given: Option<Duration>, old_variable: &str| match given {
             Some(duration) => Ok(Some(duration)),
             None => variable(old_variable)
@@ -394,6 +400,22 @@ mod tests {
         std::fs::write(&file, " \n").expect("as set up");
         let empty = config(&[&broker_flag]).expect_err("empty file");
         assert!(empty.contains("is empty"), "{empty}");
+        // The local driver's read replicas get their token in their environment.
+        let local = config_with(
+            &["--read-replica-program", "/bin/true"],
+            &[
+                ("FLOE_ADMIN_TOKEN", "a"),
+                ("FLOE_READ_REPLICA_TOKEN", "r-token"),
+            ],
+        )
+        .expect("valid");
+        let ReadReplicaDriverConfig::Local { env, .. } = local.read_replicas else {
+            panic!("the local driver");
+        };
+        assert_eq!(
+            env,
+            [("FLOE_READ_REPLICA_TOKEN".to_owned(), "r-token".to_owned())]
+        );
         // Secrets are never flags.
         assert!(config(&["--admin-token", "x"]).is_err());
         assert!(!format!("{auth:?}").contains("t0ken"));

@@ -3,7 +3,7 @@
 # - read replicas only read them (Get/List: no Put, no Delete);
 # - controlplanes scale and describe the read-replica group, and read the database secret and
 #   the peer CA's key (to issue brokers their peer certificates).
-# Every role reads the release bundles and the cluster's bootstrap secret (TLS, admin token).
+# Every role reads the release bundles and the cluster's bootstrap secret (TLS, tokens).
 
 data "aws_iam_policy_document" "ec2_assume" {
   statement {

@@ -58,7 +58,7 @@ output "release_source" {
 }
 
 output "bootstrap_secret_arn" {
-  description = "The Secrets Manager secret the operator fills once with deploy/cluster-tls.sh (CA, cluster certificate and key, peer CA certificate, admin token)."
+  description = "The Secrets Manager secret the operator fills once with deploy/cluster-tls.sh (CA, cluster certificate and key, peer CA certificate, admin, broker and read-replica tokens)."
   value       = aws_secretsmanager_secret.bootstrap.arn
 }
 

@@ -9,7 +9,7 @@ resource "aws_secretsmanager_secret" "bootstrap" {
   #checkov:skip=CKV2_AWS_57:The operator owns this material (deploy/cluster-tls.sh); rotating it means a new certificate and a rolling restart, not a Lambda.
   #checkov:skip=CKV_AWS_149:Encrypted with the account's aws/secretsmanager key; a customer-managed key adds cost without narrowing who can read it (the IAM policies do that).
   name_prefix             = "${var.name}-bootstrap-"
-  description             = "Floe ${var.name}: CA and cluster certificate, key, admin token (JSON: ca_pem, cert_pem, key_pem, admin_token)"
+  description             = "Floe ${var.name}: CA and cluster certificate, key, peer CA certificate, tokens (JSON: ca_pem, cert_pem, key_pem, peer_ca_pem, admin_token, broker_token, read_replica_token)"
   recovery_window_in_days = 7
   tags                    = local.tags
 }

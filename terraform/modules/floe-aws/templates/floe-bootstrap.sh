@@ -85,8 +85,15 @@ install_release() {
   log "installed Floe $version"
 }
 
+# A field of a JSON secret on stdin. A missing or empty field stops the boot with its name:
+# an empty value would otherwise surface later as an unclear refusal to start.
 secret_field() {
-  python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]], end="")' "$1"
+  python3 -c '
+import json, sys
+value = json.load(sys.stdin).get(sys.argv[1])
+if not value:
+    sys.exit(f"floe-bootstrap: the secret has no {sys.argv[1]}: run deploy/cluster-tls.sh again")
+print(value, end="")' "$1"
 }
 
 # The operator fills the secret after `terraform apply` (deploy/cluster-tls.sh); until then
@@ -115,13 +122,21 @@ fetch_bootstrap_secret() {
   chmod 0644 /etc/floe/tls/ca.pem /etc/floe/tls/cluster.pem /etc/floe/tls/peer-ca.pem
   # Each role gets the tokens it needs: the controlplane all three (it checks them), a broker
   # its own, a read replica its own. Nothing else on the machine holds the admin token.
+  # (Each token is read into a variable first: a failed read then stops the boot.)
+  local admin broker replica
   case "$FLOE_ROLE" in
     controlplane)
+      admin=$(secret_field admin_token <<<"$secret")
+      broker=$(secret_field broker_token <<<"$secret")
+      replica=$(secret_field read_replica_token <<<"$secret")
       printf 'FLOE_ADMIN_TOKEN=%s\nFLOE_BROKER_TOKEN=%s\nFLOE_READ_REPLICA_TOKEN=%s\n' \
-        "$(secret_field admin_token <<<"$secret")" "$(secret_field broker_token <<<"$secret")" \
-        "$(secret_field read_replica_token <<<"$secret")" >/etc/floe/secrets.env ;;
-    broker) printf 'FLOE_BROKER_TOKEN=%s\n' "$(secret_field broker_token <<<"$secret")" >/etc/floe/secrets.env ;;
-    read-replica) printf 'FLOE_READ_REPLICA_TOKEN=%s\n' "$(secret_field read_replica_token <<<"$secret")" >/etc/floe/secrets.env ;;
+        "$admin" "$broker" "$replica" >/etc/floe/secrets.env ;;
+    broker)
+      broker=$(secret_field broker_token <<<"$secret")
+      printf 'FLOE_BROKER_TOKEN=%s\n' "$broker" >/etc/floe/secrets.env ;;
+    read-replica)
+      replica=$(secret_field read_replica_token <<<"$secret")
+      printf 'FLOE_READ_REPLICA_TOKEN=%s\n' "$replica" >/etc/floe/secrets.env ;;
   esac
   chown root:floe /etc/floe/secrets.env
   chmod 0640 /etc/floe/secrets.env
