@@ -114,7 +114,6 @@ impl Replica {
                 &controlplane,
                 "--replica-id",
                 id,
-                "--insecure-no-auth",
             ])
             .arg("--data-dir")
             .arg(dir)
@@ -128,6 +127,13 @@ impl Replica {
             .arg(tls.join("ca.pem"))
             .args(["--object-store", objects])
             .env("FLOE_LOG", "warn")
+            // dev's read-replica token, which its controlplane knows.
+            .env(
+                "FLOE_READ_REPLICA_TOKEN",
+                std::fs::read_to_string(dev.data_dir.join("tokens").join("read-replica"))
+                    .expect("dev's read-replica token")
+                    .trim(),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -214,7 +220,7 @@ async fn run() -> anyhow::Result<()> {
         .to_string();
     let rest = Controlplane::new(
         dev.profile.controlplane.as_deref().expect("controlplane"),
-        None,
+        dev.profile.token.as_ref().map(|t| t.expose().to_owned()),
     )?;
 
     // 1. The machine's limit.
@@ -300,7 +306,7 @@ async fn run() -> anyhow::Result<()> {
     );
     let rest = Controlplane::new(
         dev.profile.controlplane.as_deref().expect("controlplane"),
-        None,
+        dev.profile.token.as_ref().map(|t| t.expose().to_owned()),
     )?;
     let controlplane_addr = dev
         .profile
@@ -332,6 +338,7 @@ async fn run() -> anyhow::Result<()> {
             dev.data_dir.join("tls").join("ca.pem"),
         );
         config.request_timeout = Duration::from_secs(10);
+        config.token = dev.profile.token.clone();
         let reader = Client::connect(config).await?;
         let answer = reader
             .request(Message::Fetch(Fetch {

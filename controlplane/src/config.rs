@@ -10,14 +10,41 @@ use crate::auth::BootstrapTokens;
 use crate::driver::ReadReplicaDriverConfig;
 use crate::peer_ca::PeerCa;
 
-/// Where the metadata lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the metadata lives. Its `Debug` never shows a PostgreSQL URL's password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Database {
     /// One SQLite file; a single controlplane, always the leader.
     Sqlite { path: PathBuf },
     /// A PostgreSQL URL (`postgres://user@host:port/db`); several controlplanes may share
     /// it, one leads.
     Postgres { url: String },
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Database::Sqlite { path } => f.debug_struct("Sqlite").field("path", path).finish(),
+            Database::Postgres { url } => f
+                .debug_struct("Postgres")
+                .field("url", &redact_password(url))
+                .finish(),
+        }
+    }
+}
+
+/// `url` with the password of its user part, if any, replaced.
+pub(crate) fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((name, _)) => format!("{scheme}://{name}:<redacted>@{host}{path}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
 }
 
 /// Everything [`crate::Controlplane::start`] needs. Build one with [`Config::new`] and adjust
@@ -94,5 +121,28 @@ impl Config {
             peer_ca: None,
             peer_certificate_lifetime: Duration::from_secs(24 * 3600),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_password_never_shows() {
+        let database = Database::Postgres {
+            url: "postgres://floe:s3cr3t@db.example:5432/floe".into(),
+        };
+        let shown = format!("{database:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(
+            shown.contains("floe:<redacted>@db.example:5432/floe"),
+            "{shown}"
+        );
+        assert_eq!(
+            redact_password("postgres://u@h/db"),
+            "postgres://u@h/db",
+            "nothing to hide"
+        );
     }
 }

@@ -21,8 +21,9 @@ use crate::direct::DirectObject;
 use crate::metrics::{RequestKind, RequestObserver, TierMetrics, bump};
 
 /// Settings for an `s3://` URL beyond what the URL says. Unset fields fall back to the usual
-/// `AWS_*` environment variables (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, …).
-#[derive(Debug, Clone, Default)]
+/// `AWS_*` environment variables (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, …). Its
+/// `Debug` shows whether credentials are set, never their values.
+#[derive(Clone, Default)]
 pub struct S3Settings {
     /// e.g. `http://127.0.0.1:9000` for an S3-compatible server; implies path-style requests.
     pub endpoint: Option<String>,
@@ -32,6 +33,20 @@ pub struct S3Settings {
     pub session_token: Option<String>,
     /// Needed for an `http://` endpoint.
     pub allow_http: bool,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = |value: &Option<String>| value.as_ref().map(|_| "<redacted>");
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &set(&self.access_key_id))
+            .field("secret_access_key", &set(&self.secret_access_key))
+            .field("session_token", &set(&self.session_token))
+            .field("allow_http", &self.allow_http)
+            .finish()
+    }
 }
 
 /// An object store and a prefix inside it. Cheap to clone.
