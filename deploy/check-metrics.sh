@@ -52,7 +52,8 @@ wait_for "http://127.0.0.1:$metrics_port/metrics" || { cat "$work/dev.log"; exit
 wait_for "http://127.0.0.1:$controlplane_port/metrics" || { cat "$work/dev.log"; exit 1; }
 
 tls=$work/dev/tls
-FLOE_LOG=warn "$broker" replica --controlplane "http://127.0.0.1:$controlplane_port" \
+# dev's read-replica token, which its controlplane knows.
+FLOE_READ_REPLICA_TOKEN=$(cat "$work/dev/tokens/read-replica") FLOE_LOG=warn "$broker" replica --controlplane "http://127.0.0.1:$controlplane_port" \
   --data-dir "$work/replica" --listen 127.0.0.1:0 --metrics-listen "127.0.0.1:$replica_metrics_port" \
   --cert "$tls/broker.pem" --key "$tls/broker.key" --broker-ca "$tls/ca.pem" \
   --object-store "file://$work/dev/objects/" >"$work/replica.log" 2>&1 &

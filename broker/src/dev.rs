@@ -66,13 +66,15 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DevError 
 /// Where `dev` keeps its data when not told otherwise: `$FLOE_HOME/dev`, else
 /// `$XDG_DATA_HOME/floe/dev`, else `~/.local/share/floe/dev`.
 pub fn default_data_dir() -> Result<PathBuf> {
-    if let Some(home) = std::env::var_os("FLOE_HOME") {
+    // An empty variable counts as unset (the XDG base-directory specification's rule).
+    let set = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+    if let Some(home) = set("FLOE_HOME") {
         return Ok(PathBuf::from(home).join("dev"));
     }
-    if let Some(data) = std::env::var_os("XDG_DATA_HOME") {
+    if let Some(data) = set("XDG_DATA_HOME") {
         return Ok(PathBuf::from(data).join("floe").join("dev"));
     }
-    let home = std::env::var_os("HOME").ok_or(DevError::NoHome)?;
+    let home = set("HOME").ok_or(DevError::NoHome)?;
     Ok(PathBuf::from(home).join(".local/share/floe/dev"))
 }
 

@@ -85,11 +85,14 @@ pub struct ProfileDir {
 
 impl ProfileDir {
     /// `$XDG_CONFIG_HOME/floe`, else `$HOME/.config/floe`. `env` looks up a variable (pure:
-    /// the caller reads the environment).
+    /// the caller reads the environment). An empty variable counts as unset, as the XDG
+    /// base-directory specification says (an empty one would otherwise name the working
+    /// directory).
     pub fn from_env(env: impl Fn(&str) -> Option<OsString>) -> Option<ProfileDir> {
-        let root = match env("XDG_CONFIG_HOME") {
+        let set = |name: &str| env(name).filter(|value| !value.is_empty());
+        let root = match set("XDG_CONFIG_HOME") {
             Some(config) => PathBuf::from(config).join("floe"),
-            None => PathBuf::from(env("HOME")?).join(".config").join("floe"),
+            None => PathBuf::from(set("HOME")?).join(".config").join("floe"),
         };
         Some(ProfileDir { root })
     }
@@ -175,6 +178,12 @@ mod tests {
             Some("/h/.config/floe/profiles/dev.json".into())
         );
         assert_eq!(default_path(env(&[])), None);
+        // Empty counts as unset.
+        assert_eq!(
+            default_path(env(&[("XDG_CONFIG_HOME", ""), ("HOME", "/h")])),
+            Some("/h/.config/floe/profiles/dev.json".into())
+        );
+        assert_eq!(default_path(env(&[("HOME", "")])), None);
     }
 
     #[test]
