@@ -46,20 +46,12 @@ impl Access {
             ClientAuth::Insecure => Access::Open,
             ClientAuth::Controlplane => Access::Checked(CredentialCell::new(None)),
             ClientAuth::AdminToken(token) => {
-                Access::Checked(CredentialCell::new(Some(CredentialTable {
-                    version: 0,
-                    principals: vec![floe_wire::auth::PrincipalCredentials {
-                        principal: Principal {
-                            name: "admin".into(),
-                            kind: floe_wire::auth::PrincipalKind::User,
-                            grants: vec![floe_wire::auth::Grant::ClusterAdmin],
-                        },
-                        keys: vec![floe_wire::auth::Credential::bootstrap(
-                            "bootstrap-admin",
-                            token,
-                        )],
-                    }],
-                })))
+                let tokens = floe_controlplane::BootstrapTokens {
+                    admin: token.clone(),
+                    broker: None,
+                    read_replica: None,
+                };
+                Access::Checked(CredentialCell::new(Some(tokens.credential_table())))
             }
         }
     }

@@ -90,6 +90,12 @@ impl fmt::Debug for BootstrapTokens {
 pub(crate) const BOOTSTRAP_NAMES: [&str; 3] = ["admin", "brokers", "read-replicas"];
 
 impl BootstrapTokens {
+    /// The bootstrap principals alone, as a table (a broker without a controlplane checks
+    /// its clients against its admin token this way).
+    pub fn credential_table(&self) -> CredentialTable {
+        credential_table(&self.principals(), 0, Vec::new())
+    }
+
     fn principals(&self) -> Vec<PrincipalCredentials> {
         let entry = |name: &str, kind, grants, token: &str| PrincipalCredentials {
             principal: Principal {
@@ -206,14 +212,23 @@ impl Auth {
     }
 
     fn table_of(&self, version: u64, stored: Vec<StoredPrincipal>) -> CredentialTable {
-        let mut principals = self.bootstrap.clone();
-        principals.extend(stored.into_iter().map(|entry| PrincipalCredentials {
-            principal: entry.principal,
-            keys: entry.tokens.into_iter().map(|token| token.key).collect(),
-        }));
-        CredentialTable {
-            version,
-            principals,
-        }
+        credential_table(&self.bootstrap, version, stored)
+    }
+}
+
+/// The bootstrap principals and the stored ones, as one table at `version`.
+pub(crate) fn credential_table(
+    bootstrap: &[PrincipalCredentials],
+    version: u64,
+    stored: Vec<StoredPrincipal>,
+) -> CredentialTable {
+    let mut principals = bootstrap.to_vec();
+    principals.extend(stored.into_iter().map(|entry| PrincipalCredentials {
+        principal: entry.principal,
+        keys: entry.tokens.into_iter().map(|token| token.key).collect(),
+    }));
+    CredentialTable {
+        version,
+        principals,
     }
 }

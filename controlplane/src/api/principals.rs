@@ -10,14 +10,12 @@ use axum::http::StatusCode;
 use floe_wire::admin::{
     CreatePrincipalRequest, CreatedToken, PrincipalInfo, PrincipalList, TokenInfo, WhoAmI,
 };
-use floe_wire::auth::{
-    self, CredentialTable, Grant, MintedToken, Principal, PrincipalCredentials, PrincipalKind,
-};
+use floe_wire::auth::{self, CredentialTable, Grant, MintedToken, Principal, PrincipalKind};
 
 use crate::api::Caller;
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
-use crate::auth::BOOTSTRAP_NAMES;
+use crate::auth::{BOOTSTRAP_NAMES, credential_table};
 use crate::cluster::{Cluster, now_ms};
 use crate::store::{PrincipalStore, Store, StoreError};
 
@@ -31,42 +29,42 @@ pub(super) async fn list<S: Store>(
     let bootstrap = cluster
         .auth
         .as_ref()
-        .map(|auth| auth.bootstrap().to_vec())
-        .unwrap_or_default();
+        .map_or(&[][..], |auth| auth.bootstrap());
     let mut principals: Vec<PrincipalInfo> = bootstrap
-        .into_iter()
-        .map(|entry: PrincipalCredentials| PrincipalInfo {
-            name: entry.principal.name,
-            kind: entry.principal.kind,
-            grants: entry.principal.grants,
-            tokens: entry
-                .keys
-                .into_iter()
-                .map(|key| TokenInfo {
-                    key_id: key.key_id,
-                    created_at_ms: None,
-                })
-                .collect(),
-            bootstrap: true,
+        .iter()
+        .map(|entry| {
+            let tokens = entry.keys.iter().map(|key| (key.key_id.clone(), None));
+            info(entry.principal.clone(), tokens, true)
         })
         .collect();
     principals.extend(stored.into_iter().map(|entry| {
-        PrincipalInfo {
-            name: entry.principal.name,
-            kind: entry.principal.kind,
-            grants: entry.principal.grants,
-            tokens: entry
-                .tokens
-                .into_iter()
-                .map(|token| TokenInfo {
-                    key_id: token.key.key_id,
-                    created_at_ms: Some(token.created_at_ms),
-                })
-                .collect(),
-            bootstrap: false,
-        }
+        let tokens = entry
+            .tokens
+            .into_iter()
+            .map(|token| (token.key.key_id, Some(token.created_at_ms)));
+        info(entry.principal, tokens, false)
     }));
     Ok(Json(PrincipalList { principals }))
+}
+
+/// A principal as listed: its tokens' key ids (with when they were made), never a hash.
+fn info(
+    principal: Principal,
+    tokens: impl Iterator<Item = (String, Option<u64>)>,
+    bootstrap: bool,
+) -> PrincipalInfo {
+    PrincipalInfo {
+        name: principal.name,
+        kind: principal.kind,
+        grants: principal.grants,
+        tokens: tokens
+            .map(|(key_id, created_at_ms)| TokenInfo {
+                key_id,
+                created_at_ms,
+            })
+            .collect(),
+        bootstrap,
+    }
 }
 
 pub(super) async fn create<S: Store>(
@@ -152,16 +150,7 @@ pub(super) async fn credentials<S: Store>(
         Some(auth) => auth.table(&cluster.store).await?.as_ref().clone(),
         None => {
             let (version, stored) = cluster.store.principals().await?;
-            CredentialTable {
-                version,
-                principals: stored
-                    .into_iter()
-                    .map(|entry| PrincipalCredentials {
-                        principal: entry.principal,
-                        keys: entry.tokens.into_iter().map(|t| t.key).collect(),
-                    })
-                    .collect(),
-            }
+            credential_table(&[], version, stored)
         }
     };
     Ok(Json(table))
