@@ -24,6 +24,7 @@ dir=$(mktemp -d)
 # The fuzzer calls as the administrator, so that it reaches every handler.
 token=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 FLOE_ADMIN_TOKEN=$token "$bin" --listen 127.0.0.1:0 --data-dir "$dir" --long-poll-max-ms 100 \
+  --insecure-plain-http \
   >"$dir/stdout" 2>"$dir/stderr" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT

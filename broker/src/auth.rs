@@ -175,25 +175,37 @@ pub(crate) enum Denied {
     NotReady,
 }
 
-/// One connection's caller: the token its `Hello` presented, and the principal it proved
-/// under the table version it was last checked against.
+/// One connection's caller: the token its `Hello` presented, else the name its verified
+/// client certificate carries, and the principal it proved under the table version it was
+/// last checked against.
 #[derive(Debug, Default)]
 pub(crate) struct Caller {
     token: Option<AuthToken>,
+    certificate_name: Option<String>,
     checked: Mutex<Option<(u64, Arc<Principal>)>>,
 }
 
 impl Caller {
-    /// Authenticates a `Hello`'s token; the connection is refused when this fails. A token
-    /// the table does not hold may have been made since it was fetched: the table is
-    /// fetched again (at most every [`MIN_FETCH_INTERVAL`]) before the token is refused.
-    pub(crate) async fn hello(access: &Access, token: Option<AuthToken>) -> Result<Caller, Denied> {
+    /// Authenticates a `Hello`'s token, else the connection's client certificate (the
+    /// common name of one the TLS handshake verified against `--client-ca`); the connection
+    /// is refused when this fails. A token or name the table does not hold may have been
+    /// made since it was fetched: the table is fetched again (at most every
+    /// [`MIN_FETCH_INTERVAL`]) before the caller is refused.
+    pub(crate) async fn hello(
+        access: &Access,
+        token: Option<AuthToken>,
+        certificate_name: Option<String>,
+    ) -> Result<Caller, Denied> {
         let caller = Caller {
             token,
+            certificate_name,
             checked: Mutex::new(None),
         };
         match caller.principal(access) {
-            Err(Denied::Unauthorized(AuthError::Unknown) | Denied::NotReady) => {
+            Err(
+                Denied::Unauthorized(AuthError::Unknown | AuthError::UnknownCertificateName(_))
+                | Denied::NotReady,
+            ) => {
                 if let Access::Checked(cell) = access {
                     cell.fetch_now().await;
                 }
@@ -206,7 +218,8 @@ impl Caller {
         Ok(caller)
     }
 
-    /// The token this caller presented, to forward as theirs.
+    /// The token this caller presented, to forward as theirs (a caller known by its
+    /// certificate has none: the controlplane cannot check a certificate it never saw).
     pub(crate) fn token(&self) -> Option<String> {
         self.token
             .as_ref()
@@ -225,9 +238,11 @@ impl Caller {
         {
             return Ok(Some(principal.clone()));
         }
-        let principal = credentials
-            .authenticate(self.token.as_ref().map(AuthToken::expose))
-            .map_err(Denied::Unauthorized)?;
+        let principal = match (&self.token, &self.certificate_name) {
+            (None, Some(name)) => credentials.authenticate_certificate(name),
+            (token, _) => credentials.authenticate(token.as_ref().map(AuthToken::expose)),
+        }
+        .map_err(Denied::Unauthorized)?;
         *checked = Some((credentials.version(), principal.clone()));
         Ok(Some(principal))
     }

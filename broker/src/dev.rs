@@ -306,6 +306,8 @@ pub fn write_profile(
         metrics: targets.metrics.map(|m| m.to_string()),
         controlplane: targets.controlplane.map(|c| format!("http://{c}")),
         token: Some(token.clone()),
+        client_cert: None,
+        client_key: None,
     };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io("create", parent))?;

@@ -232,6 +232,10 @@ struct ServeArgs {
     /// PEM private key.
     #[arg(long, env = "FLOE_TLS_KEY")]
     key: PathBuf,
+    /// A PEM CA whose certificates name principals: a client presenting one signs in as the
+    /// user principal its subject's common name names (mutual TLS), instead of with a token.
+    #[arg(long, env = "FLOE_CLIENT_CA", value_name = "PATH")]
+    client_ca: Option<PathBuf>,
     /// host:port clients use to reach this broker [default: the listen address]
     #[arg(long, env = "FLOE_ADVERTISE")]
     advertise: Option<String>,
@@ -243,6 +247,15 @@ struct ServeArgs {
     /// catalog and are created over the client protocol.
     #[arg(long, env = "FLOE_CONTROLPLANE")]
     controlplane: Option<String>,
+    /// The PEM CA that signed the controlplane's certificate (an https --controlplane); by
+    /// default the system's roots.
+    #[arg(
+        long,
+        env = "FLOE_CONTROLPLANE_CA",
+        value_name = "PATH",
+        requires = "controlplane"
+    )]
+    controlplane_ca: Option<PathBuf>,
     /// A file holding the token this broker calls the controlplane with (a principal of
     /// kind `broker`, e.g. the controlplane's `--broker-token-file`), else FLOE_BROKER_TOKEN.
     #[arg(long, env = "FLOE_TOKEN_FILE", value_name = "PATH")]
@@ -293,6 +306,10 @@ struct ReadReplicaArgs {
     /// and finds the brokers.
     #[arg(long, env = "FLOE_CONTROLPLANE")]
     controlplane: String,
+    /// The PEM CA that signed the controlplane's certificate (an https --controlplane); by
+    /// default the system's roots.
+    #[arg(long, env = "FLOE_CONTROLPLANE_CA", value_name = "PATH")]
+    controlplane_ca: Option<PathBuf>,
     /// A file holding the token this replica calls the controlplane and the brokers with (a
     /// principal of kind `read-replica`, e.g. the controlplane's
     /// `--read-replica-token-file`), else FLOE_READ_REPLICA_TOKEN.
@@ -318,6 +335,10 @@ struct ReadReplicaArgs {
     /// PEM private key.
     #[arg(long, env = "FLOE_TLS_KEY")]
     key: PathBuf,
+    /// A PEM CA whose certificates name principals: a client presenting one signs in as the
+    /// user principal its subject's common name names (mutual TLS), instead of with a token.
+    #[arg(long, env = "FLOE_CLIENT_CA", value_name = "PATH")]
+    client_ca: Option<PathBuf>,
     /// host:port clients use to reach this replica [default: the listen address]
     #[arg(long, env = "FLOE_ADVERTISE")]
     advertise: Option<String>,
@@ -383,6 +404,7 @@ async fn run_dev(args: DevArgs) -> Result<()> {
     let controlplane_addr = controlplane.local_addr();
     settings.controlplane = Some(ControlplaneSettings {
         url: format!("http://{controlplane_addr}"),
+        ca: None,
         token: Some(tokens.broker.expose().to_owned()),
         zone: None,
         peer_endpoint: None,
@@ -433,6 +455,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
         key: args.key,
     };
     let mut settings = Settings::new(args.data_dir, args.listen, certificate);
+    settings.client_ca = args.client_ca;
     let peer_certificate = match (args.peer_cert, args.peer_key) {
         (Some(cert), Some(key)) => Some(CertificatePaths { cert, key }),
         _ => None,
@@ -486,6 +509,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     }
     settings.controlplane = args.controlplane.map(|url| ControlplaneSettings {
         url,
+        ca: args.controlplane_ca,
         token,
         zone: args.zone,
         peer_endpoint: args.peer_advertise,
@@ -516,6 +540,8 @@ async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     settings.listen = args.listen;
     settings.metrics_listen = args.metrics_listen;
     settings.advertised = args.advertise;
+    settings.controlplane_ca = args.controlplane_ca;
+    settings.client_ca = args.client_ca;
     let env = std::env::var("FLOE_READ_REPLICA_TOKEN").ok();
     settings.token =
         read_secret(args.token_file.as_deref(), env, "FLOE_READ_REPLICA_TOKEN")?.map(Secret::new);

@@ -213,12 +213,14 @@ impl std::fmt::Debug for ClientPort {
 }
 
 impl ClientPort {
-    /// Binds `listen` with the server certificate in `certificates`, allowing
+    /// Binds `listen` with the server certificate in `certificates` (and clients'
+    /// certificates signed by `client_ca` accepted), allowing
     /// `streams_per_connection` concurrent requests per connection. `advertised` is the
     /// address clients are told to use; the bound address when `None`.
     pub fn bind(
         listen: SocketAddr,
         certificates: &crate::tls::CertificatePaths,
+        client_ca: Option<&Path>,
         streams_per_connection: u32,
         data_dir: &Path,
         advertised: Option<&str>,
@@ -227,7 +229,7 @@ impl ClientPort {
             streams_per_connection,
             std::time::Duration::from_secs(30),
         )?;
-        let config = crate::tls::server_config(certificates, transport)?;
+        let config = crate::tls::server_config(certificates, client_ca, transport)?;
         let reset_key = load_reset_key(data_dir)?;
         let endpoint = endpoint(listen, config, &reset_key)?;
         let local_addr = endpoint.local_addr().map_err(ClientPortError::LocalAddr)?;

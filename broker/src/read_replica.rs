@@ -75,12 +75,17 @@ pub struct ReadReplicaSettings {
     pub metrics_listen: Option<SocketAddr>,
     /// The certificate consumers see.
     pub certificates: CertificatePaths,
+    /// The CA whose certificates name principals (mutual TLS on the client port).
+    pub client_ca: Option<PathBuf>,
     /// `host:port` clients use; defaults to the bound address.
     pub advertised: Option<String>,
     /// The controlplane's REST URL and token: where the replica registers and finds brokers.
     /// The token (a principal of kind `read-replica`) is also what the replica shows the
     /// brokers it follows.
     pub controlplane: String,
+    /// The PEM CA the controlplane's certificate chains to (`https` only); `None`: the
+    /// system's roots.
+    pub controlplane_ca: Option<PathBuf>,
     pub token: Option<Secret>,
     /// How callers on this replica's client port are checked.
     pub client_auth: ClientAuth,
@@ -120,8 +125,10 @@ impl ReadReplicaSettings {
             listen: "127.0.0.1:0".parse().expect("a socket address"),
             metrics_listen: None,
             certificates,
+            client_ca: None,
             advertised: None,
             controlplane,
+            controlplane_ca: None,
             token: None,
             client_auth: ClientAuth::Insecure,
             replica_id: None,
@@ -277,8 +284,12 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
     let reader = open_reader(&settings).await?;
 
     let token = settings.token.as_ref().map(|t| t.expose().to_owned());
-    let rest = floe_client::rest::Controlplane::new(&settings.controlplane, token)
-        .map_err(ReadReplicaError::ControlplaneUrl)?;
+    let rest = floe_client::rest::Controlplane::with_ca(
+        &settings.controlplane,
+        token,
+        settings.controlplane_ca.as_deref(),
+    )
+    .map_err(ReadReplicaError::ControlplaneUrl)?;
     let brokers = connect_brokers(&rest, &settings).await?;
 
     let ClientPort {
@@ -378,6 +389,7 @@ fn bind_client_port(settings: &ReadReplicaSettings) -> Result<ClientPort> {
     Ok(ClientPort::bind(
         settings.listen,
         &settings.certificates,
+        settings.client_ca.as_deref(),
         STREAMS_PER_CONNECTION,
         &settings.data_dir,
         settings.advertised.as_deref(),

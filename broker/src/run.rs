@@ -82,6 +82,9 @@ pub struct Settings {
     /// `None` disables the `/metrics` endpoint.
     pub metrics_listen: Option<SocketAddr>,
     pub certificates: CertificatePaths,
+    /// The CA whose certificates name principals (mutual TLS on the client port); `None`:
+    /// clients prove themselves by token only.
+    pub client_ca: Option<PathBuf>,
     /// `host:port` clients use to reach this broker; defaults to `listen`.
     pub advertised: Option<String>,
     pub broker_id: u32,
@@ -134,6 +137,7 @@ impl Settings {
             listen,
             metrics_listen: None,
             certificates,
+            client_ca: None,
             advertised: None,
             broker_id: 0,
             log: LogConfig {
@@ -260,6 +264,7 @@ fn bind_client_port(settings: &Settings) -> Result<ClientPort> {
     Ok(ClientPort::bind(
         settings.listen,
         &settings.certificates,
+        settings.client_ca.as_deref(),
         settings.streams_per_connection,
         &settings.data_dir,
         settings.advertised.as_deref(),

@@ -83,6 +83,8 @@ pub(crate) use order::Turn;
 struct Connection {
     /// Set by the first `Hello` whose token is accepted, before `version`.
     caller: OnceLock<Caller>,
+    /// The principal the client's verified certificate names, if it showed one.
+    certificate_name: Option<String>,
     version: OnceLock<ProtocolVersion>,
     /// Request bytes being handled; a stream waits here before reading its payload.
     in_flight: Semaphore,
@@ -108,6 +110,7 @@ async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<
     state.metrics().connections.inc();
     let conn = Arc::new(Connection {
         caller: OnceLock::new(),
+        certificate_name: crate::tls::client_certificate_name(&connection),
         version: OnceLock::new(),
         in_flight: Semaphore::new(
             state.limits().max_in_flight_bytes.min(u64::from(u32::MAX)) as usize
@@ -242,7 +245,13 @@ async fn answer_hello<S: Service>(state: &S, conn: &Connection, hello: &Hello) -
         Ok(version) => version,
         Err(e) => return Refusal::Version(e).into(),
     };
-    let caller = match Caller::hello(state.access(), hello.auth_token.clone()).await {
+    let caller = match Caller::hello(
+        state.access(),
+        hello.auth_token.clone(),
+        conn.certificate_name.clone(),
+    )
+    .await
+    {
         Ok(caller) => caller,
         Err(denied) => {
             tracing::debug!(client = %hello.client_name, error = %denied, "Hello refused");

@@ -61,8 +61,11 @@ pub enum SessionError {
 /// How this broker reaches its controlplane. Its `Debug` never shows the token.
 #[derive(Clone)]
 pub struct ControlplaneSettings {
-    /// Base URL of the REST API, e.g. `http://10.0.0.5:7300`.
+    /// Base URL of the REST API, e.g. `https://10.0.0.5:7300`.
     pub url: String,
+    /// The PEM CA the controlplane's certificate chains to (`https` only); `None`: the
+    /// system's roots.
+    pub ca: Option<std::path::PathBuf>,
     /// The bearer token this broker calls the controlplane with: a principal of kind
     /// `broker` (e.g. the controlplane's `brokers` token).
     pub token: Option<String>,
@@ -76,6 +79,7 @@ impl std::fmt::Debug for ControlplaneSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControlplaneSettings")
             .field("url", &self.url)
+            .field("ca", &self.ca)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("zone", &self.zone)
             .field("peer_endpoint", &self.peer_endpoint)
@@ -118,8 +122,12 @@ impl Session {
         client_endpoint: Endpoint,
         named: Option<BrokerId>,
     ) -> Result<Session, SessionError> {
-        let controlplane =
-            Controlplane::new(&settings.url, settings.token.clone()).map_err(SessionError::Url)?;
+        let controlplane = Controlplane::with_ca(
+            &settings.url,
+            settings.token.clone(),
+            settings.ca.as_deref(),
+        )
+        .map_err(SessionError::Url)?;
         let peer_endpoint = match &settings.peer_endpoint {
             Some(peer) => {
                 Endpoint::new(peer.clone()).map_err(|source| SessionError::PeerAddress {

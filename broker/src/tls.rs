@@ -294,23 +294,61 @@ pub fn transport_config(
     Ok(transport)
 }
 
-/// The QUIC server configuration: TLS 1.3 with the `floe/1` ALPN.
+/// The QUIC server configuration: TLS 1.3 with the `floe/1` ALPN. With `client_ca`, a
+/// client may present a certificate signed by it (mutual TLS): its subject's common name is
+/// the principal it signs in as ([`client_certificate_name`]); a client without one still
+/// connects and proves itself with a token.
 pub fn server_config(
     paths: &CertificatePaths,
+    client_ca: Option<&Path>,
     transport: quinn::TransportConfig,
 ) -> Result<quinn::ServerConfig> {
     let (chain, key) = load(paths)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])?;
+    let builder = match client_ca {
+        Some(ca) => builder.with_client_cert_verifier(
+            rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(ca_roots(ca)?),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()?,
+        ),
+        None => builder.with_no_client_auth(),
+    };
+    let mut tls = builder.with_single_cert(chain, key)?;
     tls.alpn_protocols = vec![ALPN.to_vec()];
     tls.max_early_data_size = 0;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(transport));
     Ok(config)
+}
+
+/// The principal a client's certificate names: the common name of the subject of the
+/// certificate the handshake verified against `--client-ca`; `None` when the client showed
+/// none.
+pub(crate) fn client_certificate_name(connection: &quinn::Connection) -> Option<String> {
+    let chain = connection
+        .peer_identity()?
+        .downcast::<Vec<CertificateDer<'static>>>()
+        .ok()?;
+    common_name(chain.first()?)
+}
+
+/// The first common name of a DER certificate's subject, when it has one in UTF-8.
+pub fn common_name(der: &[u8]) -> Option<String> {
+    let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+    let name = certificate
+        .subject()
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_owned();
+    Some(name)
 }
 
 /// The ALPN protocol id of the peer port (broker to broker), version 1.
@@ -423,4 +461,27 @@ pub fn peer_client_config(
     let mut client = quinn::ClientConfig::new(Arc::new(crypto));
     client.transport_config(Arc::new(peer_transport()?));
     Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_certificate_names_its_principal_by_common_name() {
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("names");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "shipper");
+        let named = params.self_signed(&key).expect("a certificate");
+        assert_eq!(common_name(named.der()).as_deref(), Some("shipper"));
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("names");
+        params.distinguished_name.remove(rcgen::DnType::CommonName);
+        let unnamed = params.self_signed(&key).expect("a certificate");
+        assert_eq!(common_name(unnamed.der()), None);
+        assert_eq!(common_name(b"not a certificate"), None);
+    }
 }

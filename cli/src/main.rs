@@ -86,6 +86,27 @@ pub struct ConnectionArgs {
         help_heading = CONNECTION
     )]
     token: Option<String>,
+    /// A PEM client certificate to sign in with instead of a token (brokers given
+    /// `--client-ca`: its common name is your principal) [default: the profile's].
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_CLIENT_CERT",
+        value_name = "PATH",
+        requires = "client_key",
+        help_heading = CONNECTION
+    )]
+    client_cert: Option<PathBuf>,
+    /// The PEM private key of --client-cert.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_CLIENT_KEY",
+        value_name = "PATH",
+        requires = "client_cert",
+        help_heading = CONNECTION
+    )]
+    client_key: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -264,9 +285,21 @@ fn controlplane(
         .controlplane
         .clone()
         .or_else(|| profile.and_then(|p| p.controlplane.clone()));
-    url.map(|url| Controlplane::new(&url, token(args, profile).map(|t| t.expose().to_owned())))
-        .transpose()
-        .context("the controlplane URL")
+    // The cluster's CA, the one the brokers' certificates chain to, is trusted for an https
+    // controlplane too.
+    let ca = args
+        .ca_cert
+        .clone()
+        .or_else(|| profile.map(|p| p.ca_cert.clone()));
+    url.map(|url| {
+        Controlplane::with_ca(
+            &url,
+            token(args, profile).map(|t| t.expose().to_owned()),
+            ca.as_deref(),
+        )
+    })
+    .transpose()
+    .context("the controlplane")
 }
 
 /// The client configuration from the profile and the flags that override it.
@@ -290,6 +323,13 @@ fn client_config(args: &ConnectionArgs, profile: Option<&ClientProfile>) -> Resu
         .unwrap_or_else(|| host_of(&endpoint).to_string());
     let mut config = ClientConfig::new(endpoint, server_name, ca_cert);
     config.token = token(args, profile);
+    config.client_certificate = match (&args.client_cert, &args.client_key) {
+        (Some(cert), Some(key)) => Some(floe_client::ClientCertificate {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        _ => profile.and_then(|p| ClientConfig::from_profile(p).client_certificate),
+    };
     // With the controlplane known, consumers read history through the read replicas.
     config.controlplane = args
         .controlplane

@@ -197,6 +197,9 @@ fn show(dir: &ProfileDir, name: Option<String>, json: bool) -> Result<()> {
         if profile.token.is_some() {
             text.push_str("token: set (not shown)\n");
         }
+        if let Some(cert) = &profile.client_cert {
+            text.push_str(&format!("client certificate: {}\n", cert.display()));
+        }
         print(&text)?;
     }
     Ok(())
@@ -229,6 +232,8 @@ fn from_flags(args: &ConnectionArgs) -> Result<ClientProfile> {
         metrics: None,
         controlplane: args.controlplane.clone(),
         token: args.token.clone().map(floe_wire::auth::Secret::new),
+        client_cert: args.client_cert.clone(),
+        client_key: args.client_key.clone(),
     })
 }
 

@@ -85,12 +85,13 @@ impl Client {
         let mut routes = Routes::new(config.clone(), transport, &endpoints);
         if let Some(url) = &config.controlplane {
             let token = config.token.as_ref().map(|t| t.expose().to_owned());
-            let rest = crate::rest::Controlplane::new(url, token).map_err(|e| {
-                Error::Config(crate::error::ConfigError::Invalid {
-                    field: "controlplane",
-                    reason: e.to_string(),
-                })
-            })?;
+            let rest = crate::rest::Controlplane::with_ca(url, token, Some(&config.ca_cert))
+                .map_err(|e| {
+                    Error::Config(crate::error::ConfigError::Invalid {
+                        field: "controlplane",
+                        reason: e.to_string(),
+                    })
+                })?;
             routes.read_replicas = Some(read_replicas::ReadReplicas::new(rest));
         }
         let routes = Arc::new(routes);

@@ -55,8 +55,48 @@ pub struct ClientConfig {
     /// it, from the partitions' leaders.
     pub controlplane: Option<String>,
     /// The token sent in `Hello` (and to the controlplane): who this client is. `None`
-    /// connects anonymously, which only a server run with `--insecure-no-auth` accepts.
+    /// connects anonymously, which only a server run with `--insecure-no-auth` accepts,
+    /// unless a client certificate says who it is.
     pub token: Option<Secret>,
+    /// A certificate to present to brokers and read replicas (mutual TLS): one signed by
+    /// the CA they were given as `--client-ca` signs in as the user principal its subject's
+    /// common name names. A token, when also given, is what counts.
+    pub client_certificate: Option<ClientCertificate>,
+}
+
+/// A certificate chain, leaf first, and its private key.
+pub(crate) type CertificateAndKey = (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+/// A client's certificate chain and private key, as PEM files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl ClientCertificate {
+    pub(crate) fn load(&self) -> Result<CertificateAndKey, ConfigError> {
+        use rustls::pki_types::pem::PemObject;
+        let invalid = |path: &Path, e: rustls::pki_types::pem::Error| ConfigError::Invalid {
+            field: "client_certificate",
+            reason: format!("{}: {e}", path.display()),
+        };
+        let chain = rustls::pki_types::CertificateDer::pem_file_iter(&self.cert)
+            .map_err(|e| invalid(&self.cert, e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(&self.cert, e))?;
+        if chain.is_empty() {
+            return Err(ConfigError::NoCertificate {
+                path: self.cert.clone(),
+            });
+        }
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&self.key)
+            .map_err(|e| invalid(&self.key, e))?;
+        Ok((chain, key))
+    }
 }
 
 impl ClientConfig {
@@ -79,6 +119,7 @@ impl ClientConfig {
             client_name: format!("floe-client/{}", env!("CARGO_PKG_VERSION")),
             controlplane: None,
             token: None,
+            client_certificate: None,
         }
     }
 
@@ -91,6 +132,13 @@ impl ClientConfig {
         );
         config.controlplane = profile.controlplane.clone();
         config.token = profile.token.clone();
+        config.client_certificate = match (&profile.client_cert, &profile.client_key) {
+            (Some(cert), Some(key)) => Some(ClientCertificate {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        };
         config
     }
 
@@ -210,6 +258,8 @@ mod tests {
             metrics: None,
             controlplane: None,
             token: Some(Secret::new("floe_t")),
+            client_cert: None,
+            client_key: None,
         };
         let config = ClientConfig::from_profile(&profile);
         assert_eq!(config.token, Some(Secret::new("floe_t")));

@@ -48,8 +48,8 @@ pub mod rest;
 
 pub use client::Client;
 pub use config::{
-    ClientConfig, ProfileLocation, current_profile, default_profile_path, read_profile,
-    resolve_profile,
+    ClientCertificate, ClientConfig, ProfileLocation, current_profile, default_profile_path,
+    read_profile, resolve_profile,
 };
 pub use consumer::{Consumer, ConsumerConfig};
 pub use error::{ConfigError, ConnectFailure, Error, ProtocolViolation};

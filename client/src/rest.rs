@@ -53,6 +53,12 @@ pub enum RestError {
     /// The base URL is not an http(s) URL.
     #[error("`{0}` is not a controlplane URL (try http://127.0.0.1:7300)")]
     BadUrl(String),
+    /// The CA file to trust the controlplane's certificate by cannot be used.
+    #[error("cannot use {path} as the controlplane's CA: {detail}")]
+    Ca {
+        path: std::path::PathBuf,
+        detail: String,
+    },
 }
 
 impl RestError {
@@ -71,7 +77,7 @@ impl RestError {
             RestError::Api { status, code, .. } => {
                 *status >= 500 || matches!(code, ApiErrorCode::Conflict)
             }
-            RestError::Invalid { .. } | RestError::BadUrl(_) => false,
+            RestError::Invalid { .. } | RestError::BadUrl(_) | RestError::Ca { .. } => false,
         }
     }
 }
@@ -102,9 +108,22 @@ impl std::fmt::Debug for Controlplane {
 }
 
 impl Controlplane {
-    /// A client of the controlplane at `base` (e.g. `http://127.0.0.1:7300`); `token` is
-    /// sent as a bearer token with every call when set.
+    /// A client of the controlplane at `base` (e.g. `https://controlplane.internal:7300`);
+    /// `token` is sent as a bearer token with every call when set. An `https` controlplane's
+    /// certificate must chain to the system's roots; see [`Controlplane::with_ca`].
     pub fn new(base: &str, token: Option<String>) -> Result<Controlplane, RestError> {
+        Controlplane::with_ca(base, token, None)
+    }
+
+    /// Like [`Controlplane::new`], trusting the PEM certificates in `ca` (the cluster's CA,
+    /// e.g. the one `deploy/cluster-tls.sh` or `floe-broker certs` wrote) beside the
+    /// system's roots, so that one profile serves a controlplane with a certificate of the
+    /// cluster's CA or of a public one (a load balancer's).
+    pub fn with_ca(
+        base: &str,
+        token: Option<String>,
+        ca: Option<&std::path::Path>,
+    ) -> Result<Controlplane, RestError> {
         let trimmed = base.trim().trim_end_matches('/');
         let parsed = reqwest::Url::parse(trimmed).map_err(|_| RestError::BadUrl(base.into()))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
@@ -115,13 +134,16 @@ impl Controlplane {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| RestError::Unreachable {
-                url: trimmed.into(),
-                detail: e.to_string(),
-            })?;
+        let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
+        // Only an https URL reads the CA: a profile's CA file does not stand in the way of a
+        // plain-HTTP controlplane.
+        if let Some(path) = ca.filter(|_| parsed.scheme() == "https") {
+            builder = builder.tls_certs_merge(read_ca(path)?);
+        }
+        let http = builder.build().map_err(|e| RestError::Unreachable {
+            url: trimmed.into(),
+            detail: e.to_string(),
+        })?;
         Ok(Controlplane {
             http,
             base: trimmed.to_string(),
@@ -163,7 +185,7 @@ impl Controlplane {
         }
         let unreachable = |e: reqwest::Error| RestError::Unreachable {
             url: url.clone(),
-            detail: error_chain(&e),
+            detail: unreachable_detail(&url, &e),
         };
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status();
@@ -478,6 +500,59 @@ fn path_segment(name: &str) -> String {
         }
     }
     out
+}
+
+/// The certificates of a PEM file, for trusting a controlplane's certificate by.
+fn read_ca(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, RestError> {
+    let failed = |detail: String| RestError::Ca {
+        path: path.to_owned(),
+        detail,
+    };
+    let pem = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
+    let certificates =
+        reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| failed(error_chain(&e)))?;
+    if certificates.is_empty() {
+        return Err(failed("it holds no PEM certificate".into()));
+    }
+    Ok(certificates)
+}
+
+/// What a failed call's error says, with what to do about a certificate the client does
+/// not trust or that does not name the host.
+fn unreachable_detail(url: &str, error: &reqwest::Error) -> String {
+    let detail = error_chain(error);
+    // A CA of the same name but another key (another cluster's `floe-broker certs`) fails
+    // the signature rather than the issuer.
+    let hint = if ["UnknownIssuer", "unknown issuer", "BadSignature"]
+        .iter()
+        .any(|sign| detail.contains(sign))
+    {
+        Some(
+            "the controlplane's certificate is not signed by a trusted CA: pass the cluster's \
+             CA with --ca (or the profile's `ca`)",
+        )
+    } else if detail.contains("NotValidForName") || detail.contains("not valid for name") {
+        Some(
+            "the controlplane's certificate does not name this host: use the name or address \
+             its certificate carries in the URL",
+        )
+    } else if url.starts_with("https://")
+        && (detail.contains("InvalidContentType") || detail.contains("corrupt message"))
+    {
+        Some("the controlplane does not speak TLS here: try http:// in the URL")
+    } else if url.starts_with("http://")
+        && (detail.contains("connection closed before message completed")
+            || detail.contains("invalid HTTP version")
+            || detail.contains("unexpected end of file"))
+    {
+        Some("the controlplane may require TLS: try https:// in the URL")
+    } else {
+        None
+    };
+    match hint {
+        Some(hint) => format!("{detail} ({hint})"),
+        None => detail,
+    }
 }
 
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {

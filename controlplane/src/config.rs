@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::auth::BootstrapTokens;
 use crate::driver::ReadReplicaDriverConfig;
 use crate::peer_ca::PeerCa;
+use crate::tls::TlsFiles;
 
 /// Where the metadata lives. Its `Debug` never shows a PostgreSQL URL's password.
 #[derive(Clone, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub(crate) fn redact_password(url: &str) -> String {
 pub struct Config {
     /// HTTP address of the REST API; port 0 picks a free one (see `Running::local_addr`).
     pub listen: SocketAddr,
+    /// The API's certificate and key: HTTPS when set, plain HTTP when `None` (the binary
+    /// allows that only with `--insecure-plain-http`, and `floe-broker dev` on loopback).
+    pub tls: Option<TlsFiles>,
     pub database: Database,
     /// The tokens of the first administrator, the brokers and the read replicas. When set,
     /// every call but the probes must carry `Authorization: Bearer <token>` of a principal
@@ -103,6 +107,7 @@ impl Config {
     pub fn new(database: Database) -> Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7300)),
+            tls: None,
             database,
             auth: None,
             lease: Duration::from_secs(10),

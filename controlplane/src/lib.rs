@@ -24,9 +24,11 @@ pub mod placement;
 mod reconcile;
 mod running;
 pub mod store;
+pub mod tls;
 
 pub use auth::BootstrapTokens;
 pub use config::{Config, Database};
 pub use driver::ReadReplicaDriverConfig;
 pub use metrics::BuildLabels;
 pub use running::{Controlplane, Running, StartError};
+pub use tls::TlsFiles;

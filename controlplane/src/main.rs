@@ -11,7 +11,9 @@ use floe_controlplane::auth::read_secret;
 use floe_controlplane::driver::aws_asg::AsgConfig;
 use floe_controlplane::driver::kubernetes::KubernetesConfig;
 use floe_controlplane::logging::LogFormat;
-use floe_controlplane::{BootstrapTokens, Config, Controlplane, Database, ReadReplicaDriverConfig};
+use floe_controlplane::{
+    BootstrapTokens, Config, Controlplane, Database, ReadReplicaDriverConfig, TlsFiles,
+};
 
 /// Floe's controlplane: the REST API, metadata store, placement, leases and the read
 /// replica autoscaler.
@@ -29,6 +31,16 @@ struct Args {
         default_value = "127.0.0.1:7300"
     )]
     listen: SocketAddr,
+    /// PEM certificate chain (leaf first) the REST API presents; read again when it changes.
+    #[arg(long, env = "FLOE_TLS_CERT", value_name = "PATH", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "FLOE_TLS_KEY", value_name = "PATH", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve the REST API over plain HTTP: tokens cross the network readable by anyone on
+    /// the path. Refused unless given when there is no --tls-cert.
+    #[arg(long, env = "FLOE_INSECURE_PLAIN_HTTP", conflicts_with = "tls_cert")]
+    insecure_plain_http: bool,
     /// PostgreSQL URL (`postgres://…`); when absent, SQLite in the data directory.
     #[arg(long, env = "FLOE_DATABASE_URL")]
     database_url: Option<String>,
@@ -199,6 +211,22 @@ impl Args {
         }
     }
 
+    /// The API's certificate, or `None` with `--insecure-plain-http`; an error when neither.
+    fn tls(&self) -> anyhow::Result<Option<TlsFiles>> {
+        match (&self.tls_cert, &self.tls_key, self.insecure_plain_http) {
+            (Some(cert), Some(key), false) => Ok(Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            })),
+            (None, None, true) => Ok(None),
+            _ => anyhow::bail!(
+                "no certificate for the REST API: give --tls-cert and --tls-key (or \
+                 FLOE_TLS_CERT and FLOE_TLS_KEY), or run with --insecure-plain-http to send \
+                 tokens and data in the clear"
+            ),
+        }
+    }
+
     /// The read replica driver the flags name (at most one).
     fn driver(&self) -> anyhow::Result<ReadReplicaDriverConfig> {
         let named = [
@@ -244,6 +272,7 @@ impl Args {
     fn config(self, variable: impl Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
         let mut driver = self.driver()?;
         let auth = self.auth(&variable)?;
+        let tls = self.tls()?;
         // The read replicas the local driver starts find their token in their environment.
         if let (ReadReplicaDriverConfig::Local { env, .. }, Some(tokens)) = (&mut driver, &auth)
             && let Some(token) = &tokens.read_replica
@@ -269,6 +298,7 @@ impl Args {
         };
         let mut config = Config::new(database);
         config.listen = self.listen;
+        config.tls = tls;
         config.auth = auth;
         config.lease = duration(self.lease, "FLOE_LEASE_MS")?.unwrap_or(config.lease);
         config.heartbeat_interval =
@@ -344,14 +374,17 @@ async fn main() -> anyhow::Result<()> {
             "the controlplane's REST API",
         ));
     }
+    if config.tls.is_none() {
+        tokio::spawn(floe_controlplane::tls::warn_plain_http());
+    }
     let running = Controlplane::start(config)
         .await
         .context("starting the controlplane")?;
     // Scripts and tests read the bound address from this line.
     writeln!(
         std::io::stdout().lock(),
-        "floe-controlplane listening on http://{}",
-        running.local_addr()
+        "floe-controlplane listening on {}",
+        running.url()
     )?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
@@ -422,9 +455,14 @@ mod tests {
     }
 
     fn config_with(flags: &[&str], variables: &[(&str, &str)]) -> Result<Config, String> {
-        let argv = ["floe-controlplane", "--data-dir", "/nonexistent"]
-            .iter()
-            .chain(flags);
+        let argv = [
+            "floe-controlplane",
+            "--data-dir",
+            "/nonexistent",
+            "--insecure-plain-http",
+        ]
+        .iter()
+        .chain(flags);
         let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
         args.config(|name| {
             variables
@@ -433,6 +471,45 @@ mod tests {
                 .map(|(_, value)| value.to_string())
         })
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn plain_http_is_refused_unless_asked_for_out_loud() {
+        let parse = |flags: &[&str]| {
+            let argv = ["floe-controlplane", "--data-dir", "/nonexistent"]
+                .iter()
+                .chain(flags);
+            Args::try_parse_from(argv)
+                .map_err(|e| e.to_string())?
+                .config(|name| (name == "FLOE_ADMIN_TOKEN").then(|| "t0ken".to_owned()))
+                .map_err(|e| e.to_string())
+        };
+        let error = parse(&[]).expect_err("neither a certificate nor plain HTTP");
+        assert!(error.contains("--tls-cert"), "{error}");
+        assert!(error.contains("--insecure-plain-http"), "{error}");
+        assert!(
+            parse(&["--insecure-plain-http"])
+                .expect("plain")
+                .tls
+                .is_none()
+        );
+        let tls = parse(&["--tls-cert", "/c.pem", "--tls-key", "/k.pem"])
+            .expect("a certificate")
+            .tls
+            .expect("TLS");
+        assert_eq!(tls.cert, PathBuf::from("/c.pem"));
+        assert_eq!(tls.key, PathBuf::from("/k.pem"));
+        let half = parse(&["--tls-cert", "/c.pem"]).expect_err("a certificate without its key");
+        assert!(half.contains("--tls-key"), "{half}");
+        let both = parse(&[
+            "--tls-cert",
+            "/c",
+            "--tls-key",
+            "/k",
+            "--insecure-plain-http",
+        ])
+        .expect_err("contradictory");
+        assert!(both.contains("cannot be used with"), "{both}");
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub enum StartError {
     },
     #[error("could not start the read replica driver")]
     Driver(#[from] DriverError),
+    #[error("cannot serve the REST API over TLS")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("could not listen on {addr}")]
     Listen {
         addr: SocketAddr,
@@ -47,6 +49,8 @@ impl Controlplane {
     /// SQLite it leads at once; on PostgreSQL it stands by until it wins the election
     /// ([`Running::wait_for_role`]).
     pub async fn start(config: Config) -> Result<Running, StartError> {
+        // Certificate problems first: nothing is opened for a start that cannot serve.
+        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
         let store = open_store(&config.database).await?;
         let (listener, local_addr) = listen(config.listen).await?;
         let database = config.database.clone();
@@ -69,10 +73,18 @@ impl Controlplane {
             cluster.clone(),
             shutdown_rx.clone(),
         )));
-        tasks.push(spawn_http(listener, &cluster, shutdown_rx.clone()));
-        tracing::info!(%local_addr, backend = ?store.backend(), "controlplane listening");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tasks.push(spawn_http(
+            listener,
+            local_addr,
+            tls,
+            &cluster,
+            shutdown_rx.clone(),
+        )?);
+        tracing::info!(%local_addr, scheme, backend = ?store.backend(), "controlplane listening");
         Ok(Running {
             local_addr,
+            scheme,
             role: cluster.watch_role(),
             shutdown,
             tasks,
@@ -108,28 +120,51 @@ async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartErro
     Ok((listener, local_addr))
 }
 
-/// Serves the API on `listener` until `shutdown` turns true, then stops gracefully.
+/// Serves the API on `listener` (over TLS when `tls` is given) until `shutdown` turns true,
+/// then stops gracefully.
 fn spawn_http(
     listener: TcpListener,
+    addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     cluster: &Arc<Cluster<SqlStore>>,
     mut shutdown: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    // Small JSON answers: send them now rather than wait for the client's ACK (Nagle).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "could not set TCP_NODELAY");
-        }
-    });
+) -> Result<JoinHandle<()>, StartError> {
     let router = api::router(cluster.clone());
-    tokio::spawn(async move {
-        let stopped = async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        };
-        if let Err(error) = axum::serve(listener, router)
-            .with_graceful_shutdown(stopped)
-            .await
-        {
+    let stopped = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    let logged = |result: io::Result<()>| {
+        if let Err(error) = result {
             tracing::error!(%error, "the HTTP server stopped");
+        }
+    };
+    Ok(match tls {
+        Some(acceptor) => {
+            let listener = crate::tls::TlsListener::new(listener, acceptor)
+                .map_err(|source| StartError::Listen { addr, source })?;
+            tokio::spawn(async move {
+                logged(
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(stopped)
+                        .await,
+                )
+            })
+        }
+        None => {
+            // Small JSON answers: send them now rather than wait for the client's ACK
+            // (Nagle). The TLS listener does the same for its connections.
+            let listener = listener.tap_io(|tcp| {
+                if let Err(error) = tcp.set_nodelay(true) {
+                    tracing::debug!(%error, "could not set TCP_NODELAY");
+                }
+            });
+            tokio::spawn(async move {
+                logged(
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(stopped)
+                        .await,
+                )
+            })
         }
     })
 }
@@ -152,7 +187,15 @@ async fn spawn_autoscaler(
                 ip if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
                 ip => ip,
             };
-            let url = format!("http://{}", SocketAddr::new(host, api.port()));
+            // Over TLS the children trust the API's certificate by their own
+            // FLOE_CONTROLPLANE_CA (inherited, or among `env`), and the certificate must name
+            // this address.
+            let scheme = if cluster.config.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            let url = format!("{scheme}://{}", SocketAddr::new(host, api.port()));
             let mut driver =
                 crate::driver::local::LocalDriver::new(program, args).env("FLOE_CONTROLPLANE", url);
             for (key, value) in env {
@@ -191,6 +234,7 @@ async fn spawn_autoscaler(
 #[derive(Debug)]
 pub struct Running {
     local_addr: SocketAddr,
+    scheme: &'static str,
     role: watch::Receiver<Role>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -201,6 +245,11 @@ impl Running {
     /// The address the REST API listens on (the real port when configured with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The API's base URL: `https://ADDR` with a certificate, else `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("{}://{}", self.scheme, self.local_addr)
     }
 
     /// Whether this controlplane leads now.

@@ -29,6 +29,7 @@ impl Process {
                 "--election-interval-ms",
                 "100",
                 "--insecure-no-auth",
+                "--insecure-plain-http",
             ])
             .env("FLOE_LOG", "warn")
             .stdout(Stdio::piped())

@@ -1,6 +1,7 @@
 //! Fuzz target: arbitrary bytes as a peer's certificate (DER), read for the broker it names
-//! (`floe_broker::peer_identity::broker_in_certificate`), and as a certificate URI. Any input
-//! may be rejected, none may panic; a named broker's URI reads back as the same broker.
+//! (`floe_broker::peer_identity::broker_in_certificate`), as a client's certificate read for
+//! the principal it names (`floe_broker::tls::common_name`), and as a certificate URI. Any
+//! input may be rejected, none may panic; a named broker's URI reads back as the same broker.
 
 #![no_main]
 
@@ -9,6 +10,7 @@ use floe_wire::BrokerId;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    let _ = floe_broker::tls::common_name(data);
     if let Ok(id) = broker_in_certificate(data) {
         assert_eq!(BrokerId::from_certificate_uri(&id.certificate_uri()), Some(id));
     }

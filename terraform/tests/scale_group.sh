@@ -33,7 +33,7 @@ run() {
     AWS_SHARED_CREDENTIALS_FILE="$credentials" AWS_CONFIG_FILE="$work/config" \
     AWS_PROFILE=floe-test AWS_EC2_METADATA_DISABLED=true \
     FLOE_AWS_ENDPOINT_URL="$endpoint" FLOE_LOG=info FLOE_ADMIN_TOKEN=test-token \
-    "$controlplane" --data-dir "$work/$name" --listen 127.0.0.1:0 \
+    "$controlplane" --data-dir "$work/$name" --listen 127.0.0.1:0 --insecure-plain-http \
     --autoscale-interval-ms 200 "$@"
 }
 

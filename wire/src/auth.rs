@@ -422,7 +422,7 @@ pub struct CredentialTable {
 }
 
 /// Why a caller is not authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     #[error(
         "no token: this cluster requires one (`--token`, `FLOE_TOKEN` or the profile's `token`)"
@@ -430,6 +430,10 @@ pub enum AuthError {
     Missing,
     #[error("the token is unknown or was revoked")]
     Unknown,
+    /// A client certificate named a principal the cluster does not have, or one that may
+    /// not sign in by certificate (only principals of kind `user` may).
+    #[error("the client certificate names `{0}`, which is no user principal of this cluster")]
+    UnknownCertificateName(String),
 }
 
 /// A [`CredentialTable`] indexed for checking callers.
@@ -438,6 +442,8 @@ pub struct Credentials {
     version: u64,
     by_key: HashMap<String, (SecretHash, Arc<Principal>)>,
     bootstrap: Vec<(SecretHash, Arc<Principal>)>,
+    /// Principals of kind `user` by name: who a verified client certificate may be.
+    users: HashMap<String, Arc<Principal>>,
 }
 
 impl Credentials {
@@ -448,6 +454,11 @@ impl Credentials {
         };
         for entry in table.principals {
             let principal = Arc::new(entry.principal);
+            if principal.kind == PrincipalKind::User {
+                credentials
+                    .users
+                    .insert(principal.name.clone(), principal.clone());
+            }
             for key in entry.keys {
                 if key.is_bootstrap() {
                     credentials.bootstrap.push((key.hash, principal.clone()));
@@ -486,6 +497,16 @@ impl Credentials {
             }
         }
         found.ok_or(AuthError::Unknown)
+    }
+
+    /// The principal a client certificate names (`name`, its subject's common name), once
+    /// the server's TLS has verified the certificate against the client CA. Only principals
+    /// of kind `user` sign in this way: a certificate cannot make its holder a broker.
+    pub fn authenticate_certificate(&self, name: &str) -> Result<Arc<Principal>, AuthError> {
+        self.users
+            .get(name)
+            .cloned()
+            .ok_or_else(|| AuthError::UnknownCertificateName(name.to_owned()))
     }
 }
 
@@ -633,6 +654,46 @@ mod tests {
             credentials.authenticate(Some(other.token.as_bytes())),
             Err(AuthError::Unknown)
         );
+    }
+
+    #[test]
+    fn a_certificate_name_signs_in_only_a_user_principal() {
+        let minted = mint_token([7; 40]);
+        let mut with_broker = table(&minted);
+        let brokers = Credentials::new(CredentialTable {
+            version: 1,
+            principals: vec![PrincipalCredentials {
+                principal: Principal {
+                    name: "brokers".into(),
+                    kind: PrincipalKind::Broker,
+                    grants: Vec::new(),
+                },
+                keys: Vec::new(),
+            }],
+        });
+        assert_eq!(
+            with_broker
+                .authenticate_certificate("u")
+                .expect("a user")
+                .name,
+            "u"
+        );
+        assert!(
+            with_broker
+                .authenticate_certificate("admin")
+                .expect("a user")
+                .is_cluster_admin()
+        );
+        assert_eq!(
+            with_broker.authenticate_certificate("nobody"),
+            Err(AuthError::UnknownCertificateName("nobody".into()))
+        );
+        assert_eq!(
+            brokers.authenticate_certificate("brokers"),
+            Err(AuthError::UnknownCertificateName("brokers".into()))
+        );
+        with_broker = Credentials::default();
+        assert!(with_broker.authenticate_certificate("u").is_err());
     }
 
     #[test]

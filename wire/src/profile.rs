@@ -34,6 +34,12 @@ pub struct ClientProfile {
     /// controlplane's API. A profile holding one is written readable by its owner only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<crate::auth::Secret>,
+    /// A client certificate and its key (PEM files) to present to brokers and read replicas
+    /// that take `--client-ca`: mutual TLS instead of a token. Both or neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<PathBuf>,
 }
 
 /// The name of the profile `floe-broker dev` writes.

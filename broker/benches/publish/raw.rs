@@ -95,7 +95,7 @@ pub async fn quic_bandwidth(
     total: u64,
 ) -> anyhow::Result<f64> {
     let transport = tls::transport_config(16, Duration::from_secs(30))?;
-    let server_config = tls::server_config(certs, transport)?;
+    let server_config = tls::server_config(certs, None, transport)?;
     let listen: SocketAddr = "127.0.0.1:0".parse()?;
     let server = floe_broker::quic::endpoint(listen, server_config, &[7u8; 32])?;
     let addr = server.local_addr()?;

@@ -54,7 +54,11 @@ pub(crate) struct Transport {
 impl Transport {
     /// A client endpoint of the address family of `remote`, trusting only the configured CA.
     pub fn new(config: &ClientConfig, remote: SocketAddr) -> Result<Transport, Error> {
-        let quic = quic_config(&config.ca_cert, config.idle_timeout)?;
+        let quic = quic_config(
+            &config.ca_cert,
+            config.client_certificate.as_ref(),
+            config.idle_timeout,
+        )?;
         let local: SocketAddr = if remote.is_ipv6() {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         } else {
@@ -175,10 +179,14 @@ async fn hello(
     }
 }
 
-/// QUIC client settings: TLS 1.3 trusting only `ca_cert`, ALPN `floe/1`, keep-alives so an
-/// idle connection outlives the broker's idle timeout, and windows wide enough for a
-/// full-size fetch response in flight.
-fn quic_config(ca_cert: &Path, idle_timeout: Duration) -> Result<quinn::ClientConfig, ConfigError> {
+/// QUIC client settings: TLS 1.3 trusting only `ca_cert`, presenting `certificate` when
+/// given (mutual TLS), ALPN `floe/1`, keep-alives so an idle connection outlives the
+/// broker's idle timeout, and windows wide enough for a full-size fetch response in flight.
+fn quic_config(
+    ca_cert: &Path,
+    certificate: Option<&crate::config::ClientCertificate>,
+    idle_timeout: Duration,
+) -> Result<quinn::ClientConfig, ConfigError> {
     let pem = std::fs::read(ca_cert).map_err(|source| ConfigError::Read {
         path: ca_cert.to_path_buf(),
         source: Arc::new(source),
@@ -201,11 +209,26 @@ fn quic_config(ca_cert: &Path, idle_timeout: Duration) -> Result<quinn::ClientCo
     }
     // An explicit provider: the library works whether or not the program installed one.
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| ConfigError::Tls(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let mut tls = match certificate {
+        None => builder.with_no_client_auth(),
+        Some(certificate) => {
+            let (chain, key) = certificate.load()?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| ConfigError::Invalid {
+                    field: "client_certificate",
+                    reason: format!(
+                        "{} and {}: {e}",
+                        certificate.cert.display(),
+                        certificate.key.display()
+                    ),
+                })?
+        }
+    };
     tls.alpn_protocols = vec![frame::ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
         .map_err(|e| ConfigError::Tls(e.to_string()))?;

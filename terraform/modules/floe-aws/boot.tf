@@ -25,6 +25,8 @@ locals {
     FLOE_TLS_CERT     = "/etc/floe/tls/cluster.pem"
     FLOE_TLS_KEY      = "/etc/floe/tls/cluster.key"
     FLOE_CONTROLPLANE = local.controlplane_url
-    AWS_REGION        = local.region
+    # Brokers and read replicas trust the controlplane's certificate by the cluster CA.
+    FLOE_CONTROLPLANE_CA = "/etc/floe/tls/ca.pem"
+    AWS_REGION           = local.region
   }
 }

@@ -32,15 +32,18 @@ resource "aws_lb" "this" {
   tags                             = local.tags
 }
 
+# The controlplane serves TLS itself with the cluster certificate: the load balancer passes
+# the connection through, or, where it terminates TLS with var.api_certificate_arn, encrypts
+# again towards the controlplane.
 resource "aws_lb_target_group" "controlplane" {
   for_each    = local.load_balancers
   name        = "${var.name}-cp${each.value.suffix}"
   port        = local.ports.controlplane
-  protocol    = "TCP"
+  protocol    = each.key == "public" && var.api_certificate_arn != null ? "TLS" : "TCP"
   vpc_id      = var.vpc_id
   target_type = "instance"
   health_check {
-    protocol            = "HTTP"
+    protocol            = "HTTPS"
     path                = "/readyz"
     port                = "traffic-port"
     interval            = 10
@@ -76,8 +79,8 @@ resource "aws_lb_target_group_attachment" "broker_quic" {
 }
 
 resource "aws_lb_listener" "controlplane" {
-  #checkov:skip=CKV_AWS_2:TLS terminates here only with var.api_certificate_arn; inside the VPC the API is plain HTTP behind security groups.
-  #checkov:skip=CKV_AWS_103:Same as CKV_AWS_2: TLS 1.2+ policy applies when var.api_certificate_arn is set.
+  #checkov:skip=CKV_AWS_2:The controlplane terminates TLS itself (TCP passthrough); with var.api_certificate_arn this listener terminates with ACM and encrypts again towards it.
+  #checkov:skip=CKV_AWS_103:Same as CKV_AWS_2: the controlplane's own TLS 1.2+ applies on passthrough; the ACM listener has a TLS 1.2+ policy.
   for_each          = local.load_balancers
   load_balancer_arn = aws_lb.this[each.key].arn
   port              = each.key == "public" ? local.public_api_port : local.ports.controlplane

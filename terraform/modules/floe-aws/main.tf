@@ -33,7 +33,8 @@ locals {
   server_name = "brokers.${local.zone_name}"
 
   controlplane_host = "controlplane.${local.zone_name}"
-  controlplane_url  = "http://${local.controlplane_host}:${local.ports.controlplane}"
+  # The controlplane serves its API over TLS with the cluster certificate (FLOE_TLS_CERT).
+  controlplane_url = "https://${local.controlplane_host}:${local.ports.controlplane}"
 
   ports = {
     client       = var.ports.client

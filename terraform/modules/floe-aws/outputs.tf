@@ -1,9 +1,9 @@
 # What operators and clients need after `terraform apply`.
 
 locals {
-  entry_lb       = var.public_access ? aws_lb.this["public"] : aws_lb.this["internal"]
-  api_scheme     = var.public_access && var.api_certificate_arn != null ? "https" : "http"
-  api_url        = "${local.api_scheme}://${local.entry_lb.dns_name}:${var.public_access ? local.public_api_port : local.ports.controlplane}"
+  entry_lb = var.public_access ? aws_lb.this["public"] : aws_lb.this["internal"]
+  # TLS end to end: the controlplane's own (passthrough), or the ACM certificate's on 443.
+  api_url        = "https://${local.entry_lb.dns_name}:${var.public_access ? local.public_api_port : local.ports.controlplane}"
   quic_bootstrap = "${local.entry_lb.dns_name}:${local.ports.client}"
 }
 
@@ -38,8 +38,8 @@ output "server_name" {
 }
 
 output "certificate_names" {
-  description = "The DNS names the cluster certificate must carry (deploy/cluster-tls.sh --name)."
-  value       = ["*.${local.zone_name}", local.zone_name]
+  description = "The DNS names the cluster certificate must carry (deploy/cluster-tls.sh --name): the private zone, and the load balancer operators reach the REST API through."
+  value       = ["*.${local.zone_name}", local.zone_name, local.entry_lb.dns_name]
 }
 
 output "bucket" {
