@@ -63,6 +63,20 @@ pub struct PublishBench {
     /// How long a batch waits for more records.
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
     linger: Duration,
+    /// Send on a fixed schedule of this many records per second (shared among the
+    /// producers) instead of as fast as acknowledgements allow; latency then runs from each
+    /// record's intended send time, so a stall that delays sending is counted, not hidden.
+    #[arg(long, value_name = "RECORDS_PER_S", value_parser = parse_rate)]
+    rate: Option<f64>,
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!(
+            "`{text}` is not a positive number of records per second"
+        )),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -129,15 +143,22 @@ async fn publish(config: ClientConfig, args: PublishBench, json: bool) -> Result
     let report = Report {
         title: format!(
             "bench publish: {} records of {} B to {stream} ({} partitions, ack mode {}), \
-             {} producer(s), {} in flight per partition",
+             {} producer(s), {} in flight per partition{}",
             args.records,
             record_size,
             info.partition_count,
             info.ack_mode.as_str(),
             args.producers,
-            args.in_flight
+            args.in_flight,
+            args.rate
+                .map(|rate| format!(", {rate} records/s on a fixed schedule"))
+                .unwrap_or_default()
         ),
-        latency_label: "send to ack",
+        latency_label: if args.rate.is_some() {
+            "intended send to ack"
+        } else {
+            "send to ack"
+        },
         records: args.records,
         bytes: args.records * args.record_size,
         elapsed,
@@ -153,6 +174,7 @@ async fn publish(config: ClientConfig, args: PublishBench, json: bool) -> Result
             "record_size": record_size,
             "producers": args.producers,
             "in_flight": args.in_flight,
+            "rate": args.rate,
         }),
     )
 }
@@ -178,10 +200,12 @@ async fn publish_shares(
         let producer = Producer::new(client, stream.clone(), producer_config.clone())
             .await
             .context("starting a producer")?;
+        let rate = args.rate.map(|rate| rate / f64::from(args.producers));
         tasks.push(tokio::spawn(publish_share(
             producer,
             share,
             record_size,
+            rate,
             acked.clone(),
         )));
     }
@@ -207,6 +231,7 @@ async fn publish_share(
     producer: Producer,
     records: u64,
     record_size: usize,
+    rate: Option<f64>,
     acked: Arc<AtomicU64>,
 ) -> Result<Histogram<u64>> {
     // Acknowledgements are awaited in send order by a second task; the latency uses the
@@ -229,8 +254,17 @@ async fn publish_share(
     let mut chunk = Vec::with_capacity(CHUNK);
     let clock = WallClock::new();
     let mut value = vec![b'x'; record_size];
-    for _ in 0..records {
-        let sent = Instant::now();
+    let schedule = rate.map(|rate| (Instant::now(), Duration::from_secs_f64(1.0 / rate)));
+    for index in 0..records {
+        let sent = match schedule {
+            Some((start, every)) => {
+                // The intended time, however late the loop gets there.
+                let due = start + every.mul_f64(index as f64);
+                tokio::time::sleep_until(due.into()).await;
+                due
+            }
+            None => Instant::now(),
+        };
         stamp(&mut value, clock.micros_at(sent));
         let delivery = producer
             .send(ProducerRecord::new(Bytes::copy_from_slice(&value)))
@@ -386,6 +420,7 @@ impl Publisher {
             producer,
             records,
             record_size,
+            None,
             Arc::new(AtomicU64::new(0)),
         ));
         Ok(Publisher { client, task })
