@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use floe_broker::run::{self, DiskHighWater, Settings};
-use floe_broker::run::{ClientAuth, ControlplaneSettings};
+use floe_broker::run::{ClientAuth, ClientLimits, ControlplaneSettings};
 use floe_broker::tls::CertificatePaths;
 use floe_broker::{dev, read_replica, tls};
 use floe_controlplane::auth::read_secret;
@@ -87,6 +87,8 @@ struct DevArgs {
     max_read_replicas: u32,
     #[command(flatten)]
     storage: StorageArgs,
+    #[command(flatten)]
+    clients: ClientLimitArgs,
 }
 
 /// Object storage, the tier cache and the disk, for `dev` and `serve` alike.
@@ -137,6 +139,52 @@ fn parse_page_cache(text: &str) -> Result<PageCache, String> {
     match text.trim() {
         "all" => Ok(PageCache(None)),
         size => floe_wire::units::parse_size(size).map(|bytes| PageCache(Some(bytes))),
+    }
+}
+
+/// What clients may hold of the client port, together and each: brokers and read replicas.
+#[derive(Args, Debug)]
+struct ClientLimitArgs {
+    /// Client connections open at once; one more is closed at accept with the retryable
+    /// `TooManyConnections`.
+    #[arg(long, env = "FLOE_MAX_CONNECTIONS", default_value_t = ClientLimits::default().connections)]
+    max_connections: u32,
+    /// Client connections open at once from one IP address.
+    #[arg(long, env = "FLOE_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = ClientLimits::default().connections_per_address)]
+    max_connections_per_address: u32,
+    /// Concurrent requests (QUIC streams) per connection.
+    #[arg(long, env = "FLOE_STREAMS_PER_CONNECTION", default_value_t = 256)]
+    streams_per_connection: u32,
+    /// Memory for requests in flight, every connection together, e.g. 256MiB: a request
+    /// that finds none free within --request-wait is answered `Throttled`.
+    #[arg(long, env = "FLOE_REQUEST_MEMORY", default_value = "256MiB", value_parser = floe_wire::units::parse_size)]
+    request_memory: u64,
+    /// How long a request waits for --request-memory before it is answered `Throttled`.
+    #[arg(long, env = "FLOE_REQUEST_WAIT", default_value = "5s", value_parser = parse_duration)]
+    request_wait: Duration,
+    /// How long a request's payload may take to arrive once memory is held for it.
+    #[arg(long, env = "FLOE_REQUEST_PAYLOAD_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    request_payload_timeout: Duration,
+    /// How long a new connection has to have its Hello accepted before it is closed.
+    #[arg(long, env = "FLOE_HELLO_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    hello_timeout: Duration,
+}
+
+impl ClientLimitArgs {
+    fn limits(&self) -> ClientLimits {
+        ClientLimits {
+            connections: self.max_connections,
+            connections_per_address: self.max_connections_per_address,
+            request_bytes: self.request_memory,
+            request_wait: self.request_wait,
+            payload_timeout: self.request_payload_timeout,
+            hello_timeout: self.hello_timeout,
+        }
+    }
+
+    fn apply(&self, settings: &mut Settings) {
+        settings.client_limits = self.limits();
+        settings.streams_per_connection = self.streams_per_connection;
     }
 }
 
@@ -294,6 +342,8 @@ struct ServeArgs {
     peer_key: Option<PathBuf>,
     #[command(flatten)]
     storage: StorageArgs,
+    #[command(flatten)]
+    clients: ClientLimitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -353,6 +403,8 @@ struct ReadReplicaArgs {
     tail_window: u64,
     #[command(flatten)]
     objects: ObjectStoreArgs,
+    #[command(flatten)]
+    clients: ClientLimitArgs,
 }
 
 fn main() -> Result<()> {
@@ -391,6 +443,7 @@ async fn run_dev(args: DevArgs) -> Result<()> {
     };
     let mut settings = dev::prepare(&data_dir, args.listen, args.metrics_listen)?;
     args.storage.apply(&mut settings);
+    args.clients.apply(&mut settings);
     let objects = settings
         .object_store
         .clone()
@@ -515,6 +568,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
         peer_endpoint: args.peer_advertise,
     });
     args.storage.apply(&mut settings);
+    args.clients.apply(&mut settings);
     let _ = tls::ALPN;
     let running = run::start(settings).await?;
     wait_for_signal().await?;
@@ -563,6 +617,8 @@ async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     settings.replica_id = args.replica_id;
     settings.broker_server_name = args.broker_server_name;
     settings.window_bytes = usize::try_from(args.tail_window).unwrap_or(usize::MAX);
+    settings.client_limits = args.clients.limits();
+    settings.streams_per_connection = args.clients.streams_per_connection;
     args.objects
         .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes);
     let running = read_replica::start(settings).await?;
@@ -655,6 +711,8 @@ mod tests {
             Some("0.0.0.0:7200".parse().expect("address"))
         );
         assert_eq!(serve.storage.history_read_rate, Some(200 << 20));
+        assert_eq!(serve.clients.max_connections, 4096);
+        assert_eq!(serve.clients.request_memory, 256 << 20);
 
         let replica = documented_config("A read replica (`floe-broker read-replica --config");
         let cli = parse_with_file(&["floe-broker", "read-replica"], &replica);

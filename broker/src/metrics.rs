@@ -77,6 +77,10 @@ pub struct Metrics {
     pub fsync_latency: Histogram,
     pub errors: Family<ErrorLabels, Counter>,
     pub connections: Gauge,
+    /// Client connections refused at accept, by the limit they met: `broker` or `address`.
+    pub connections_refused: Family<ReasonLabels, Counter>,
+    /// Bytes of requests in flight, every client connection together.
+    pub request_bytes_in_flight: Gauge,
     /// Bytes of every partition log on local disk.
     pub local_log_bytes: Gauge,
     /// 1 while publishes are refused at the disk high-water mark.
@@ -144,6 +148,8 @@ impl Metrics {
             fsync_latency: latency_histogram(),
             errors: Family::default(),
             connections: Gauge::default(),
+            connections_refused: Family::default(),
+            request_bytes_in_flight: Gauge::default(),
             local_log_bytes: Gauge::default(),
             disk_high_water: Gauge::default(),
             partitions_corrupt: Gauge::default(),
@@ -296,6 +302,16 @@ impl Metrics {
             "connections",
             "Open client connections",
             self.connections.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Client connections refused at accept, by the limit they met: broker or address",
+            self.connections_refused.clone(),
+        );
+        registry.register(
+            "request_bytes_in_flight",
+            "Bytes of requests in flight, every client connection together",
+            self.request_bytes_in_flight.clone(),
         );
         registry.register(
             "local_log_bytes",

@@ -159,20 +159,43 @@ pub(crate) async fn read_payload(
     recv: &mut quinn::RecvStream,
     len: usize,
 ) -> Result<Bytes, PayloadError> {
-    let mut payload = None;
-    let mut filled = 0;
-    while filled < len {
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    let first = first_chunk(recv, len).await?;
+    read_rest(first, recv, len).await
+}
+
+/// The first bytes of a `len`-byte payload (`len` > 0), as soon as any arrive.
+pub(crate) async fn first_chunk(
+    recv: &mut quinn::RecvStream,
+    len: usize,
+) -> Result<Bytes, PayloadError> {
+    match recv.read_chunk(len, true).await? {
+        Some(chunk) => Ok(chunk.bytes),
+        None => Err(PayloadError::EndedEarly { filled: 0, len }),
+    }
+}
+
+/// The rest of a `len`-byte payload whose first bytes are `first`; see [`read_payload`].
+pub(crate) async fn read_rest(
+    first: Bytes,
+    recv: &mut quinn::RecvStream,
+    len: usize,
+) -> Result<Bytes, PayloadError> {
+    if first.len() >= len {
+        return Ok(first);
+    }
+    let mut payload = BUFFERS.take(len);
+    payload.extend_from_slice(&first);
+    while payload.len() < len {
+        let filled = payload.len();
         let Some(chunk) = recv.read_chunk(len - filled, true).await? else {
             return Err(PayloadError::EndedEarly { filled, len });
         };
-        if chunk.bytes.len() == len {
-            return Ok(chunk.bytes);
-        }
-        let payload = payload.get_or_insert_with(|| BUFFERS.take(len));
         payload.extend_from_slice(&chunk.bytes);
-        filled = payload.len();
     }
-    Ok(payload.map(bytes::BytesMut::freeze).unwrap_or_default())
+    Ok(payload.freeze())
 }
 
 /// Why a client port could not be opened.
@@ -225,10 +248,12 @@ impl ClientPort {
         data_dir: &Path,
         advertised: Option<&str>,
     ) -> Result<ClientPort, ClientPortError> {
-        let transport = crate::tls::transport_config(
+        let mut transport = crate::tls::transport_config(
             streams_per_connection,
             std::time::Duration::from_secs(30),
         )?;
+        // Raised to the full window once the connection's `Hello` is accepted.
+        transport.receive_window(crate::tls::PRE_HELLO_RECEIVE_WINDOW.into());
         let config = crate::tls::server_config(certificates, client_ca, transport)?;
         let reset_key = load_reset_key(data_dir)?;
         let endpoint = endpoint(listen, config, &reset_key)?;

@@ -105,6 +105,10 @@ pub struct ReadReplicaSettings {
     pub limits: ConnectionLimits,
     pub fetch_wait_max: Duration,
     pub fetch_bytes_per_connection: u32,
+    /// Connections, and request bytes in flight across them.
+    pub client_limits: crate::server::ClientLimits,
+    /// Concurrent requests (QUIC streams) per connection.
+    pub streams_per_connection: u32,
 }
 
 impl ReadReplicaSettings {
@@ -141,6 +145,8 @@ impl ReadReplicaSettings {
             limits: crate::server::default_limits(),
             fetch_wait_max: Duration::from_secs(30),
             fetch_bytes_per_connection: 64 << 20,
+            client_limits: crate::server::ClientLimits::default(),
+            streams_per_connection: STREAMS_PER_CONNECTION,
         }
     }
 }
@@ -210,7 +216,7 @@ impl Service for ReadReplica {
         self.fetch_bytes_per_connection
     }
 
-    fn metrics(&self) -> &Metrics {
+    fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
@@ -331,7 +337,11 @@ pub async fn start(mut settings: ReadReplicaSettings) -> Result<Running> {
         metrics_addr = Some(bound);
         tasks.push(handle);
     }
-    tasks.push(tokio::spawn(server::serve(endpoint, state.clone())));
+    tasks.push(tokio::spawn(server::serve(
+        endpoint,
+        state.clone(),
+        settings.client_limits,
+    )));
     tasks.push(tokio::spawn(registration::heartbeat(
         state.clone(),
         rest,
@@ -390,7 +400,7 @@ fn bind_client_port(settings: &ReadReplicaSettings) -> Result<ClientPort> {
         settings.listen,
         &settings.certificates,
         settings.client_ca.as_deref(),
-        STREAMS_PER_CONNECTION,
+        settings.streams_per_connection.max(1),
         &settings.data_dir,
         settings.advertised.as_deref(),
     )?)

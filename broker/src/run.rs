@@ -33,6 +33,7 @@ use crate::tiering::{self, TierSettings, Tiering};
 use crate::tls::{self, CertificatePaths};
 
 pub use crate::auth::ClientAuth;
+pub use crate::server::ClientLimits;
 pub use crate::session::ControlplaneSettings;
 
 /// Why a broker could not start, or stop cleanly.
@@ -95,6 +96,8 @@ pub struct Settings {
     pub streams_per_connection: u32,
     /// Bytes of fetch responses one connection may hold at once.
     pub fetch_bytes_per_connection: u32,
+    /// Connections, and request bytes in flight across them, on the client port.
+    pub client_limits: ClientLimits,
     /// Object storage: `None` is a directory under the data directory.
     pub object_store: Option<String>,
     pub tier: TierSettings,
@@ -148,6 +151,7 @@ impl Settings {
             fetch_wait_max: Duration::from_secs(30),
             streams_per_connection: 256,
             fetch_bytes_per_connection: 32 * 1024 * 1024,
+            client_limits: ClientLimits::default(),
             object_store: None,
             tier: TierSettings::default(),
             tier_cache_disk_bytes: None,
@@ -193,6 +197,7 @@ pub async fn start(settings: Settings) -> Result<Running> {
         .limits
         .check()
         .map_err(|e| StartError::Limits(e.to_string()))?;
+    check_client_limits(&settings)?;
     let metrics = Metrics::new();
     let (partitions, tiering, syncs) = open_partitions(&settings, &metrics).await?;
 
@@ -256,6 +261,29 @@ pub async fn start(settings: Settings) -> Result<Running> {
         cluster: tasks.cluster,
         metrics_server,
     })
+}
+
+/// Refuses client limits that could never admit a request or a connection.
+fn check_client_limits(settings: &Settings) -> Result<()> {
+    let limits = &settings.client_limits;
+    let frame = u64::from(settings.limits.max_frame_bytes);
+    if limits.request_bytes < frame {
+        return Err(StartError::Limits(format!(
+            "--request-memory ({} bytes) is smaller than one frame ({frame} bytes)",
+            limits.request_bytes
+        )));
+    }
+    if limits.connections == 0 || limits.connections_per_address == 0 {
+        return Err(StartError::Limits(
+            "--max-connections and --max-connections-per-address must be at least 1".into(),
+        ));
+    }
+    if settings.streams_per_connection == 0 {
+        return Err(StartError::Limits(
+            "--streams-per-connection must be at least 1".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Binds the client port, with its certificate, its streams per connection, and the
@@ -371,7 +399,11 @@ fn spawn_tasks(
     peer_server: Option<PeerServer>,
     shutdown: &watch::Receiver<bool>,
 ) -> Tasks {
-    let server = tokio::spawn(crate::server::serve(endpoint, broker));
+    let server = tokio::spawn(crate::server::serve(
+        endpoint,
+        broker,
+        settings.client_limits,
+    ));
     let maintenance = tokio::spawn(maintain(
         layers.partitions.clone(),
         layers.disk.clone(),

@@ -5,9 +5,16 @@
 //! slow fetch never blocks a publish behind it. Memory per connection is bounded: QUIC limits
 //! the concurrent streams, a semaphore bounds the request bytes being handled, and each fetch
 //! response is at most the negotiated frame size — a consumer that stops reading stalls only
-//! its own streams through QUIC flow control.
+//! its own streams through QUIC flow control. Across connections, [`admission`] bounds how
+//! many are open and the request bytes they hold together.
+//!
+//! Until its `Hello` is accepted a connection gets almost nothing: a QUIC receive window of
+//! [`crate::tls::PRE_HELLO_RECEIVE_WINDOW`], one `Hello` of at most [`HELLO_FRAME_MAX`]
+//! bytes read at a time, every other request refused from its header alone, and
+//! [`ClientLimits::hello_timeout`] before it is closed.
 
 mod admin;
+pub(crate) mod admission;
 mod broker;
 mod error_map;
 pub(crate) mod fetch;
@@ -15,14 +22,19 @@ mod order;
 mod produce;
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use floe_wire::BrokerId;
+use floe_wire::ErrorCode;
 use floe_wire::frame::{
-    ConnectionLimits, Frame, FrameHeader, FrameLimits, HEADER_LEN, Hello, HelloAck, Message,
-    MessageType, PayloadError, ProtocolVersion, RequestId,
+    ConnectionLimits, Frame, FrameError, FrameHeader, FrameLimits, HEADER_LEN, Hello, HelloAck,
+    Message, MessageType, PayloadError, ProtocolVersion, RequestId,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
+
+pub use admission::ClientLimits;
+use admission::{Admission, RequestBytes};
 
 use crate::auth::{Access, Caller};
 use crate::metrics::{ErrorLabels, Metrics};
@@ -57,7 +69,7 @@ pub(crate) trait Service: Send + Sync + Sized + 'static {
     fn limits(&self) -> ConnectionLimits;
     /// Bytes of fetch responses one connection may hold at once.
     fn fetch_bytes_per_connection(&self) -> u32;
-    fn metrics(&self) -> &Metrics;
+    fn metrics(&self) -> &Arc<Metrics>;
     /// The id announced in `HelloAck`.
     fn server_id(&self) -> BrokerId;
     /// Turns true when shutting down: new requests get `ShuttingDown`.
@@ -78,9 +90,17 @@ pub(crate) trait Service: Send + Sync + Sized + 'static {
 
 pub(crate) use order::Turn;
 
+/// The largest `Hello` frame a broker reads: its two strings at their longest, and room for
+/// the fixed fields.
+pub(crate) const HELLO_FRAME_MAX: u32 = 2 * 65_535 + 1024;
+
 /// Per-connection state.
 #[derive(Debug)]
 struct Connection {
+    quic: quinn::Connection,
+    admission: Arc<Admission>,
+    /// Set while a `Hello` is being read or answered: one at a time.
+    hello_reading: AtomicBool,
     /// Set by the first `Hello` whose token is accepted, before `version`.
     caller: OnceLock<Caller>,
     /// The principal the client's verified certificate names, if it showed one.
@@ -95,20 +115,42 @@ struct Connection {
     order: order::RequestOrder,
 }
 
-/// Serves the client protocol for any [`Service`] until it shuts down.
-pub(crate) async fn serve<S: Service>(endpoint: quinn::Endpoint, state: Arc<S>) {
+/// Serves the client protocol for any [`Service`] until it shuts down, within `limits`
+/// (see [`admission`]).
+pub(crate) async fn serve<S: Service>(
+    endpoint: quinn::Endpoint,
+    state: Arc<S>,
+    limits: ClientLimits,
+) {
     let shutdown = state.shutdown().clone();
+    let admission = Admission::new(limits, state.metrics().clone());
     crate::quic::accept(endpoint, shutdown, move |connection| {
-        serve_connection(connection, state.clone())
+        serve_connection(connection, state.clone(), admission.clone())
     })
     .await;
 }
 
-async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<S>) {
+async fn serve_connection<S: Service>(
+    connection: quinn::Connection,
+    state: Arc<S>,
+    admission: Arc<Admission>,
+) {
     let remote = connection.remote_address();
+    let _slot = match admission.admit(remote.ip()) {
+        Ok(slot) => slot,
+        Err(refused) => {
+            tracing::debug!(%remote, error = %refused, "connection refused");
+            let code = ErrorCode::TooManyConnections.as_u16().into();
+            connection.close(code, refused.to_string().as_bytes());
+            return;
+        }
+    };
     tracing::debug!(%remote, "connection open");
-    state.metrics().connections.inc();
+    let hello_timeout = admission.limits().hello_timeout;
     let conn = Arc::new(Connection {
+        quic: connection.clone(),
+        admission,
+        hello_reading: AtomicBool::new(false),
         caller: OnceLock::new(),
         certificate_name: crate::tls::client_certificate_name(&connection),
         version: OnceLock::new(),
@@ -119,8 +161,17 @@ async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<
         order: order::RequestOrder::new(),
     });
     let mut tickets = 0u64;
+    let hello_deadline = tokio::time::sleep(hello_timeout);
+    tokio::pin!(hello_deadline);
     loop {
-        let (send, recv) = match connection.accept_bi().await {
+        let accepted = tokio::select! {
+            accepted = connection.accept_bi() => accepted,
+            () = &mut hello_deadline, if conn.version.get().is_none() => {
+                close_without_hello(state.as_ref(), &connection, hello_timeout);
+                break;
+            }
+        };
+        let (send, recv) = match accepted {
             Ok(streams) => streams,
             Err(e) => {
                 tracing::debug!(%remote, error = %e, "connection closed");
@@ -136,7 +187,20 @@ async fn serve_connection<S: Service>(connection: quinn::Connection, state: Arc<
             }
         });
     }
-    state.metrics().connections.dec();
+}
+
+/// Closes a connection whose `Hello` was not accepted within `timeout`: an anonymous client
+/// may not keep a place among the broker's connections.
+fn close_without_hello<S: Service>(state: &S, connection: &quinn::Connection, timeout: Duration) {
+    let reason = format!("no Hello accepted within {timeout:?}");
+    tracing::debug!(remote = %connection.remote_address(), "{reason}");
+    state
+        .metrics()
+        .connections_refused
+        .get_or_create(&crate::metrics::ReasonLabels { reason: "hello" })
+        .inc();
+    let code = ErrorCode::HandshakeRequired.as_u16().into();
+    connection.close(code, reason.as_bytes());
 }
 
 async fn serve_stream<S: Service>(
@@ -151,6 +215,15 @@ async fn serve_stream<S: Service>(
     let Some(header) = read_header(state, &limits, &mut send, &mut recv).await? else {
         return Ok(());
     };
+    let _hello = match before_hello(conn, &header) {
+        Ok(hello) => hello,
+        Err(refusal) => {
+            // Refused from the header alone: the payload is never read.
+            let _ = recv.stop(0u32.into());
+            let version = ProtocolVersion::OLDEST;
+            return respond(state, &mut send, version, header.request_id, refusal.into()).await;
+        }
+    };
     let turn = if header.message_type == MessageType::Produce {
         // Wait before reading the payload: QUIC keeps receiving it meanwhile, and no later
         // request can hold the byte budget an earlier one needs.
@@ -161,13 +234,18 @@ async fn serve_stream<S: Service>(
         None
     };
     let started = Instant::now();
-    let payload_len = header.payload_len as usize;
-    let _permit = conn
-        .in_flight
-        .acquire_many(u32::try_from(payload_len).unwrap_or(u32::MAX))
-        .await
-        .map_err(|_| ExchangeError::Closing)?;
-    let payload = crate::quic::read_payload(&mut recv, payload_len).await?;
+    let (payload, _held) = match read_request_payload(conn, &header, &mut recv).await? {
+        Ok(read) => read,
+        Err(refusal) => {
+            let _ = recv.stop(0u32.into());
+            let version = conn
+                .version
+                .get()
+                .copied()
+                .unwrap_or(ProtocolVersion::OLDEST);
+            return respond(state, &mut send, version, header.request_id, refusal.into()).await;
+        }
+    };
     let frame = Frame { header, payload };
     let message = frame.message(&limits);
     // A fetch reserves its largest possible response before reading the log; the reservation
@@ -188,6 +266,91 @@ async fn serve_stream<S: Service>(
         .copied()
         .unwrap_or(ProtocolVersion::OLDEST);
     respond(state, &mut send, version, header.request_id, response).await
+}
+
+/// Before the connection's `Hello` is accepted, only a `Hello` is read, one at a time, and
+/// at most [`HELLO_FRAME_MAX`] bytes of it; the guard it returns lets the next one in.
+fn before_hello<'c>(
+    conn: &'c Connection,
+    header: &FrameHeader,
+) -> Result<Option<HelloGate<'c>>, Refusal> {
+    if conn.version.get().is_some() {
+        return Ok(None);
+    }
+    if header.message_type != MessageType::Hello {
+        return Err(Refusal::HandshakeRequired);
+    }
+    let frame_len = HEADER_LEN as u64 + u64::from(header.payload_len);
+    if frame_len > u64::from(HELLO_FRAME_MAX) {
+        return Err(Refusal::Frame(FrameError::FrameTooLarge {
+            frame_len,
+            limit: HELLO_FRAME_MAX,
+        }));
+    }
+    if conn.hello_reading.swap(true, Ordering::AcqRel) {
+        return Err(Refusal::HelloPending);
+    }
+    Ok(Some(HelloGate(&conn.hello_reading)))
+}
+
+/// A `Hello` being read or answered; dropping it lets another one be read.
+struct HelloGate<'c>(&'c AtomicBool);
+
+impl Drop for HelloGate<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// The bytes a request holds while it is read and handled: its connection's and the
+/// broker's.
+struct Held<'c> {
+    _connection: SemaphorePermit<'c>,
+    _broker: RequestBytes<'c>,
+}
+
+/// Reads a request's payload within the byte budgets: nothing is reserved until its first
+/// bytes arrive; then the connection's budget, then the broker's (waiting at most
+/// `request_wait`), then the rest must arrive within `payload_timeout`. A `Hello`, small
+/// and alone on its connection (see [`before_hello`]), reserves nothing. The inner error is
+/// the refusal to answer with.
+async fn read_request_payload<'c>(
+    conn: &'c Connection,
+    header: &FrameHeader,
+    recv: &mut quinn::RecvStream,
+) -> Result<Result<(bytes::Bytes, Option<Held<'c>>), Refusal>, ExchangeError> {
+    let len = header.payload_len as usize;
+    if len == 0 || header.message_type == MessageType::Hello {
+        return Ok(Ok((crate::quic::read_payload(recv, len).await?, None)));
+    }
+    let first = crate::quic::first_chunk(recv, len).await?;
+    let connection = conn
+        .in_flight
+        .acquire_many(header.payload_len)
+        .await
+        .map_err(|_| ExchangeError::Closing)?;
+    let admission = conn.admission.as_ref();
+    let limits = admission.limits();
+    let Some(broker) = admission.reserve(header.payload_len).await else {
+        return Ok(Err(Refusal::RequestBytes {
+            limit: limits.request_bytes,
+            waited: limits.request_wait,
+        }));
+    };
+    let rest = crate::quic::read_rest(first, recv, len);
+    match tokio::time::timeout(limits.payload_timeout, rest).await {
+        Ok(payload) => Ok(Ok((
+            payload?,
+            Some(Held {
+                _connection: connection,
+                _broker: broker,
+            }),
+        ))),
+        Err(_) => Ok(Err(Refusal::PayloadTimeout {
+            len: header.payload_len,
+            waited: limits.payload_timeout,
+        })),
+    }
 }
 
 /// Reads a request's frame header; `None` when the stream ends without a request to
@@ -262,6 +425,10 @@ async fn answer_hello<S: Service>(state: &S, conn: &Connection, hello: &Hello) -
     if conn.caller.set(caller).is_err() || conn.version.set(version).is_err() {
         return answered();
     }
+    // Now the client may send what its connection's budget allows.
+    conn.quic.set_receive_window(quinn::VarInt::from_u32(
+        crate::tls::CONNECTION_RECEIVE_WINDOW,
+    ));
     Message::HelloAck(HelloAck {
         version,
         broker_id: state.server_id(),

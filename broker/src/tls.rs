@@ -286,13 +286,21 @@ pub fn transport_config(
         .max_concurrent_bidi_streams(max_concurrent_streams.into())
         .max_concurrent_uni_streams(0u32.into())
         .stream_receive_window((8u32 * 1024 * 1024).into())
-        .receive_window((64u32 * 1024 * 1024).into())
+        .receive_window(CONNECTION_RECEIVE_WINDOW.into())
         .send_window(16 * 1024 * 1024)
         .keep_alive_interval(Some(idle_timeout / 3))
         .max_idle_timeout(Some(idle_timeout.try_into()?));
     floe_client::datagrams::discover_path_mtu(&mut transport);
     Ok(transport)
 }
+
+/// The QUIC receive window of a client connection once its `Hello` is accepted: what a
+/// client may send ahead of the broker reading it, on all its streams together.
+pub const CONNECTION_RECEIVE_WINDOW: u32 = 64 * 1024 * 1024;
+
+/// The QUIC receive window of a client connection until its `Hello` is accepted: an
+/// anonymous client makes the broker buffer at most this much.
+pub const PRE_HELLO_RECEIVE_WINDOW: u32 = 64 * 1024;
 
 /// The QUIC server configuration: TLS 1.3 with the `floe/1` ALPN. With `client_ca`, a
 /// client may present a certificate signed by it (mutual TLS): its subject's common name is
@@ -395,7 +403,7 @@ fn peer_transport() -> Result<quinn::TransportConfig> {
         .max_concurrent_bidi_streams(0u32.into())
         .max_concurrent_uni_streams(64u32.into())
         .stream_receive_window((16u32 * 1024 * 1024).into())
-        .receive_window((64u32 * 1024 * 1024).into())
+        .receive_window(CONNECTION_RECEIVE_WINDOW.into())
         .send_window(32 * 1024 * 1024)
         .keep_alive_interval(Some(idle / 3))
         .max_idle_timeout(Some(idle.try_into()?));

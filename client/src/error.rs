@@ -161,10 +161,15 @@ impl Error {
         }
     }
 
-    /// The broker's error code, when the broker refused.
+    /// The broker's error code, when the broker refused (a request, or the connection: its
+    /// `Hello`, or at accept, e.g. `TooManyConnections`).
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Error::Broker { code, .. } => Some(*code),
+            Error::Broker { code, .. }
+            | Error::Connect {
+                reason: ConnectFailure::HelloRefused { code, .. },
+                ..
+            } => Some(*code),
             _ => None,
         }
     }

@@ -84,6 +84,13 @@ pub struct Config {
     pub default_replication_factor: u32,
     /// The most partitions one stream may have.
     pub max_partitions_per_stream: u32,
+    /// The most partition replicas one broker may hold: a create that would place more on
+    /// any broker is refused (`limit_exceeded`). Repairs after a broker is lost may pass
+    /// it: keeping partitions available comes first.
+    pub max_partitions_per_broker: u32,
+    /// The most streams one principal may have created (and not deleted): its next create is
+    /// refused (`limit_exceeded`). Streams created without authentication count for no one.
+    pub max_streams_per_principal: u32,
     /// A dead read replica is forgotten (removed from `GET /v1/read-replicas`) this long
     /// after its lease lapsed.
     pub read_replica_forget_after: Duration,
@@ -119,6 +126,8 @@ impl Config {
             replace_dead_after: Duration::from_secs(300),
             default_replication_factor: 3,
             max_partitions_per_stream: 100_000,
+            max_partitions_per_broker: 4000,
+            max_streams_per_principal: 1000,
             read_replica_forget_after: Duration::from_secs(600),
             read_replicas: ReadReplicaDriverConfig::None,
             autoscale_interval: Duration::from_secs(2),

@@ -118,6 +118,13 @@ struct Args {
     /// Replicas per partition when a create request names none.
     #[arg(long, env = "FLOE_DEFAULT_REPLICATION_FACTOR", default_value_t = 3)]
     default_replication_factor: u32,
+    /// The most partition replicas one broker may hold: a create that would place more on
+    /// any broker is refused (429 `limit_exceeded`).
+    #[arg(long, env = "FLOE_MAX_PARTITIONS_PER_BROKER", default_value_t = 4000)]
+    max_partitions_per_broker: u32,
+    /// The most streams one principal may have created (and not deleted).
+    #[arg(long, env = "FLOE_MAX_STREAMS_PER_PRINCIPAL", default_value_t = 1000)]
+    max_streams_per_principal: u32,
     /// Scale read replicas as local processes: `PROGRAM ARGS... --replica-id ID`.
     #[arg(long, env = "FLOE_READ_REPLICA_PROGRAM", value_name = "PATH")]
     read_replica_program: Option<PathBuf>,
@@ -317,6 +324,8 @@ impl Args {
         )?
         .unwrap_or(config.partition_election_timeout);
         config.default_replication_factor = self.default_replication_factor;
+        config.max_partitions_per_broker = self.max_partitions_per_broker;
+        config.max_streams_per_principal = self.max_streams_per_principal;
         config.replace_dead_after =
             duration(self.replace_dead_after, "FLOE_REPLACE_DEAD_AFTER_MS")?
                 .unwrap_or(config.replace_dead_after);
@@ -631,6 +640,8 @@ mod tests {
             .expect("the documented configuration parses");
         assert_eq!(args.log_format, LogFormat::Json);
         assert_eq!(args.lease, Some(Duration::from_secs(10)));
+        assert_eq!(args.max_partitions_per_broker, 4000);
+        assert_eq!(args.max_streams_per_principal, 1000);
         assert!(matches!(
             args.driver().expect("one driver"),
             ReadReplicaDriverConfig::AwsAutoScalingGroup(_)

@@ -101,6 +101,14 @@ impl Placer {
         self.index.contains_key(&id)
     }
 
+    /// The replicas `id` holds, those placed so far included; `None` when it is not a
+    /// candidate.
+    pub fn replicas_of(&self, id: BrokerId) -> Option<u32> {
+        self.index
+            .get(&id)
+            .map(|&slot| self.candidates[slot].replicas)
+    }
+
     /// Completes the replica set `keep` (live members to keep, in order) up to
     /// `replication_factor` and picks its leader, keeping `leader` when it is in `keep`.
     #[must_use]

@@ -184,6 +184,23 @@ pub trait MetadataStore: Send + Sync + 'static {
         &self,
         stream: &StreamInfo,
         replicas: &[Vec<BrokerId>],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.create_stream_by(stream, replicas, None)
+    }
+
+    /// [`MetadataStore::create_stream`], recording the principal that created it (`None`:
+    /// no one, without authentication), as [`MetadataStore::streams_created_by`] counts.
+    fn create_stream_by(
+        &self,
+        stream: &StreamInfo,
+        replicas: &[Vec<BrokerId>],
+        creator: Option<&str>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// How many existing streams `creator` created.
+    fn streams_created_by(
+        &self,
+        creator: &str,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Every stream, ordered by name.

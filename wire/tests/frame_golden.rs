@@ -359,7 +359,7 @@ fn message_type_discriminants_are_stable() {
 #[test]
 fn error_codes_and_retry_classes_are_stable() {
     use RetryClass::{Fatal, RefreshMetadata, Retry};
-    let expected: [(ErrorCode, u16, RetryClass); 26] = [
+    let expected: [(ErrorCode, u16, RetryClass); 28] = [
         (ErrorCode::Malformed, 1, Fatal),
         (ErrorCode::UnsupportedVersion, 2, Fatal),
         (ErrorCode::FrameTooLarge, 3, Fatal),
@@ -385,6 +385,8 @@ fn error_codes_and_retry_classes_are_stable() {
         (ErrorCode::ShuttingDown, 100, RefreshMetadata),
         (ErrorCode::LogFailed, 101, RefreshMetadata),
         (ErrorCode::TierUnavailable, 102, Retry),
+        (ErrorCode::TooManyConnections, 103, Retry),
+        (ErrorCode::LimitExceeded, 104, Retry),
         (ErrorCode::Internal, 128, Fatal),
     ];
     assert_eq!(ErrorCode::ALL.len(), expected.len());

@@ -96,7 +96,7 @@ impl Service for Broker {
         self.fetch_bytes_per_connection
     }
 
-    fn metrics(&self) -> &Metrics {
+    fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 

@@ -27,6 +27,24 @@ pub(crate) enum Refusal {
     Version(#[from] NoCommonVersion),
     #[error("send Hello first")]
     HandshakeRequired,
+    #[error("another Hello is being read on this connection")]
+    HelloPending,
+    #[error(
+        "the broker holds its limit of {limit} bytes of requests in flight \
+         (--request-memory), and no room was made within {waited:?}; retry"
+    )]
+    RequestBytes {
+        limit: u64,
+        waited: std::time::Duration,
+    },
+    #[error(
+        "the request's {len}-byte payload did not arrive within {waited:?} of its first \
+         bytes (--request-payload-timeout); the bytes held for it were released"
+    )]
+    PayloadTimeout {
+        len: u32,
+        waited: std::time::Duration,
+    },
     #[error("shutting down")]
     ShuttingDown,
     #[error(transparent)]
@@ -91,7 +109,10 @@ impl Refusal {
     /// The code a client acts on.
     pub(crate) fn code(&self) -> ErrorCode {
         match self {
-            Refusal::NotARequest(_) | Refusal::HelloRepeated => ErrorCode::InvalidRequest,
+            Refusal::NotARequest(_) | Refusal::HelloRepeated | Refusal::HelloPending => {
+                ErrorCode::InvalidRequest
+            }
+            Refusal::RequestBytes { .. } | Refusal::PayloadTimeout { .. } => ErrorCode::Throttled,
             Refusal::Version(_) => ErrorCode::UnsupportedVersion,
             Refusal::HandshakeRequired => ErrorCode::HandshakeRequired,
             Refusal::ShuttingDown => ErrorCode::ShuttingDown,
@@ -136,6 +157,8 @@ impl Refusal {
                 log_start: *log_start,
                 log_end: *log_end,
             }),
+            // Room is made as the requests in flight are answered, within milliseconds.
+            Refusal::RequestBytes { .. } => Some(ErrorDetails::RetryAfter { delay_ms: 100 }),
             _ => None,
         }
     }
@@ -206,6 +229,7 @@ fn controlplane_code(error: &RestError) -> ErrorCode {
         Some(ApiErrorCode::Unauthorized) => ErrorCode::Unauthorized,
         Some(ApiErrorCode::Forbidden) => ErrorCode::Forbidden,
         Some(ApiErrorCode::BadRequest | ApiErrorCode::InvalidArgument) => ErrorCode::InvalidRequest,
+        Some(ApiErrorCode::LimitExceeded) => ErrorCode::LimitExceeded,
         Some(_) => ErrorCode::Internal,
         None if error.is_retryable() => ErrorCode::Timeout,
         None => ErrorCode::Internal,

@@ -149,7 +149,7 @@ async fn hello(
             .as_ref()
             .map(|token| AuthToken::new(token.expose().as_bytes().to_vec())),
     });
-    let streams = connection.open_bi().await?;
+    let streams = connection.open_bi().await.map_err(refused_at_accept)?;
     let answer = exchange::run(
         streams,
         &request,
@@ -175,8 +175,25 @@ async fn hello(
             connection.close(0u32.into(), b"hello refused");
             Err(ConnectFailure::HelloRefused { code, message })
         }
+        Err(Error::ConnectionLost(lost)) => Err(refused_at_accept(lost)),
         Err(other) => Err(ConnectFailure::Hello(Box::new(other))),
     }
+}
+
+/// A connection the broker closed with one of Floe's error codes (`TooManyConnections`
+/// when it holds its connection limit) is a refusal naming that code and the reason the
+/// broker gave; any other loss stays what it was.
+fn refused_at_accept(lost: quinn::ConnectionError) -> ConnectFailure {
+    if let quinn::ConnectionError::ApplicationClosed(close) = &lost
+        && let Ok(value) = u16::try_from(close.error_code.into_inner())
+        && let Some(code) = floe_wire::frame::ErrorCode::from_u16(value)
+    {
+        return ConnectFailure::HelloRefused {
+            code,
+            message: String::from_utf8_lossy(&close.reason).into_owned(),
+        };
+    }
+    ConnectFailure::Handshake(lost)
 }
 
 /// QUIC client settings: TLS 1.3 trusting only `ca_cert`, presenting `certificate` when

@@ -48,6 +48,9 @@ pub(crate) enum Failure {
     /// The call cannot apply to the resource in its present state.
     #[error("{0}")]
     Conflict(String),
+    /// A create would pass one of the cluster's limits; the message names it.
+    #[error("{0}")]
+    LimitExceeded(String),
 }
 
 impl Failure {
@@ -99,6 +102,7 @@ impl Failure {
             Failure::RouteNotFound(_) => (StatusCode::NOT_FOUND, Code::RouteNotFound),
             Failure::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Code::RouteNotFound),
             Failure::Conflict(_) => (StatusCode::CONFLICT, Code::Conflict),
+            Failure::LimitExceeded(_) => (StatusCode::TOO_MANY_REQUESTS, Code::LimitExceeded),
         }
     }
 }

@@ -101,6 +101,7 @@ fn error_codes() -> Value {
         "lease_expired",
         "conflict",
         "range_unknown",
+        "limit_exceeded",
         "not_leader",
         "unavailable",
         "internal",

@@ -41,6 +41,7 @@ pub(super) async fn create<S: Store>(
     Body(request): Body<CreateStreamRequest>,
 ) -> Result<(StatusCode, Json<StreamInfo>), Failure> {
     caller.require(Action::Admin, &request.name)?;
+    let creator = caller.principal().map(|principal| principal.name.clone());
     let config = resolve_config(&request, &cluster.config)?;
     let explicit_factor = request.replication_factor.is_some();
     let stream = StreamInfo {
@@ -49,6 +50,9 @@ pub(super) async fn create<S: Store>(
         created_at_ms: now_ms(),
     };
     let _writes = cluster.write_lock().await;
+    if let Some(creator) = &creator {
+        check_streams_per_principal(&cluster, creator).await?;
+    }
     let brokers = cluster.store.brokers().await?;
     let live = brokers
         .iter()
@@ -59,11 +63,15 @@ pub(super) async fn create<S: Store>(
     }
     let mut placer = live_placer(&brokers);
     let placements = place_new(&mut placer, config.partitions, config.replication_factor);
+    check_partitions_per_broker(&stream, &placer, &placements, &cluster.config)?;
     let under_replicated = placements
         .iter()
         .any(|p| p.replicas.len() < config.replication_factor as usize);
     let replicas: Vec<Vec<BrokerId>> = placements.into_iter().map(|p| p.replicas).collect();
-    let version = cluster.store.create_stream(&stream, &replicas).await?;
+    let version = cluster
+        .store
+        .create_stream_by(&stream, &replicas, creator.as_deref())
+        .await?;
     cluster.announce(version);
     if config.replication_factor > 1 {
         // Its partitions elect their first leader; the reconciler times the elections.
@@ -74,6 +82,50 @@ pub(super) async fn create<S: Store>(
         cluster.request_repair();
     }
     Ok((StatusCode::CREATED, Json(stream)))
+}
+
+/// `limit_exceeded` when `creator` already has as many streams as a principal may.
+async fn check_streams_per_principal<S: Store>(
+    cluster: &Cluster<S>,
+    creator: &str,
+) -> Result<(), Failure> {
+    let limit = cluster.config.max_streams_per_principal;
+    let created = cluster.store.streams_created_by(creator).await?;
+    if created < u64::from(limit) {
+        return Ok(());
+    }
+    Err(Failure::LimitExceeded(format!(
+        "principal `{creator}` has created {created} streams, its limit of \
+         {limit} streams per principal (the controlplane's --max-streams-per-principal): \
+         delete streams it no longer needs, or raise the limit"
+    )))
+}
+
+/// `limit_exceeded` when `placements` (already counted by `placer`) would put more
+/// partition replicas on a broker than the limit.
+fn check_partitions_per_broker(
+    stream: &StreamInfo,
+    placer: &crate::placement::Placer,
+    placements: &[crate::placement::Placement],
+    config: &crate::Config,
+) -> Result<(), Failure> {
+    let limit = config.max_partitions_per_broker;
+    let over = placements
+        .iter()
+        .flat_map(|placement| &placement.replicas)
+        .filter_map(|&id| placer.replicas_of(id).map(|held| (id, held)))
+        .find(|&(_, held)| held > limit);
+    let Some((broker, held)) = over else {
+        return Ok(());
+    };
+    let needed = stream.config.partitions * stream.config.replication_factor;
+    Err(Failure::LimitExceeded(format!(
+        "stream `{name}` needs {needed} partition replicas, and placing them would put \
+         {held} on broker {broker}, past the limit of {limit} partitions per broker (the \
+         controlplane's --max-partitions-per-broker): delete streams, add brokers, or raise \
+         the limit",
+        name = stream.name,
+    )))
 }
 
 /// Why `stream` cannot be created on `live` brokers, if it cannot.

@@ -225,12 +225,17 @@ fn broker_state_from_db(value: &str) -> Result<BrokerState, StoreError> {
 }
 
 impl MetadataStore for SqlStore {
-    async fn create_stream(
+    async fn create_stream_by(
         &self,
         stream: &StreamInfo,
         replicas: &[Vec<BrokerId>],
+        creator: Option<&str>,
     ) -> Result<u64, StoreError> {
-        streams::create(self, stream, replicas).await
+        streams::create(self, stream, replicas, creator).await
+    }
+
+    async fn streams_created_by(&self, creator: &str) -> Result<u64, StoreError> {
+        streams::count_created_by(self, creator).await
     }
 
     async fn streams(&self) -> Result<Vec<StreamInfo>, StoreError> {

@@ -48,6 +48,10 @@ pub enum ApiErrorCode {
     Conflict,
     /// The offset range needed to answer is not known yet (409).
     RangeUnknown,
+    /// A create would pass a limit: partitions per broker or streams per principal; the
+    /// message names it. Retry once streams are deleted, brokers added or the limit raised
+    /// (429).
+    LimitExceeded,
     /// This controlplane is a standby; ask the leader (503).
     NotLeader,
     /// The metadata store is unreachable or failed; retry later (503).

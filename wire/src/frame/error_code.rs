@@ -94,6 +94,14 @@ pub enum ErrorCode {
     /// History below the broker's local log could not be read from object storage right
     /// now (unreachable, slow or failing); retry.
     TierUnavailable = 102,
+    /// The broker holds as many client connections as it allows, in all or from this
+    /// source address. Sent only as the QUIC application close code of a connection refused
+    /// at accept, the reason naming the limit; connect again later or to another broker.
+    TooManyConnections = 103,
+    /// A create would pass a limit of the cluster (partitions per broker, streams per
+    /// principal); the message names it. Retry once streams are deleted, brokers added or
+    /// the limit raised.
+    LimitExceeded = 104,
 
     // 128–: the broker itself.
     /// An unexpected failure inside the broker.
@@ -102,7 +110,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in discriminant order.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::Malformed,
         ErrorCode::UnsupportedVersion,
         ErrorCode::FrameTooLarge,
@@ -128,6 +136,8 @@ impl ErrorCode {
         ErrorCode::ShuttingDown,
         ErrorCode::LogFailed,
         ErrorCode::TierUnavailable,
+        ErrorCode::TooManyConnections,
+        ErrorCode::LimitExceeded,
         ErrorCode::Internal,
     ];
 
@@ -150,7 +160,9 @@ impl ErrorCode {
             | ErrorCode::DiskHighWater
             | ErrorCode::Timeout
             | ErrorCode::NotEnoughReplicas
-            | ErrorCode::TierUnavailable => RetryClass::Retry,
+            | ErrorCode::TierUnavailable
+            | ErrorCode::TooManyConnections
+            | ErrorCode::LimitExceeded => RetryClass::Retry,
             ErrorCode::UnknownStream
             | ErrorCode::UnknownPartition
             | ErrorCode::NotLeader

@@ -25,6 +25,7 @@ pub(super) async fn create(
     store: &SqlStore,
     stream: &StreamInfo,
     replicas: &[Vec<BrokerId>],
+    creator: Option<&str>,
 ) -> Result<u64, StoreError> {
     let mut tx = store.write_tx().await?;
     let name = stream.name.as_str();
@@ -37,7 +38,7 @@ pub(super) async fn create(
             name: stream.name.clone(),
         });
     }
-    insert_stream(&mut tx, stream).await?;
+    insert_stream(&mut tx, stream, creator).await?;
     // A replicated partition's first leader is elected like every later one (see
     // `docs/controlplane.md`, "Partition elections"); the first replica is only preferred.
     let replicated = stream.config.replication_factor > 1;
@@ -65,14 +66,18 @@ pub(super) async fn create(
     Ok(version)
 }
 
-async fn insert_stream(tx: &mut AnyConnection, stream: &StreamInfo) -> Result<(), StoreError> {
+async fn insert_stream(
+    tx: &mut AnyConnection,
+    stream: &StreamInfo,
+    creator: Option<&str>,
+) -> Result<(), StoreError> {
     let config = &stream.config;
     let retention = &config.retention;
     sqlx::query(
         "INSERT INTO streams (name, partition_count, replication_factor, ack_mode, \
          segment_bytes, segment_age_ms, local_retention_bytes, local_retention_ms, \
-         tier_retention_bytes, tier_retention_ms, created_at_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         tier_retention_bytes, tier_retention_ms, created_at_ms, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(stream.name.as_str())
     .bind(i64::from(config.partitions))
@@ -85,9 +90,19 @@ async fn insert_stream(tx: &mut AnyConnection, stream: &StreamInfo) -> Result<()
     .bind(opt_to_db("retention.tier_bytes", retention.tier_bytes)?)
     .bind(opt_to_db("retention.tier_ms", retention.tier_ms)?)
     .bind(to_db("created_at_ms", stream.created_at_ms)?)
+    .bind(creator)
     .execute(&mut *tx)
     .await?;
     Ok(())
+}
+
+/// How many existing streams `creator` created.
+pub(super) async fn count_created_by(store: &SqlStore, creator: &str) -> Result<u64, StoreError> {
+    let row = sqlx::query("SELECT COUNT(*) FROM streams WHERE created_by = $1")
+        .bind(creator)
+        .fetch_one(&store.pool)
+        .await?;
+    from_db("streams.count", row.try_get::<i64, _>(0)?)
 }
 
 /// One row of `partitions` as a stream is created.
