@@ -179,7 +179,7 @@ fn tier_code(error: &TierError) -> ErrorCode {
             ErrorCode::OffsetOutOfRange
         }
         TierError::Corrupt { .. } | TierError::InvalidManifest { .. } => ErrorCode::CorruptData,
-        TierError::Config(_) => ErrorCode::Internal,
+        TierError::Config(_) | TierError::ReadOnly { .. } => ErrorCode::Internal,
         _ => ErrorCode::TierUnavailable,
     }
 }
