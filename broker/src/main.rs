@@ -232,17 +232,28 @@ impl StorageArgs {
         settings.disk_high_water = self.disk_high_water;
         settings.log.page_cache_bytes = self.log_page_cache.0;
         settings.history_read_bytes_per_second = self.history_read_rate;
-        // Crash tests stop the process at chosen points; never set in production.
-        if std::env::var("FLOE_TEST_FAILPOINT").as_deref() == Ok("tier-before-commit") {
-            settings.tier.uploader.before_commit =
-                Some(floe_tier::BeforeCommit(std::sync::Arc::new(|| {
-                    tracing::error!("failpoint tier-before-commit: aborting");
-                    std::process::abort()
-                })));
-        }
+        arm_failpoints(settings);
         Ok(())
     }
 }
+
+/// Crash tests stop the process at chosen points, named by `FLOE_TEST_FAILPOINT`. Compiled
+/// only into debug builds (what `cargo test` runs) and builds with the `failpoints`
+/// feature: a release binary never reads the variable.
+#[cfg(any(debug_assertions, feature = "failpoints"))]
+fn arm_failpoints(settings: &mut Settings) {
+    if std::env::var("FLOE_TEST_FAILPOINT").as_deref() == Ok("tier-before-commit") {
+        settings.tier.uploader.before_commit =
+            Some(floe_tier::BeforeCommit(std::sync::Arc::new(|| {
+                tracing::error!("failpoint tier-before-commit: aborting");
+                std::process::abort()
+            })));
+    }
+}
+
+/// A release build has no failpoints.
+#[cfg(not(any(debug_assertions, feature = "failpoints")))]
+fn arm_failpoints(_settings: &mut Settings) {}
 
 #[derive(Args, Debug)]
 struct ServeArgs {
