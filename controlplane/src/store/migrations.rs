@@ -61,6 +61,11 @@ const SQLITE: &[Migration] = &[
         description: "principals",
         sql: include_str!("../../migrations/sqlite/0008_principals.sql"),
     },
+    Migration {
+        version: 9,
+        description: "principal broker id",
+        sql: include_str!("../../migrations/sqlite/0009_principal_broker_id.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -103,6 +108,11 @@ const POSTGRES: &[Migration] = &[
         version: 8,
         description: "principals",
         sql: include_str!("../../migrations/postgres/0008_principals.sql"),
+    },
+    Migration {
+        version: 9,
+        description: "principal broker id",
+        sql: include_str!("../../migrations/postgres/0009_principal_broker_id.sql"),
     },
 ];
 
