@@ -204,6 +204,14 @@ struct ObjectStoreArgs {
     /// Allow an http:// endpoint.
     #[arg(long, env = "FLOE_S3_ALLOW_HTTP")]
     s3_allow_http: bool,
+    /// The access key this process signs object-storage requests with, overriding
+    /// AWS_ACCESS_KEY_ID: a read replica is given a read-only key of its own. Needs the
+    /// secret from --s3-secret-access-key-file or FLOE_S3_SECRET_ACCESS_KEY.
+    #[arg(long, env = "FLOE_S3_ACCESS_KEY_ID")]
+    s3_access_key_id: Option<String>,
+    /// A file holding the secret of --s3-access-key-id, else FLOE_S3_SECRET_ACCESS_KEY.
+    #[arg(long, env = "FLOE_S3_SECRET_ACCESS_KEY_FILE", value_name = "PATH")]
+    s3_secret_access_key_file: Option<PathBuf>,
     /// Memory for cached tier chunks, e.g. 256MiB.
     #[arg(long, env = "FLOE_TIER_CACHE_MEMORY", default_value = "256MiB", value_parser = floe_wire::units::parse_size)]
     tier_cache_memory: u64,
@@ -214,23 +222,44 @@ struct ObjectStoreArgs {
 }
 
 impl ObjectStoreArgs {
-    /// Fills in the store's URL and settings and the cache sizes.
+    /// Fills in the store's URL, settings and credentials and the cache sizes.
     fn apply(
         self,
         tier: &mut floe_broker::tiering::TierSettings,
         cache_disk_bytes: &mut Option<usize>,
-    ) {
+    ) -> Result<()> {
         if let Some(url) = self.object_store {
             tier.url = url;
         }
         tier.s3.endpoint = self.s3_endpoint;
         tier.s3.region = self.s3_region;
         tier.s3.allow_http = self.s3_allow_http;
+        let secret = read_secret(
+            self.s3_secret_access_key_file.as_deref(),
+            std::env::var("FLOE_S3_SECRET_ACCESS_KEY").ok(),
+            "FLOE_S3_SECRET_ACCESS_KEY",
+        )?;
+        match (self.s3_access_key_id, secret) {
+            (Some(id), Some(secret)) => {
+                tier.s3.access_key_id = Some(id);
+                tier.s3.secret_access_key = Some(secret);
+            }
+            (None, None) => {}
+            (Some(_), None) => anyhow::bail!(
+                "--s3-access-key-id needs its secret: --s3-secret-access-key-file or \
+                 FLOE_S3_SECRET_ACCESS_KEY"
+            ),
+            (None, Some(_)) => anyhow::bail!(
+                "an S3 secret (--s3-secret-access-key-file or FLOE_S3_SECRET_ACCESS_KEY) needs \
+                 --s3-access-key-id"
+            ),
+        }
         tier.reader.memory_cache_bytes =
             usize::try_from(self.tier_cache_memory).unwrap_or(usize::MAX);
         *cache_disk_bytes = self
             .tier_cache_disk
             .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX));
+        Ok(())
     }
 }
 
@@ -240,10 +269,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 impl StorageArgs {
-    fn apply(self, settings: &mut Settings) {
+    fn apply(self, settings: &mut Settings) -> Result<()> {
         settings.object_store = self.objects.object_store.clone();
         self.objects
-            .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes);
+            .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes)?;
         settings.tier.upload_min_interval = self.tier_upload_interval;
         settings.tier.upload_interval = self.tier_upload_interval.min(Duration::from_secs(1));
         settings.tier.collect_interval = self.tier_collect_interval;
@@ -251,16 +280,28 @@ impl StorageArgs {
         settings.disk_high_water = self.disk_high_water;
         settings.log.page_cache_bytes = self.log_page_cache.0;
         settings.history_read_bytes_per_second = self.history_read_rate;
-        // Crash tests stop the process at chosen points; never set in production.
-        if std::env::var("FLOE_TEST_FAILPOINT").as_deref() == Ok("tier-before-commit") {
-            settings.tier.uploader.before_commit =
-                Some(floe_tier::BeforeCommit(std::sync::Arc::new(|| {
-                    tracing::error!("failpoint tier-before-commit: aborting");
-                    std::process::abort()
-                })));
-        }
+        arm_failpoints(settings);
+        Ok(())
     }
 }
+
+/// Crash tests stop the process at chosen points, named by `FLOE_TEST_FAILPOINT`. Compiled
+/// only into debug builds (what `cargo test` runs) and builds with the `failpoints`
+/// feature: a release binary never reads the variable.
+#[cfg(any(debug_assertions, feature = "failpoints"))]
+fn arm_failpoints(settings: &mut Settings) {
+    if std::env::var("FLOE_TEST_FAILPOINT").as_deref() == Ok("tier-before-commit") {
+        settings.tier.uploader.before_commit =
+            Some(floe_tier::BeforeCommit(std::sync::Arc::new(|| {
+                tracing::error!("failpoint tier-before-commit: aborting");
+                std::process::abort()
+            })));
+    }
+}
+
+/// A release build has no failpoints.
+#[cfg(not(any(debug_assertions, feature = "failpoints")))]
+fn arm_failpoints(_settings: &mut Settings) {}
 
 #[derive(Args, Debug)]
 struct ServeArgs {
@@ -442,7 +483,7 @@ async fn run_dev(args: DevArgs) -> Result<()> {
         None => dev::default_data_dir()?,
     };
     let mut settings = dev::prepare(&data_dir, args.listen, args.metrics_listen)?;
-    args.storage.apply(&mut settings);
+    args.storage.apply(&mut settings)?;
     args.clients.apply(&mut settings);
     let objects = settings
         .object_store
@@ -567,7 +608,7 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
         zone: args.zone,
         peer_endpoint: args.peer_advertise,
     });
-    args.storage.apply(&mut settings);
+    args.storage.apply(&mut settings)?;
     args.clients.apply(&mut settings);
     let _ = tls::ALPN;
     let running = run::start(settings).await?;
@@ -620,7 +661,7 @@ async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     settings.client_limits = args.clients.limits();
     settings.streams_per_connection = args.clients.streams_per_connection;
     args.objects
-        .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes);
+        .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes)?;
     let running = read_replica::start(settings).await?;
     wait_for_signal().await?;
     running.shutdown().await;
@@ -675,7 +716,7 @@ mod tests {
                 key: "k".into(),
             },
         );
-        dev.storage.apply(&mut settings);
+        dev.storage.apply(&mut settings).expect("storage settings");
         settings.log.page_cache_bytes
     }
 

@@ -387,8 +387,10 @@ async fn open_reader(settings: &ReadReplicaSettings) -> Result<TierReader> {
         tiering::cache_disk_bytes(settings.tier_cache_disk_bytes, &settings.tier.url),
         reader_config.chunk_bytes,
     );
-    let store =
-        tiering::open_store(&settings.tier)?.with_observer(RequestObserver(Arc::new(|_, _| {})));
+    // Read-only: a replica never writes to the bucket, whatever its credentials allow.
+    let store = tiering::open_store(&settings.tier)?
+        .read_only()
+        .with_observer(RequestObserver(Arc::new(|_, _| {})));
     TierReader::new(store, reader_config)
         .await
         .map_err(ReadReplicaError::Cache)

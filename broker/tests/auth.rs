@@ -90,6 +90,7 @@ async fn token(controlplane: &Controlplane, principal: &str, grants: &[&str]) ->
             name: principal.into(),
             kind: floe_wire::auth::PrincipalKind::User,
             grants: grants.iter().map(|g| g.parse().expect("grant")).collect(),
+            broker_id: None,
         })
         .await
         .expect("create principal")

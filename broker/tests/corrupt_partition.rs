@@ -1,7 +1,8 @@
 //! Rot in a partition's active segment, on a real `floe-broker dev` process: ten publishes of
 //! 100 records acknowledged with ack mode `leader`, SIGKILL, 8 bytes flipped a third of the way
 //! into the active segment, restart. The partition must come back `corrupt` — a clear error to
-//! its consumers and producers, the file and byte in the broker's log, counted in
+//! its consumers and producers naming the stream, partition and offsets but no path of the
+//! server, the file and byte in the broker's log, counted in
 //! `floe_partitions_corrupt` — and never with fewer records and no error; another stream on
 //! the same broker goes on publishing and reading.
 
@@ -147,11 +148,10 @@ async fn rot_in_the_active_segment_leaves_the_partition_corrupt_and_the_broker_s
     let (read, outcome) = read_all(&client, &rotting()).await;
     let error = outcome.expect_err("a corrupt partition read without an error");
     assert_eq!(error.code(), Some(ErrorCode::CorruptData), "{error}");
-    let message = error.to_string();
-    assert!(message.contains("corrupt"), "{message}");
-    assert!(
-        message.contains(&segment.display().to_string()),
-        "the error does not name the file: {message}"
+    told_offsets_not_files(
+        &error.to_string(),
+        dir.path(),
+        "stream rotting partition 0 is corrupt: offsets from 0 to the log's end are damaged",
     );
     assert_eq!(read, 0, "records served from a corrupt partition");
     // Producers too.
@@ -162,7 +162,10 @@ async fn rot_in_the_active_segment_leaves_the_partition_corrupt_and_the_broker_s
         batches: vec![hundred(10)],
     });
     match request(&conn, &produce).await {
-        Message::Error(e) => assert_eq!(e.code, ErrorCode::CorruptData, "{}", e.message),
+        Message::Error(e) => {
+            assert_eq!(e.code, ErrorCode::CorruptData, "{}", e.message);
+            told_offsets_not_files(&e.message, dir.path(), "offsets from 0 to the log's end");
+        }
         other => panic!("a publish to a corrupt partition answered {other:?}"),
     }
     // The damaged file is untouched.
@@ -192,6 +195,21 @@ async fn rot_in_the_active_segment_leaves_the_partition_corrupt_and_the_broker_s
     let (read, outcome) = read_all(&client, &healthy()).await;
     outcome.expect("the healthy stream reads");
     assert_eq!(read, 200);
+}
+
+/// A client's error `message` says what it expects (`expected`) and names no path under the
+/// broker's directory `dir` (its data directory, certificates and buckets are all there), nor
+/// a segment file.
+fn told_offsets_not_files(message: &str, dir: &Path, expected: &str) {
+    assert!(
+        message.contains(expected),
+        "expected {expected:?} in: {message}"
+    );
+    let dir = dir.display().to_string();
+    assert!(
+        !message.contains(&dir) && !message.contains(".log") && !message.contains("/tmp"),
+        "a local path reached the client: {message}"
+    );
 }
 
 /// The segment files of `stream`'s partition 0, oldest first.
@@ -329,17 +347,21 @@ async fn rot_in_a_sealed_segment_is_never_tiered_and_leaves_the_partition_corrup
         "{line}"
     );
 
-    // Consumers and producers are told the partition is corrupt, naming the file.
+    // Consumers and producers are told the partition is corrupt, naming the offsets the
+    // damaged segment holds, not its file.
+    let next_base: u64 = files[3]
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse().ok())
+        .expect("the next segment's base offset");
+    let offsets = format!("offsets {base_offset} to {} are damaged", next_base - 1);
     let client = Client::connect(ClientConfig::from_profile(&broker.profile))
         .await
         .expect("connect after restart");
     let (_, outcome) = read_all(&client, &rotting()).await;
     let error = outcome.expect_err("a corrupt partition read without an error");
     assert_eq!(error.code(), Some(ErrorCode::CorruptData), "{error}");
-    assert!(
-        error.to_string().contains(&segment.display().to_string()),
-        "{error}"
-    );
+    told_offsets_not_files(&error.to_string(), dir.path(), &offsets);
     let conn = ready(broker.addr(), broker.ca()).await;
     let produce = Message::Produce(Produce {
         stream: rotting(),
@@ -347,7 +369,10 @@ async fn rot_in_a_sealed_segment_is_never_tiered_and_leaves_the_partition_corrup
         batches: vec![hundred(10)],
     });
     match request(&conn, &produce).await {
-        Message::Error(e) => assert_eq!(e.code, ErrorCode::CorruptData, "{}", e.message),
+        Message::Error(e) => {
+            assert_eq!(e.code, ErrorCode::CorruptData, "{}", e.message);
+            told_offsets_not_files(&e.message, dir.path(), &offsets);
+        }
         other => panic!("a publish to a corrupt partition answered {other:?}"),
     }
 

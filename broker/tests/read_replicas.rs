@@ -3,14 +3,16 @@
 //! offset 0 through a replica — history from the tier, then the live tail while a producer
 //! keeps publishing — and gets every record once, in order; SIGKILLed mid-read, its replica
 //! is replaced by the other with no gap and no duplicate. Meanwhile the broker serves only
-//! the replicas' tail-follow fetches, not the history.
+//! the replicas' tail-follow fetches, not the history. A replica given a read-only key reads
+//! all of a tiered history through a bucket that refuses writes, and never tries one.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, Timing};
-use common::{http_get, metric, tier_bytes};
+use common::cluster::{Bucket, Cluster, Timing};
+use common::write_refusing_bucket::WriteRefusingBucket;
+use common::{http_get, http_request, metric, tier_bytes};
 use floe_client::{
     Consumer, ConsumerConfig, FetchPosition, PartitionId, Producer, ProducerRecord, StreamName,
 };
@@ -145,5 +147,127 @@ async fn consumers_read_history_and_tail_through_replicas_and_survive_losing_one
     writer.close().await;
     reader.close().await;
     drop(replicas);
+    cluster.shutdown().await;
+}
+
+/// A read replica holds read-only credentials of its own and never writes to the bucket: the
+/// brokers tier to a real S3-compatible server with their read-write key; the replica reaches
+/// the same bucket through a proxy that refuses every write with `403 AccessDenied`, signing
+/// with the key its flags give it rather than the `AWS_*` key in its environment. A consumer
+/// reads all of the tiered history through it, and the proxy saw reads only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_a_read_only_key_reads_history_and_never_writes_to_the_bucket() {
+    let name = format!("floe-read-only-{}", std::process::id());
+    let Some(bucket) = Bucket::s3(&name, "tier").await else {
+        eprintln!("FLOE_TEST_S3_ENDPOINT is unset: no S3-compatible server to test against");
+        return;
+    };
+    let Bucket::S3 { url, endpoint } = bucket.clone() else {
+        unreachable!("an S3 bucket");
+    };
+    let cluster = Cluster::start_on_bucket(1, Timing::default(), bucket).await;
+    cluster.create_tiering_stream(STREAM).await;
+    let stream = StreamName::new(STREAM).expect("name");
+    let writer = cluster.cluster_client().await;
+    let producer = common::segment_spanning_producer(&writer, &stream).await;
+    const RECORDS: usize = 4_000;
+    publish(&producer, 0, RECORDS, None).await;
+    // Batches span segments: the last one stays in the active segment, the rest is tiered.
+    let tiered = cluster.wait_tiered(STREAM, (RECORDS as u64) / 2).await;
+    eprintln!("tiered [{}, {}) to {url}", tiered.start, tiered.end);
+
+    // The proxy refuses writes, as S3 does for a key whose policy allows only reads.
+    let proxy = WriteRefusingBucket::start(&endpoint).await;
+    let authority = proxy.endpoint.trim_start_matches("http://");
+    let probe = http_request(authority, "PUT", &format!("/{name}/tier/probe")).await;
+    assert!(
+        probe.starts_with("HTTP/1.1 403") && probe.contains("AccessDenied"),
+        "{probe}"
+    );
+    let probe_only = vec![format!("PUT /{name}/tier/probe")];
+    assert_eq!(proxy.refused(), probe_only);
+
+    let objects = vec![
+        "--object-store".to_owned(),
+        url.clone(),
+        "--s3-endpoint".to_owned(),
+        proxy.endpoint.clone(),
+        "--s3-allow-http".to_owned(),
+        "--s3-access-key-id".to_owned(),
+        "floe-replica-read-only".to_owned(),
+    ];
+    // The brokers' key in the environment too: the replica's own settings win over it.
+    let mut env = cluster.objects.env();
+    env.push(("FLOE_S3_SECRET_ACCESS_KEY".into(), "floe-test-read".into()));
+    let replica = cluster.start_replica_with("r-read-only", &objects, &env);
+    cluster
+        .wait_for("a live read replica", async |c: &Cluster| {
+            let list = c.rest.read_replicas().await.ok()?.replicas;
+            list.iter()
+                .any(|r| r.state == ReadReplicaState::Live)
+                .then_some(())
+        })
+        .await;
+
+    let reader = cluster.reading_client().await;
+    let mut consumer = Consumer::new(
+        reader.clone(),
+        stream.clone(),
+        PartitionId::new(0),
+        FetchPosition::Earliest,
+        ConsumerConfig {
+            max_bytes: 64 * 1024,
+            ..ConsumerConfig::default()
+        },
+    );
+    for i in 0..RECORDS {
+        let record = tokio::time::timeout(Duration::from_secs(30), consumer.next())
+            .await
+            .unwrap_or_else(|_| panic!("record {i} did not arrive\n{}", replica.log()))
+            .expect("a record");
+        assert_eq!(record.offset.get(), i as u64, "offsets in order, no gap");
+        assert_eq!(&record.value[..], value(i).as_bytes(), "offset {i}");
+    }
+
+    // The replica served the read, from the bucket through the proxy, and tried no write.
+    assert!(
+        fetched_bytes(&replica.metrics).await > 0.0,
+        "the replica served"
+    );
+    let metrics = http_get(&replica.metrics, "/metrics").await;
+    let tier_read = metric(&metrics, "floe_tier_get_bytes_total");
+    let history_bytes = (tiered.end - tiered.start) as f64 * value(0).len() as f64;
+    assert!(
+        tier_read >= history_bytes,
+        "the replica read {tier_read} bytes from the bucket for {history_bytes} bytes of tiered \
+         history"
+    );
+    let forwarded = proxy.forwarded();
+    assert!(
+        forwarded.iter().any(|r| r.contains("/segments/")),
+        "no segment read through the proxy: {forwarded:?}"
+    );
+    assert_eq!(proxy.refused(), probe_only, "the replica tried to write");
+    assert_eq!(
+        metric(&metrics, "floe_tier_put_bytes_total"),
+        0.0,
+        "{metrics}"
+    );
+    let keys = proxy.access_keys();
+    assert!(
+        keys.iter()
+            .all(|k| k == "floe-replica-read-only" || k == "-"),
+        "requests signed with another key: {keys:?}"
+    );
+    assert!(keys.contains("floe-replica-read-only"), "{keys:?}");
+    eprintln!(
+        "{} reads through the proxy, {tier_read} bytes of tier read",
+        forwarded.len()
+    );
+
+    producer.close().await.expect("close");
+    writer.close().await;
+    reader.close().await;
+    drop(replica);
     cluster.shutdown().await;
 }

@@ -263,7 +263,12 @@ async fn history_is_read_from_offset_zero_across_the_tier_boundary_and_after_a_r
     );
 }
 
+/// Needs the broker's failpoints: a debug build, or `--features floe-broker/failpoints`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(any(debug_assertions, feature = "failpoints")),
+    ignore = "a release build without the failpoints feature has no failpoints"
+)]
 async fn a_crash_between_upload_and_commit_loses_nothing_and_the_orphan_is_collected() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut broker = BrokerProcess::start_with(

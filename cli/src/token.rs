@@ -23,8 +23,12 @@ pub enum TokenCommand {
         /// What the principal is: user (the default), broker or read-replica.
         #[arg(long, default_value = "user", value_parser = parse_kind)]
         kind: PrincipalKind,
+        /// With --kind broker: the one broker id this principal may act for (register as,
+        /// heartbeat, …); without it, a broker principal may act for any broker.
+        #[arg(long, value_name = "ID")]
+        broker_id: Option<u32>,
         /// Add a token to the existing principal NAME (its grants stay).
-        #[arg(long, conflicts_with_all = ["allow", "kind"])]
+        #[arg(long, conflicts_with_all = ["allow", "kind", "broker_id"])]
         rotate: bool,
     },
     /// List principals, their grants and their tokens' key ids (never a secret).
@@ -55,6 +59,7 @@ pub async fn run(controlplane: &Controlplane, command: TokenCommand, json: bool)
             name,
             allow,
             kind,
+            broker_id,
             rotate,
         } => {
             let created = if rotate {
@@ -67,6 +72,7 @@ pub async fn run(controlplane: &Controlplane, command: TokenCommand, json: bool)
                     name: name.clone(),
                     kind,
                     grants: allow,
+                    broker_id: broker_id.map(floe_wire::BrokerId::new),
                 };
                 controlplane
                     .create_principal(&request)
@@ -149,6 +155,10 @@ fn principal_table(principals: &[PrincipalInfo]) -> String {
                 format!("{} (from the controlplane's settings)", p.name)
             } else {
                 p.name.clone()
+            };
+            let grants = match p.broker_id {
+                Some(id) => format!("{grants}, broker {id} only"),
+                None => grants,
             };
             vec![name, p.kind.to_string(), grants, tokens]
         })

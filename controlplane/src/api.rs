@@ -61,15 +61,11 @@ pub(crate) const ROUTES: &[(&str, &str, Policy)] = &[
     ),
     ("get", "/v1/brokers", Policy::Authenticated),
     ("post", "/v1/brokers", Policy::Kind(PrincipalKind::Broker)),
-    (
-        "post",
-        "/v1/brokers/{broker_id}/heartbeat",
-        Policy::Kind(PrincipalKind::Broker),
-    ),
+    ("post", "/v1/brokers/{broker_id}/heartbeat", Policy::Broker),
     (
         "post",
         "/v1/brokers/{broker_id}/peer-certificate",
-        Policy::Kind(PrincipalKind::Broker),
+        Policy::Broker,
     ),
     (
         "post",
@@ -81,16 +77,8 @@ pub(crate) const ROUTES: &[(&str, &str, Policy)] = &[
         "/v1/brokers/{broker_id}/undrain",
         Policy::ClusterAdmin,
     ),
-    (
-        "get",
-        "/v1/brokers/{broker_id}/assignments",
-        Policy::Kind(PrincipalKind::Broker),
-    ),
-    (
-        "post",
-        "/v1/brokers/{broker_id}/elections",
-        Policy::Kind(PrincipalKind::Broker),
-    ),
+    ("get", "/v1/brokers/{broker_id}/assignments", Policy::Broker),
+    ("post", "/v1/brokers/{broker_id}/elections", Policy::Broker),
     ("get", "/v1/groups", Policy::ClusterAdmin),
     ("get", "/v1/groups/{group}/offsets", Policy::InHandler),
     ("post", "/v1/groups/{group}/offsets", Policy::InHandler),

@@ -102,6 +102,9 @@ impl BootstrapTokens {
                 name: name.to_owned(),
                 kind,
                 grants,
+                // `brokers` is shared by every broker: the bootstrap credential, bound to
+                // none (docs/security.md).
+                broker_id: None,
             },
             keys: vec![Credential::bootstrap(format!("bootstrap-{name}"), token)],
         };

@@ -382,3 +382,110 @@ async fn a_revoked_token_stops_working_at_once() {
     assert!(started.elapsed() < Duration::from_secs(1));
     running.shutdown().await;
 }
+
+/// A principal of kind `broker` bound to a broker id acts for that broker only: it registers
+/// as it (given no id, it gets its own), heartbeats, reads assignments and reports elections
+/// for it, and is refused `403` naming its id for any other; the shared bootstrap `brokers`
+/// stays unbound. Only a broker can be bound.
+#[tokio::test]
+async fn a_broker_principal_bound_to_an_id_acts_for_that_broker_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let addr = running.local_addr();
+
+    let made = call(
+        addr,
+        "POST",
+        "/v1/principals",
+        Some(&json!({ "name": "broker-2", "kind": "broker", "broker_id": 2 })),
+        Some(ADMIN),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{:?}", made.body);
+    let bound = made.body["token"].as_str().expect("token").to_owned();
+    for body in [
+        json!({ "name": "user-3", "broker_id": 3 }),
+        json!({ "name": "replica-3", "kind": "read-replica", "broker_id": 3 }),
+        json!({ "name": "broker-0", "kind": "broker", "broker_id": 0 }),
+    ] {
+        let reply = call(addr, "POST", "/v1/principals", Some(&body), Some(ADMIN)).await;
+        assert_eq!(
+            status(&reply),
+            (422, "invalid_argument".to_owned()),
+            "{body}"
+        );
+    }
+    let list = call(addr, "GET", "/v1/principals", None, Some(ADMIN)).await;
+    let listed = list.body["principals"]
+        .as_array()
+        .expect("principals")
+        .iter()
+        .find(|p| p["name"] == "broker-2")
+        .cloned()
+        .expect("listed");
+    assert_eq!(listed["broker_id"], 2, "{listed}");
+
+    // The bootstrap principal registers broker 1; the bound one, asking for no id, is
+    // given its own.
+    let one = common::live_broker(addr, 7100, Some(BROKERS)).await;
+    assert_eq!(one, 1);
+    let two = common::live_broker(addr, 7200, Some(&bound)).await;
+    assert_eq!(two, 2, "a bound principal registers its own broker");
+
+    // For broker 1, everything is refused, naming the id it is bound to.
+    let register_as_one = json!({
+        "broker_id": 1, "client_endpoint": "127.0.0.1:7300", "peer_endpoint": "127.0.0.1:7301",
+    });
+    let election = json!({ "stream": "s", "partition": 0, "epoch": 1, "log_end": 0 });
+    for (method, path, body) in [
+        ("POST", "/v1/brokers", Some(register_as_one)),
+        ("POST", "/v1/brokers/1/heartbeat", Some(json!({}))),
+        ("GET", "/v1/brokers/1/assignments", None),
+        ("POST", "/v1/brokers/1/elections", Some(election)),
+        ("POST", "/v1/brokers/1/peer-certificate", Some(json!({}))),
+    ] {
+        let reply = call(addr, method, path, body.as_ref(), Some(&bound)).await;
+        assert_eq!(
+            status(&reply),
+            (403, "forbidden".to_owned()),
+            "{method} {path}: {:?}",
+            reply.body
+        );
+        let message = reply.body["message"].as_str().expect("a message");
+        assert!(
+            message.contains("broker-2") && message.contains("broker 2 only"),
+            "{method} {path}: {message}"
+        );
+    }
+    // Broker 1 is as the bootstrap principal left it: still at its own endpoint.
+    let brokers = call(addr, "GET", "/v1/brokers", None, Some(ADMIN)).await;
+    let first = &brokers.body["brokers"][0];
+    assert_eq!(
+        (
+            first["broker_id"].as_u64(),
+            first["client_endpoint"].as_str()
+        ),
+        (Some(1), Some("127.0.0.1:7100")),
+        "{first}"
+    );
+
+    // For its own id, and for the unbound bootstrap principal on any id: allowed.
+    for (path, token) in [
+        ("/v1/brokers/2/assignments", bound.as_str()),
+        ("/v1/brokers/2/assignments", BROKERS),
+        ("/v1/brokers/1/assignments", BROKERS),
+    ] {
+        let reply = call(addr, "GET", path, None, Some(token)).await;
+        assert_eq!(reply.status, 200, "{path}: {:?}", reply.body);
+    }
+    let beat = call(
+        addr,
+        "POST",
+        "/v1/brokers/2/heartbeat",
+        Some(&json!({})),
+        Some(&bound),
+    )
+    .await;
+    assert_eq!(beat.status, 200, "{:?}", beat.body);
+    running.shutdown().await;
+}

@@ -1085,6 +1085,7 @@ async fn principals_are_created_rotated_listed_and_revoked(store: &SqlStore) {
             "publish:builds".parse().expect("grant"),
             "consume:logs-*".parse().expect("grant"),
         ],
+        broker_id: None,
     };
     let first = mint_token([1; 40]);
     let version = store
@@ -1103,6 +1104,7 @@ async fn principals_are_created_rotated_listed_and_revoked(store: &SqlStore) {
         name: "replicas".to_owned(),
         kind: PrincipalKind::ReadReplica,
         grants: vec![],
+        broker_id: None,
     };
     store
         .create_principal(&replica, &mint_token([3; 40]).key, 12)
@@ -1165,6 +1167,35 @@ async fn principals_are_created_rotated_listed_and_revoked(store: &SqlStore) {
         .expect("recreate");
     let (_, principals) = store.principals().await.expect("list");
     assert_eq!(principals[0].tokens.len(), 1);
+
+    // A broker bound to its id keeps the binding; an unbound one has none.
+    let bound = Principal {
+        name: "broker-7".to_owned(),
+        kind: PrincipalKind::Broker,
+        grants: vec![],
+        broker_id: Some(BrokerId::new(7)),
+    };
+    let unbound = Principal {
+        name: "broker-any".to_owned(),
+        broker_id: None,
+        ..bound.clone()
+    };
+    for (principal, seed) in [(&bound, 7), (&unbound, 8)] {
+        store
+            .create_principal(principal, &mint_token([seed; 40]).key, 40)
+            .await
+            .expect("create a broker principal");
+    }
+    let (_, principals) = store.principals().await.expect("list");
+    let stored = |name: &str| {
+        principals
+            .iter()
+            .find(|p| p.principal.name == name)
+            .map(|p| p.principal.clone())
+            .expect("listed")
+    };
+    assert_eq!(stored("broker-7"), bound, "the broker id is kept");
+    assert_eq!(stored("broker-any"), unbound);
 }
 
 #[tokio::test]

@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
                 name: "p".into(),
                 kind: PrincipalKind::User,
                 grants: vec![Grant::ClusterAdmin],
+                broker_id: None,
             },
             keys: vec![minted.key.clone(), Credential::bootstrap("bootstrap-admin", "admin-secret")],
         }],

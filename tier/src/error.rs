@@ -86,6 +86,13 @@ pub enum TierError {
     /// The chunk cache failed (its disk directory, most likely).
     #[error("chunk cache: {0}")]
     Cache(String),
+    /// A write or delete on a store opened read-only ([`crate::TierStore::read_only`]): a
+    /// bug in the caller, never sent to the store.
+    #[error("{operation} of {key} refused: the store is read-only")]
+    ReadOnly {
+        operation: &'static str,
+        key: String,
+    },
 }
 
 /// Why bytes were judged corrupt.

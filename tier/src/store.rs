@@ -59,6 +59,9 @@ pub struct TierStore {
     /// Whether `inner` retries each failed request itself (an S3 store, per
     /// [`request_retry`]): its errors have been retried already.
     retries_requests: bool,
+    /// Whether writes and deletes are refused before they reach the store (a read
+    /// replica's store: [`TierStore::read_only`]).
+    read_only: bool,
     prefix: String,
     metrics: Arc<TierMetrics>,
     observer: Option<RequestObserver>,
@@ -130,10 +133,35 @@ impl TierStore {
             inner,
             local: None,
             retries_requests: false,
+            read_only: false,
             prefix: prefix.trim_matches('/').to_string(),
             metrics: Arc::new(TierMetrics::default()),
             observer: None,
         }
+    }
+
+    /// The same store, refusing every write and delete with [`TierError::ReadOnly`] before
+    /// it reaches the bucket: what a read replica opens, so that a bug that would write
+    /// fails in the replica, whatever its credentials allow.
+    pub fn read_only(mut self) -> TierStore {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether [`TierStore::read_only`] made this store refuse writes.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Refuses `operation` of `key` on a read-only store.
+    fn writable(&self, operation: &'static str, key: &str) -> Result<(), TierError> {
+        if self.read_only {
+            return Err(TierError::ReadOnly {
+                operation,
+                key: key.to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// Reports every request's duration to `observer`.
@@ -188,6 +216,7 @@ impl TierStore {
 
     /// Creates `key` only if no object has that key; atomic on both backends.
     pub async fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<CreateOutcome, TierError> {
+        self.writable("put", key)?;
         let len = bytes.len() as u64;
         let options = PutOptions::from(PutMode::Create);
         bump(&self.metrics.puts, 1);
@@ -205,6 +234,7 @@ impl TierStore {
 
     /// Writes `key` with a single PUT (overwriting).
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), TierError> {
+        self.writable("put", key)?;
         let len = bytes.len() as u64;
         bump(&self.metrics.puts, 1);
         let path = self.path(key);
@@ -233,6 +263,7 @@ impl TierStore {
         buffer_bytes: usize,
         fill: impl FnOnce(&mut DirectObject) -> Result<T, TierError> + Send + 'static,
     ) -> Result<T, TierError> {
+        self.writable("put", key)?;
         let Some(local) = &self.local else {
             return Err(TierError::Config(format!(
                 "streamed put of {key}: the store is not a local directory"
@@ -268,6 +299,7 @@ impl TierStore {
         dir: &str,
         before_ms: i64,
     ) -> Result<usize, TierError> {
+        self.writable("delete", dir)?;
         let Some(local) = &self.local else {
             return Ok(0);
         };
@@ -284,6 +316,7 @@ impl TierStore {
 
     /// Writes `key` with a single PUT of `pieces` joined, without copying them.
     pub async fn put_pieces(&self, key: &str, pieces: Vec<Bytes>) -> Result<(), TierError> {
+        self.writable("put", key)?;
         let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         bump(&self.metrics.puts, 1);
         let path = self.path(key);
@@ -297,6 +330,7 @@ impl TierStore {
 
     /// Starts a multipart upload of `key`; nothing is visible until [`MultipartWriter::finish`].
     pub async fn put_multipart(&self, key: &str) -> Result<MultipartWriter, TierError> {
+        self.writable("multipart", key)?;
         let upload = self
             .inner
             .put_multipart(&self.path(key))
@@ -393,6 +427,7 @@ impl TierStore {
 
     /// Deletes `key`; deleting a missing object succeeds.
     pub async fn delete(&self, key: &str) -> Result<(), TierError> {
+        self.writable("delete", key)?;
         bump(&self.metrics.deletes, 1);
         let path = self.path(key);
         match self
@@ -525,4 +560,55 @@ async fn local_blocking<T: Send + 'static>(
         .map_err(std::io::Error::other)
         .and_then(|done| done)
         .map_err(|e| TierError::local_io(operation, key, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_read_only_store_refuses_every_write_before_it_reaches_the_bucket() {
+        let bucket = Arc::new(InMemory::new());
+        let writer = TierStore::new(bucket.clone(), "p");
+        writer
+            .put("s/0/kept", Bytes::from_static(b"history"))
+            .await
+            .expect("a writable store writes");
+        let reader = TierStore::new(bucket.clone(), "p").read_only();
+        assert!(reader.is_read_only() && !writer.is_read_only());
+
+        let refused = |result: Result<(), TierError>, what: &str| match result {
+            Err(TierError::ReadOnly { .. }) => {}
+            other => panic!("{what} on a read-only store: {other:?}"),
+        };
+        let bytes = || Bytes::from_static(b"x");
+        refused(reader.put("s/0/new", bytes()).await, "put");
+        refused(
+            reader.put_if_absent("s/0/new", bytes()).await.map(|_| ()),
+            "put-if-absent",
+        );
+        refused(reader.put_pieces("s/0/new", vec![bytes()]).await, "put");
+        refused(
+            reader.put_multipart("s/0/new").await.map(|_| ()),
+            "multipart",
+        );
+        refused(reader.delete("s/0/kept").await, "delete");
+        refused(
+            reader.delete_stale_staging("s", i64::MAX).await.map(|_| ()),
+            "staging sweep",
+        );
+
+        // Reads work; the bucket holds exactly what the writer put, and the reader counted
+        // no write.
+        assert_eq!(
+            reader.get("s/0/kept").await.expect("get"),
+            Bytes::from_static(b"history")
+        );
+        let listed = reader.list("s").await.expect("list");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let counted = reader.metrics().snapshot();
+        assert_eq!((counted.puts, counted.deletes), (0, 0), "{counted:?}");
+    }
 }

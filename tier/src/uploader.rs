@@ -32,7 +32,8 @@ pub struct UploaderConfig {
     pub buffer: UploadBuffer,
     pub retry: RetryPolicy,
     /// Called after a run's objects are uploaded, just before their commit: a failpoint
-    /// for crash tests (the broker sets it only from `FLOE_TEST_FAILPOINT`).
+    /// for crash tests, set in-process only (the broker sets it from `FLOE_TEST_FAILPOINT`
+    /// in debug builds and with its `failpoints` feature, never in a release build).
     pub before_commit: Option<BeforeCommit>,
     /// Uploads wait for pauses in the logs' syncs while their backlog is small
     /// ([`YieldToSyncs`]); `None` uploads at once.

@@ -218,9 +218,24 @@ pub struct Principal {
     pub name: String,
     pub kind: PrincipalKind,
     pub grants: Vec<Grant>,
+    /// A principal of kind `broker` bound to one broker id acts for that broker only
+    /// ([`Principal::may_act_for`]); `None` for every other kind, and for the shared
+    /// bootstrap principal `brokers`, which may act for any broker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_id: Option<crate::BrokerId>,
 }
 
 impl Principal {
+    /// Whether this principal may act for broker `id` (register as it, heartbeat, read its
+    /// assignments, report its elections, ask for its peer certificate): a `cluster-admin`
+    /// and an unbound `broker` may act for any, a bound `broker` for its own id only.
+    pub fn may_act_for(&self, id: crate::BrokerId) -> bool {
+        if self.is_cluster_admin() {
+            return true;
+        }
+        self.kind == PrincipalKind::Broker && self.broker_id.is_none_or(|bound| bound == id)
+    }
+
     /// Whether this principal may take `action` on `stream`.
     pub fn may(&self, action: Action, stream: &StreamName) -> bool {
         if self.is_cluster_admin() {
@@ -546,6 +561,7 @@ mod tests {
                 .iter()
                 .map(|g| g.parse().expect("as set up"))
                 .collect(),
+            broker_id: None,
         }
     }
 
@@ -594,12 +610,37 @@ mod tests {
                 name: "b".into(),
                 kind,
                 grants: vec![],
+                broker_id: None,
             };
             assert!(p.may(Action::Consume, &name("x")));
             assert!(p.may(Action::Describe, &name("x")));
             assert!(!p.may(Action::Publish, &name("x")));
             assert!(!p.may(Action::Admin, &name("x")));
         }
+    }
+
+    #[test]
+    fn a_bound_broker_acts_for_its_own_id_only() {
+        let broker = |bound: Option<u32>| Principal {
+            name: "b".into(),
+            kind: PrincipalKind::Broker,
+            grants: vec![],
+            broker_id: bound.map(crate::BrokerId::new),
+        };
+        let (one, two) = (crate::BrokerId::new(1), crate::BrokerId::new(2));
+        assert!(broker(Some(1)).may_act_for(one));
+        assert!(!broker(Some(1)).may_act_for(two));
+        assert!(
+            broker(None).may_act_for(two),
+            "the shared bootstrap principal"
+        );
+        assert!(user(&["cluster-admin"]).may_act_for(two));
+        assert!(!user(&["admin:*"]).may_act_for(one));
+        let replica = Principal {
+            kind: PrincipalKind::ReadReplica,
+            ..broker(None)
+        };
+        assert!(!replica.may_act_for(one));
     }
 
     fn table(minted: &MintedToken) -> Credentials {
@@ -615,6 +656,7 @@ mod tests {
                         name: "admin".into(),
                         kind: PrincipalKind::User,
                         grants: vec![Grant::ClusterAdmin],
+                        broker_id: None,
                     },
                     keys: vec![Credential::bootstrap("bootstrap-admin", "s3cret\n")],
                 },

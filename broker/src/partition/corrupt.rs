@@ -1,10 +1,11 @@
 //! A partition whose log refused to open as corrupt: damaged data that recovery must not cut
 //! (rot in the active segment, a damaged sealed segment without its index). The broker holds
 //! it in the `corrupt` state: it refuses the partition's publishes and fetches, naming the
-//! file and byte, while its other partitions serve. Nothing here changes the files; leaving
+//! file and byte in its log, and the offsets (never the file) to clients, while its other
+//! partitions serve. Nothing here changes the files; leaving
 //! the state takes an operator's repair (or the data healed from elsewhere) and a reopen.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use floe_hot_log::LogError;
 
@@ -19,6 +20,11 @@ pub(crate) struct CorruptPartition {
     pub position: u64,
     /// What the open found there.
     pub reason: String,
+    /// The offsets the damaged segment holds, from its name and the next segment's: `end`
+    /// is `None` for the active segment (it runs to the log's end); both `None` when the
+    /// file is not a segment.
+    pub offsets_start: Option<u64>,
+    pub offsets_end: Option<u64>,
 }
 
 impl CorruptPartition {
@@ -33,14 +39,69 @@ impl CorruptPartition {
         else {
             return None;
         };
-        Some(CorruptPartition {
+        Some(CorruptPartition::in_segment(
+            stream,
+            partition,
+            file.clone(),
+            *position,
+            reason.clone(),
+        ))
+    }
+
+    /// The corrupt state of `stream`'s `partition`, damaged at byte `position` of the
+    /// segment `file`; the offsets it holds come from its name and the next segment's.
+    pub(crate) fn in_segment(
+        stream: &str,
+        partition: u32,
+        file: PathBuf,
+        position: u64,
+        reason: String,
+    ) -> Self {
+        let (offsets_start, offsets_end) = match segment_base(&file) {
+            Some(start) => (Some(start), next_segment_base(&file, start)),
+            None => (None, None),
+        };
+        CorruptPartition {
             stream: stream.to_string(),
             partition,
-            file: file.clone(),
-            position: *position,
-            reason: reason.clone(),
-        })
+            file,
+            position,
+            reason,
+            offsets_start,
+            offsets_end,
+        }
     }
+
+    /// What a client is told: the stream, the partition and the offsets, never the server's
+    /// file (its log has that).
+    pub(crate) fn client_message(&self) -> String {
+        let offsets = match (self.offsets_start, self.offsets_end) {
+            (Some(start), Some(end)) => format!("offsets {start} to {} are damaged", end - 1),
+            (Some(start), None) => format!("offsets from {start} to the log's end are damaged"),
+            _ => "its log is damaged".to_owned(),
+        };
+        format!(
+            "stream {} partition {} is corrupt: {offsets}; it refuses publishes and fetches \
+             until an operator repairs it",
+            self.stream, self.partition
+        )
+    }
+}
+
+/// The base offset a segment file's name (`{base:020}.log`) gives.
+fn segment_base(file: &Path) -> Option<u64> {
+    let name = file.file_name()?.to_str()?;
+    name.strip_suffix(".log")?.parse().ok()
+}
+
+/// The base offset of the segment after the one starting at `base`, in `file`'s directory:
+/// where the damaged segment's offsets end.
+fn next_segment_base(file: &Path, base: u64) -> Option<u64> {
+    std::fs::read_dir(file.parent()?)
+        .ok()?
+        .filter_map(|entry| segment_base(&entry.ok()?.path()))
+        .filter(|&b| b > base)
+        .min()
 }
 
 impl std::fmt::Display for CorruptPartition {

@@ -1,6 +1,7 @@
 //! The one place the broker's and the read replica's failures become wire error codes: every
-//! refusal a client can receive is a [`Refusal`], and [`Refusal::code`] is the one exhaustive
-//! match that names its code.
+//! refusal a client can receive is a [`Refusal`], [`Refusal::code`] is the one exhaustive
+//! match that names its code, and [`Refusal::client_message`] the one that decides what of
+//! it the client is told (never a path of the server).
 
 use floe_client::rest::RestError;
 use floe_hot_log::LogError;
@@ -165,14 +166,153 @@ impl Refusal {
 }
 
 impl From<Refusal> for Message {
-    /// The `Error` message a client receives: the code, the error with its causes (never a
-    /// local path beyond what the error itself names), and the details.
+    /// The `Error` message a client receives: the code, [`Refusal::client_message`] (never a
+    /// path of this server), and the details. What the client is not told goes to the log.
     fn from(refusal: Refusal) -> Message {
+        let message = match refusal.client_message() {
+            Told::Everything => ErrorChain(&refusal).to_string(),
+            Told::Less(message) => {
+                tracing::warn!(error = %ErrorChain(&refusal), told = %message, "refused a request; the client is told less");
+                message
+            }
+            // Logged with its file and byte when the partition became corrupt.
+            Told::Corrupt(message) => message,
+        };
         Message::Error(ErrorResponse {
             code: refusal.code(),
-            message: ErrorChain(&refusal).to_string(),
+            message,
             details: refusal.details(),
         })
+    }
+}
+
+/// How much of a refusal a client is told.
+enum Told {
+    /// The error and its causes: nothing in them is local to the server.
+    Everything,
+    /// This instead: the error names the server's files or carries causes that may.
+    Less(String),
+    /// A corrupt partition's stream, partition and offsets, instead of its file.
+    Corrupt(String),
+}
+
+impl Refusal {
+    /// What a client may be told of this refusal. Paths of the server (files in the data
+    /// directory, a local bucket's directory) and I/O causes, which may name them, stay in
+    /// the server's log. One exhaustive match, so a new refusal must decide.
+    fn client_message(&self) -> Told {
+        match self {
+            Refusal::NotARequest(_)
+            | Refusal::HelloRepeated
+            | Refusal::Version(_)
+            | Refusal::HandshakeRequired
+            | Refusal::ShuttingDown
+            | Refusal::Denied(_)
+            | Refusal::Frame(_)
+            | Refusal::Payload(_)
+            | Refusal::Encoding
+            | Refusal::UnknownStream(_)
+            | Refusal::UnknownPartition { .. }
+            | Refusal::NotLeader { .. }
+            | Refusal::DiskHighWater
+            | Refusal::ObjectsLeft(_)
+            | Refusal::Controlplane(_)
+            | Refusal::FetchesOnly
+            | Refusal::LeaderUnreachable(_)
+            | Refusal::Unreadable { .. } => Told::Everything,
+            Refusal::PartitionCorrupt(corrupt) => Told::Corrupt(corrupt.client_message()),
+            Refusal::Stream(e) => stream_message(e),
+            Refusal::Log(e) => log_message(e).map_or(Told::Everything, Told::Less),
+            Refusal::TierCheck { stream, source } => Told::Less(format!(
+                "checking object storage for stream {stream}: {}",
+                tier_message(source)
+            )),
+            Refusal::Tier { source, .. } => {
+                Told::Less(format!("reading tiered history: {}", tier_message(source)))
+            }
+        }
+    }
+}
+
+/// A log error without the server's paths; `None` when its chain holds none.
+fn log_message(error: &LogError) -> Option<String> {
+    match error {
+        LogError::Corrupt { position, .. } => Some(format!(
+            "stored data failed validation at byte {position} of a segment; the broker's log \
+             names the file"
+        )),
+        LogError::DiskFull { .. } => Some(
+            "no space left on the broker's disk: nothing was written; retry once space is freed"
+                .into(),
+        ),
+        LogError::Io { op, source, .. } => Some(format!(
+            "the log failed to {op} a file ({}); the broker's log names it",
+            source.kind()
+        )),
+        LogError::InvalidBatch(_)
+        | LogError::ControlBatch
+        | LogError::NotBatchBoundary { .. }
+        | LogError::NonContiguous { .. }
+        | LogError::BatchTooLarge { .. }
+        | LogError::OffsetOutOfRange { .. }
+        | LogError::StaleEpoch { .. }
+        | LogError::ProducerFenced { .. }
+        | LogError::OutOfOrderSequence { .. }
+        | LogError::ReplacementMismatch { .. }
+        | LogError::Failed { .. }
+        | LogError::InvalidConfig(_)
+        | LogError::Closed => None,
+    }
+}
+
+/// A stream error without the server's paths.
+fn stream_message(error: &StreamError) -> Told {
+    match error {
+        StreamError::Exists(_)
+        | StreamError::Deleting(_)
+        | StreamError::Unknown(_)
+        | StreamError::Invalid(_) => Told::Everything,
+        StreamError::Catalog(_) => {
+            Told::Less("the broker's stream catalog cannot be read or written".into())
+        }
+        StreamError::Io { op, source, .. } => Told::Less(format!(
+            "cannot {op} a stream's directory ({}); the broker's log names it",
+            source.kind()
+        )),
+        StreamError::Task(_) => Told::Less(error.to_string()),
+        StreamError::TierPath { source, .. } | StreamError::Manifest { source, .. } => {
+            Told::Less(format!("{error}: {}", tier_message(source)))
+        }
+        StreamError::Log { source, .. } => Told::Less(format!(
+            "{error}: {}",
+            log_message(source).unwrap_or_else(|| source.to_string())
+        )),
+    }
+}
+
+/// A tier error without the server's paths: the error itself, not its causes (a local
+/// directory's I/O errors name its files), and no local segment's file.
+fn tier_message(error: &TierError) -> String {
+    match error {
+        TierError::LocalSegment {
+            base_offset,
+            reason,
+            ..
+        } => format!("local segment at {base_offset} cannot be tiered: {reason}"),
+        TierError::Config(_) => "invalid tier configuration; the server's log says why".into(),
+        TierError::Cache(_) => "the chunk cache failed; the server's log says why".into(),
+        TierError::Unavailable { .. }
+        | TierError::NotFound { .. }
+        | TierError::Corrupt { .. }
+        | TierError::LocalGap { .. }
+        | TierError::LocalRead { .. }
+        | TierError::Fenced { .. }
+        | TierError::Rejected(_)
+        | TierError::CommitWindowPassed { .. }
+        | TierError::Contended { .. }
+        | TierError::InvalidManifest { .. }
+        | TierError::OffsetOutOfRange { .. }
+        | TierError::ReadOnly { .. } => error.to_string(),
     }
 }
 
@@ -202,7 +342,7 @@ fn tier_code(error: &TierError) -> ErrorCode {
             ErrorCode::OffsetOutOfRange
         }
         TierError::Corrupt { .. } | TierError::InvalidManifest { .. } => ErrorCode::CorruptData,
-        TierError::Config(_) => ErrorCode::Internal,
+        TierError::Config(_) | TierError::ReadOnly { .. } => ErrorCode::Internal,
         _ => ErrorCode::TierUnavailable,
     }
 }

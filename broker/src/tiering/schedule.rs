@@ -236,13 +236,8 @@ fn on_local_rot(
     if partition.is_replicated() {
         return;
     }
-    let corrupt = CorruptPartition {
-        stream: partition.stream().to_string(),
-        partition: partition.id(),
-        file,
-        position,
-        reason,
-    };
+    let corrupt =
+        CorruptPartition::in_segment(partition.stream(), partition.id(), file, position, reason);
     state.partitions.hold_corrupt_open(partition, corrupt);
 }
 

@@ -70,6 +70,63 @@ impl Drop for ReplicaProcess {
     }
 }
 
+/// Where the brokers tier: a local directory, or a bucket on an S3-compatible server.
+#[derive(Debug, Clone)]
+pub enum Bucket {
+    Directory(PathBuf),
+    /// `url` is `s3://bucket[/prefix]` on the server at `endpoint` (plain HTTP).
+    S3 {
+        url: String,
+        endpoint: String,
+    },
+}
+
+impl Bucket {
+    /// A new bucket on the S3-compatible server `FLOE_TEST_S3_ENDPOINT` names, objects
+    /// under `prefix`; `None` when the variable is unset.
+    pub async fn s3(name: &str, prefix: &str) -> Option<Bucket> {
+        let endpoint = std::env::var("FLOE_TEST_S3_ENDPOINT").ok()?;
+        let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
+        let response = super::http_request(authority, "PUT", &format!("/{name}")).await;
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        Some(Bucket::S3 {
+            url: format!("s3://{name}/{prefix}"),
+            endpoint,
+        })
+    }
+
+    /// The flags that point `floe-broker` at the bucket.
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            Bucket::Directory(dir) => {
+                vec!["--object-store".into(), format!("file://{}", dir.display())]
+            }
+            Bucket::S3 { url, endpoint } => vec![
+                "--object-store".into(),
+                url.clone(),
+                "--s3-endpoint".into(),
+                endpoint.clone(),
+                "--s3-allow-http".into(),
+            ],
+        }
+    }
+
+    /// The environment that gives `floe-broker` the brokers' (read-write) credentials.
+    pub fn env(&self) -> Vec<(String, String)> {
+        match self {
+            Bucket::Directory(_) => Vec::new(),
+            Bucket::S3 { .. } => [
+                ("AWS_ACCESS_KEY_ID", "floe-broker-read-write"),
+                ("AWS_SECRET_ACCESS_KEY", "floe-test"),
+                ("AWS_REGION", "us-east-1"),
+            ]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        }
+    }
+}
+
 /// Where brokers' peer-port certificates come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerCertificates {
@@ -93,7 +150,7 @@ impl BrokerProcess {
         certificates: &ClusterCertificates,
         peer_certificate: Option<floe_broker::tls::CertificatePaths>,
         controlplane: &str,
-        objects: &Path,
+        objects: &Bucket,
     ) -> BrokerProcess {
         std::fs::create_dir_all(dir).expect("broker directory");
         let stderr = std::fs::OpenOptions::new()
@@ -131,8 +188,8 @@ impl BrokerProcess {
             // is tested on its own (`auth.rs`).
             .arg("--insecure-no-auth")
             .args(["--tier-cache-disk", "0", "--tier-upload-interval", "200ms"])
-            .arg("--object-store")
-            .arg(format!("file://{}", objects.display()))
+            .args(objects.args())
+            .envs(objects.env())
             .env("FLOE_LOG", log_filter)
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -200,7 +257,7 @@ pub struct Cluster {
     pub url: String,
     pub certificates: ClusterCertificates,
     peer_certificates: PeerCertificates,
-    objects: PathBuf,
+    pub objects: Bucket,
     pub brokers: Vec<BrokerProcess>,
     /// Each broker's client, peer and metrics ports, kept across restarts as a deployment
     /// keeps them.
@@ -226,7 +283,12 @@ fn free_port() -> u16 {
 impl Cluster {
     /// Starts the controlplane and `n` brokers and waits until all hold a lease.
     pub async fn start(n: usize, timing: Timing) -> Cluster {
-        Cluster::start_inner(n, timing, None, PeerCertificates::Issued).await
+        Cluster::start_inner(n, timing, None, PeerCertificates::Issued, None).await
+    }
+
+    /// [`Cluster::start`] with the brokers tiering to `bucket` rather than a directory.
+    pub async fn start_on_bucket(n: usize, timing: Timing, bucket: Bucket) -> Cluster {
+        Cluster::start_inner(n, timing, None, PeerCertificates::Issued, Some(bucket)).await
     }
 
     /// [`Cluster::start`] with peer certificates from `source`.
@@ -235,13 +297,13 @@ impl Cluster {
         timing: Timing,
         source: PeerCertificates,
     ) -> Cluster {
-        Cluster::start_inner(n, timing, None, source).await
+        Cluster::start_inner(n, timing, None, source, None).await
     }
 
     /// [`Cluster::start`] with the controlplane's autoscaler running read replicas as
     /// `floe-broker read-replica` child processes (the local driver), deciding every `interval`.
     pub async fn start_autoscaled(n: usize, timing: Timing, interval: Duration) -> Cluster {
-        Cluster::start_inner(n, timing, Some(interval), PeerCertificates::Issued).await
+        Cluster::start_inner(n, timing, Some(interval), PeerCertificates::Issued, None).await
     }
 
     async fn start_inner(
@@ -249,13 +311,17 @@ impl Cluster {
         timing: Timing,
         autoscale: Option<Duration>,
         peer_certificates: PeerCertificates,
+        bucket: Option<Bucket>,
     ) -> Cluster {
         install_crypto();
         let dir = tempfile::tempdir().expect("tempdir");
         let certificates =
             ClusterCertificates::ensure(&dir.path().join("tls")).expect("certificates");
-        let objects = dir.path().join("objects");
-        std::fs::create_dir_all(&objects).expect("objects directory");
+        let objects = bucket.unwrap_or_else(|| {
+            let objects = dir.path().join("objects");
+            std::fs::create_dir_all(&objects).expect("objects directory");
+            Bucket::Directory(objects)
+        });
         let mut config = floe_controlplane::Config::new(floe_controlplane::Database::Sqlite {
             path: dir.path().join("controlplane.db"),
         });
@@ -276,30 +342,32 @@ impl Cluster {
         if let Some(interval) = autoscale {
             let path = |p: &Path| p.display().to_string();
             config.autoscale_interval = interval;
+            let mut args: Vec<String> = vec![
+                "read-replica".into(),
+                "--insecure-no-auth".into(),
+                "--data-dir".into(),
+                path(&dir.path().join("replicas")),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--cert".into(),
+                path(&certificates.files.server.cert),
+                "--key".into(),
+                path(&certificates.files.server.key),
+                "--broker-ca".into(),
+                path(&certificates.files.ca),
+                "--tier-cache-disk".into(),
+                "0".into(),
+            ];
+            args.extend(objects.args());
+            let mut env = objects.env();
+            env.push((
+                "FLOE_LOG".into(),
+                std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "warn".into()),
+            ));
             config.read_replicas = floe_controlplane::ReadReplicaDriverConfig::Local {
                 program: super::broker_program(),
-                args: vec![
-                    "read-replica".into(),
-                    "--insecure-no-auth".into(),
-                    "--data-dir".into(),
-                    path(&dir.path().join("replicas")),
-                    "--listen".into(),
-                    "127.0.0.1:0".into(),
-                    "--cert".into(),
-                    path(&certificates.files.server.cert),
-                    "--key".into(),
-                    path(&certificates.files.server.key),
-                    "--broker-ca".into(),
-                    path(&certificates.files.ca),
-                    "--tier-cache-disk".into(),
-                    "0".into(),
-                    "--object-store".into(),
-                    format!("file://{}", objects.display()),
-                ],
-                env: vec![(
-                    "FLOE_LOG".into(),
-                    std::env::var("FLOE_TEST_BROKER_LOG").unwrap_or_else(|_| "warn".into()),
-                )],
+                args,
+                env,
             };
         }
         let controlplane = floe_controlplane::Controlplane::start(config)
@@ -508,8 +576,20 @@ impl Cluster {
         self.url.trim_start_matches("http://").to_owned()
     }
 
-    /// Starts a read replica process registered as `id`, serving on a fixed port.
+    /// Starts a read replica process registered as `id`, serving on a fixed port, reading
+    /// the brokers' bucket with their credentials.
     pub fn start_replica(&self, id: &str) -> ReplicaProcess {
+        self.start_replica_with(id, &self.objects.args(), &self.objects.env())
+    }
+
+    /// [`Cluster::start_replica`] with `objects` as its object-storage flags and `env` added
+    /// to its environment.
+    pub fn start_replica_with(
+        &self,
+        id: &str,
+        objects: &[String],
+        env: &[(String, String)],
+    ) -> ReplicaProcess {
         let dir = self.dir.path().join(format!("replica-{id}"));
         std::fs::create_dir_all(&dir).expect("replica directory");
         let (port, metrics) = (free_port(), free_tcp_port());
@@ -534,8 +614,8 @@ impl Cluster {
             .arg("--broker-ca")
             .arg(&self.certificates.files.ca)
             .args(["--tier-cache-disk", "0"])
-            .arg("--object-store")
-            .arg(format!("file://{}", self.objects.display()))
+            .args(objects)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("FLOE_LOG", log_filter)
             .stdout(Stdio::null())
             .stderr(stderr)

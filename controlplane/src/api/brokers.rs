@@ -10,8 +10,10 @@ use floe_wire::admin::{
     Assignments, BrokerInfo, BrokerList, BrokerState, Build, HeartbeatRequest, HeartbeatResponse,
     RegisterBrokerRequest, RegisterBrokerResponse,
 };
+use floe_wire::auth::PrincipalKind;
 use serde::Deserialize;
 
+use crate::api::Caller;
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams, QueryParams};
 use crate::cluster::{Cluster, now_ms};
@@ -69,14 +71,28 @@ pub(super) fn check_build(build: Option<&Build>) -> Result<(), Failure> {
 
 pub(super) async fn register<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
     Body(request): Body<RegisterBrokerRequest>,
 ) -> Result<Json<RegisterBrokerResponse>, Failure> {
     check_zone(request.zone.as_deref())?;
     check_build(request.build.as_ref())?;
+    // A principal bound to a broker id registers that broker: under its id, whatever the
+    // broker asked for being that id or nothing.
+    let bound = caller
+        .principal()
+        .filter(|p| p.kind == PrincipalKind::Broker)
+        .and_then(|p| p.broker_id);
+    let id = match (request.broker_id, bound) {
+        (Some(asked), _) => {
+            caller.require_broker(asked)?;
+            Some(asked)
+        }
+        (None, bound) => bound,
+    };
     let now = now_ms();
     let lease_ms = millis(cluster.config.lease);
     let registration = BrokerRegistration {
-        id: request.broker_id,
+        id,
         client_endpoint: request.client_endpoint,
         peer_endpoint: request.peer_endpoint,
         zone: request.zone,

@@ -11,8 +11,8 @@ use axum::http::header;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use floe_wire::StreamName;
 use floe_wire::auth::{Action, Principal, PrincipalKind};
+use floe_wire::{BrokerId, StreamName};
 
 use crate::api::error::Failure;
 use crate::cluster::Cluster;
@@ -29,6 +29,9 @@ pub(crate) enum Policy {
     Stream(Action),
     /// A principal of this kind (a broker, a read replica), or `cluster-admin`.
     Kind(PrincipalKind),
+    /// A broker acting for the broker the path's `{broker_id}` names: a principal of kind
+    /// `broker` bound to that id or to none (the bootstrap `brokers`), or `cluster-admin`.
+    Broker,
     /// A broker or a read replica, or `cluster-admin`.
     ClusterMember,
     /// `cluster-admin`.
@@ -63,7 +66,25 @@ impl Caller {
         Err(self.forbidden(format!("{action}:{stream}")))
     }
 
-    fn allows(&self, policy: Policy, stream: Option<&str>) -> Result<(), Failure> {
+    /// `Forbidden` unless the caller may act for broker `id` ([`Principal::may_act_for`]);
+    /// anyone may without authentication.
+    pub(crate) fn require_broker(&self, id: BrokerId) -> Result<(), Failure> {
+        let Some(principal) = &self.0 else {
+            return Ok(());
+        };
+        if principal.may_act_for(id) {
+            return Ok(());
+        }
+        Err(self.forbidden(match principal.broker_id {
+            Some(bound) if principal.kind == PrincipalKind::Broker => {
+                format!("to be broker {id}; it acts for broker {bound} only")
+            }
+            _ => format!("to be a {}", PrincipalKind::Broker),
+        }))
+    }
+
+    fn allows(&self, policy: Policy, path: &PathNames) -> Result<(), Failure> {
+        let stream = path.stream.as_deref();
         let Some(principal) = &self.0 else {
             return Ok(());
         };
@@ -77,6 +98,13 @@ impl Caller {
                     None => Ok(()),
                 }
             }
+            Policy::Broker => match path.broker_id.as_deref().map(str::parse::<u32>) {
+                Some(Ok(id)) => self.require_broker(BrokerId::new(id)),
+                // A path that is not a broker id is answered 400 by the handler; the kind
+                // is checked all the same.
+                _ if is(PrincipalKind::Broker) => Ok(()),
+                _ => Err(self.forbidden(format!("to be a {}", PrincipalKind::Broker))),
+            },
             Policy::Kind(kind) if is(kind) => Ok(()),
             Policy::Kind(kind) => Err(self.forbidden(format!("to be a {kind}"))),
             Policy::ClusterMember
@@ -96,6 +124,15 @@ impl Caller {
             needs,
         }
     }
+}
+
+/// What a route's path names, as policies need it.
+#[derive(Debug, Default)]
+struct PathNames {
+    /// `{name}`: a stream.
+    stream: Option<String>,
+    /// `{broker_id}`.
+    broker_id: Option<String>,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
@@ -141,14 +178,22 @@ pub(crate) async fn authorize<S: Store>(
         }
     };
     let (mut parts, body) = request.into_parts();
-    let stream = match RawPathParams::from_request_parts(&mut parts, &()).await {
-        Ok(params) => params
-            .iter()
-            .find(|(key, _)| *key == "name")
-            .map(|(_, value)| value.to_owned()),
-        Err(_) => None,
+    let path = match RawPathParams::from_request_parts(&mut parts, &()).await {
+        Ok(params) => {
+            let find = |name: &str| {
+                params
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| value.to_owned())
+            };
+            PathNames {
+                stream: find("name"),
+                broker_id: find("broker_id"),
+            }
+        }
+        Err(_) => PathNames::default(),
     };
-    if let Err(refused) = caller.allows(policy, stream.as_deref()) {
+    if let Err(refused) = caller.allows(policy, &path) {
         return refused.into_response();
     }
     request = Request::from_parts(parts, body);

@@ -113,10 +113,37 @@ impl IntoResponse for Failure {
         if matches!(code, ApiErrorCode::Internal | ApiErrorCode::Unavailable) {
             tracing::warn!(error = %floe_wire::ErrorChain(&self), "API call failed");
         }
+        // The failure itself, never its causes: a database error may name the server's
+        // files or its connection string. The log above has the whole chain.
         let mut message = self.to_string();
-        if let Failure::Store(StoreError::Backend { source }) = &self {
-            message = format!("{message}: {source}");
+        if let Failure::Store(StoreError::Backend { .. }) = &self {
+            message = format!("{message}; retry, or see the controlplane's log");
         }
         (status, axum::Json(ApiError { code, message })).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failing_database_is_reported_without_its_causes() {
+        let cause = std::io::Error::other("cannot open /var/lib/floe/controlplane.db");
+        let failure = Failure::Store(StoreError::Backend {
+            source: sqlx::Error::Io(cause),
+        });
+        let response = failure.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        let error: ApiError = serde_json::from_slice(&body).expect("an API error");
+        assert_eq!(error.code, ApiErrorCode::Unavailable);
+        assert!(
+            error.message.starts_with("the metadata store failed") && !error.message.contains('/'),
+            "{}",
+            error.message
+        );
     }
 }

@@ -57,6 +57,7 @@ fn info(
         name: principal.name,
         kind: principal.kind,
         grants: principal.grants,
+        broker_id: principal.broker_id,
         tokens: tokens
             .map(|(key_id, created_at_ms)| TokenInfo {
                 key_id,
@@ -87,6 +88,15 @@ pub(super) async fn create<S: Store>(
             request.kind
         )));
     }
+    if request.broker_id.is_some() && request.kind != PrincipalKind::Broker {
+        return Err(Failure::Invalid(format!(
+            "a broker id binds a principal of kind broker, not a {}",
+            request.kind
+        )));
+    }
+    if request.broker_id.is_some_and(|id| id.get() == 0) {
+        return Err(Failure::Invalid("broker ids start at 1".into()));
+    }
     let mut grants = request.grants;
     grants.sort();
     grants.dedup();
@@ -94,6 +104,7 @@ pub(super) async fn create<S: Store>(
         name: request.name,
         kind: request.kind,
         grants,
+        broker_id: request.broker_id,
     };
     let minted = mint()?;
     cluster
@@ -101,7 +112,7 @@ pub(super) async fn create<S: Store>(
         .create_principal(&principal, &minted.key, now_ms())
         .await?;
     invalidate(&cluster).await;
-    tracing::info!(principal = %principal.name, kind = %principal.kind, grants = ?principal.grants.iter().map(Grant::to_string).collect::<Vec<_>>(), "principal created");
+    tracing::info!(principal = %principal.name, kind = %principal.kind, broker_id = ?principal.broker_id.map(|id| id.get()), grants = ?principal.grants.iter().map(Grant::to_string).collect::<Vec<_>>(), "principal created");
     Ok((StatusCode::CREATED, Json(created(principal.name, minted))))
 }
 

@@ -66,6 +66,11 @@ const SQLITE: &[Migration] = &[
         description: "stream creators",
         sql: include_str!("../../migrations/sqlite/0009_stream_creators.sql"),
     },
+    Migration {
+        version: 10,
+        description: "principal broker id",
+        sql: include_str!("../../migrations/sqlite/0010_principal_broker_id.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -113,6 +118,11 @@ const POSTGRES: &[Migration] = &[
         version: 9,
         description: "stream creators",
         sql: include_str!("../../migrations/postgres/0009_stream_creators.sql"),
+    },
+    Migration {
+        version: 10,
+        description: "principal broker id",
+        sql: include_str!("../../migrations/postgres/0010_principal_broker_id.sql"),
     },
 ];
 

@@ -16,6 +16,10 @@ pub struct CreatePrincipalRequest {
     /// What the principal may do; may be empty (a principal that can only authenticate).
     #[serde(default)]
     pub grants: Vec<Grant>,
+    /// For a `broker`: the one broker id it may act for (register as, heartbeat, …).
+    /// Absent: any broker, like the bootstrap principal `brokers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_id: Option<crate::BrokerId>,
 }
 
 fn user() -> PrincipalKind {
@@ -56,6 +60,9 @@ pub struct PrincipalInfo {
     pub name: String,
     pub kind: PrincipalKind,
     pub grants: Vec<Grant>,
+    /// The broker id a `broker` is bound to; absent when it may act for any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_id: Option<crate::BrokerId>,
     pub tokens: Vec<TokenInfo>,
     /// Given to the controlplane at start (`--admin-token-file` and the like): it cannot be
     /// revoked through the API, only by restarting without it.

@@ -34,6 +34,7 @@ pub(super) fn schemas() -> Schemas {
                     ("name", principal_name()),
                     ("kind", kind()),
                     ("grants", grants.clone()),
+                    ("broker_id", super::u32_schema()),
                 ],
                 &["name"],
                 true,
@@ -69,6 +70,7 @@ pub(super) fn schemas() -> Schemas {
                     ("name", principal_name()),
                     ("kind", kind()),
                     ("grants", grants.clone()),
+                    ("broker_id", super::u32_schema()),
                     ("tokens", array(reference("TokenInfo"))),
                     ("bootstrap", json!({ "type": "boolean" })),
                 ],
@@ -112,6 +114,7 @@ pub(super) fn schemas() -> Schemas {
                                             ("name", json!({ "type": "string" })),
                                             ("kind", kind()),
                                             ("grants", grants),
+                                            ("broker_id", super::u32_schema()),
                                         ],
                                         &["name", "kind", "grants"],
                                         false,
@@ -186,6 +189,9 @@ pub(super) fn secure(paths: &mut Value) {
             Policy::Authenticated => "any principal".to_owned(),
             Policy::Stream(action) => format!("`{action}` on the stream"),
             Policy::Kind(kind) => format!("a principal of kind `{kind}`, or `cluster-admin`"),
+            Policy::Broker => "a principal of kind `broker` bound to the path's broker id or to \
+                               none, or `cluster-admin`"
+                .to_owned(),
             Policy::ClusterMember => "a broker or read replica, or `cluster-admin`".to_owned(),
             Policy::ClusterAdmin => "`cluster-admin`".to_owned(),
             Policy::InHandler => {

@@ -14,13 +14,14 @@ pub(super) async fn create(
 ) -> Result<u64, StoreError> {
     let mut tx = store.write_tx().await?;
     let inserted = sqlx::query(
-        "INSERT INTO principals (name, kind, grants, created_at_ms) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (name) DO NOTHING",
+        "INSERT INTO principals (name, kind, grants, created_at_ms, broker_id) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
     )
     .bind(principal.name.as_str())
     .bind(principal.kind.as_str())
     .bind(grants_to_db(&principal.grants))
     .bind(to_db("created_at_ms", now_ms)?)
+    .bind(principal.broker_id.map(|id| i64::from(id.get())))
     .execute(&mut *tx)
     .await?;
     if inserted.rows_affected() == 0 {
@@ -90,13 +91,21 @@ pub(super) async fn revoke_token(
 pub(super) async fn list(store: &SqlStore) -> Result<(u64, Vec<StoredPrincipal>), StoreError> {
     let mut tx = store.read_tx().await?;
     let version = read(&mut tx).await?;
-    let rows = sqlx::query("SELECT name, kind, grants FROM principals ORDER BY name")
+    let rows = sqlx::query("SELECT name, kind, grants, broker_id FROM principals ORDER BY name")
         .fetch_all(&mut *tx)
         .await?;
     let mut principals = Vec::with_capacity(rows.len());
     for row in &rows {
         let kind: String = row.try_get(1)?;
         let grants: String = row.try_get(2)?;
+        let broker_id: Option<i64> = row.try_get(3)?;
+        let broker_id = broker_id
+            .map(|id| {
+                u32::try_from(id)
+                    .map(floe_wire::BrokerId::new)
+                    .map_err(|_| corrupt("principals.broker_id", id))
+            })
+            .transpose()?;
         principals.push(StoredPrincipal {
             principal: Principal {
                 name: row.try_get(0)?,
@@ -104,6 +113,7 @@ pub(super) async fn list(store: &SqlStore) -> Result<(u64, Vec<StoredPrincipal>)
                     .parse()
                     .map_err(|_| corrupt("principals.kind", &kind))?,
                 grants: grants_from_db(&grants)?,
+                broker_id,
             },
             tokens: Vec::new(),
         });
