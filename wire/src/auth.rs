@@ -709,6 +709,7 @@ mod tests {
                     name: "brokers".into(),
                     kind: PrincipalKind::Broker,
                     grants: Vec::new(),
+                    broker_id: None,
                 },
                 keys: Vec::new(),
             }],

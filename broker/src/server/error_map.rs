@@ -206,6 +206,9 @@ impl Refusal {
             | Refusal::HelloRepeated
             | Refusal::Version(_)
             | Refusal::HandshakeRequired
+            | Refusal::HelloPending
+            | Refusal::RequestBytes { .. }
+            | Refusal::PayloadTimeout { .. }
             | Refusal::ShuttingDown
             | Refusal::Denied(_)
             | Refusal::Frame(_)
