@@ -51,7 +51,12 @@ pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: b
                 .stream(stream.as_str())
                 .await
                 .with_context(|| format!("describing stream {stream}"))?;
-            describe(&description, json)?;
+            // The brokers' states explain partitions without a leader or short of replicas.
+            let brokers = controlplane
+                .brokers()
+                .await
+                .with_context(|| format!("describing stream {stream}: listing the brokers"))?;
+            describe(&description, &brokers.brokers, json)?;
         }
         StreamCommand::Alter(args) => alter_stream(controlplane, &args, json).await?,
         StreamCommand::Delete { name } => {
@@ -200,16 +205,35 @@ fn settings_text(c: &StreamConfig) -> String {
     )
 }
 
-fn describe(d: &StreamDescription, json: bool) -> Result<()> {
+fn describe(d: &StreamDescription, brokers: &[BrokerInfo], json: bool) -> Result<()> {
+    let health: Vec<Health> = d
+        .partitions
+        .iter()
+        .map(|p| Health::of(p, d.config.replication_factor, brokers))
+        .collect();
     if json {
-        print_json(&description_json(d))?;
+        print_json(&description_json(d, &health))?;
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = d.partitions.iter().map(partition_row).collect();
+    let rows: Vec<Vec<String>> = d
+        .partitions
+        .iter()
+        .zip(&health)
+        .map(|(p, h)| partition_row(p, h))
+        .collect();
+    let mut why = String::new();
+    for (p, h) in d.partitions.iter().zip(&health) {
+        for reason in &h.reasons {
+            why.push_str(&format!(
+                "partition {}: {}: {reason}\n",
+                p.partition, h.state
+            ));
+        }
+    }
     let c = &d.config;
     print(&format!(
         "stream {}: {} partition{}, replication {}, ack mode {}\n{}\n\
-         (ranges and sizes as the leaders last reported them)\n{}",
+         (ranges and sizes as the leaders last reported them)\n{}{why}",
         d.name,
         c.partitions,
         if c.partitions == 1 { "" } else { "s" },
@@ -219,6 +243,7 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
         table(
             &[
                 "PARTITION",
+                "STATE",
                 "LEADER",
                 "REPLICAS",
                 "EPOCH",
@@ -235,14 +260,130 @@ fn describe(d: &StreamDescription, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// A partition's state in words: `ok`, `no-leader` or `under-replicated`, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Health {
+    state: &'static str,
+    reasons: Vec<String>,
+}
+
+impl Health {
+    /// What `p`'s assignment and the brokers' states say of it.
+    fn of(p: &PartitionDescription, replication_factor: u32, brokers: &[BrokerInfo]) -> Health {
+        let state_of = |id: BrokerId| brokers.iter().find(|b| b.broker_id == id).map(|b| b.state);
+        let not_live = |id: BrokerId| match state_of(id) {
+            Some(BrokerState::Live) => None,
+            Some(state) => Some(format!("broker {} is {}", id.get(), state_name(state))),
+            None => Some(format!("broker {} is not registered", id.get())),
+        };
+        let list = |ids: &[BrokerId]| {
+            ids.iter()
+                .map(|b| b.get().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut reasons = Vec::new();
+        if p.replicas.is_empty() {
+            reasons.push(
+                "no broker was live to place it on; it is placed when one registers".to_owned(),
+            );
+            return Health {
+                state: "no-leader",
+                reasons,
+            };
+        }
+        let down: Vec<String> = p.replicas.iter().filter_map(|id| not_live(*id)).collect();
+        let Some(leader) = p.leader else {
+            let live = p.replicas.len() - down.len();
+            let majority = p.replicas.len() / 2 + 1;
+            reasons.push(if p.electing && live >= majority {
+                format!(
+                    "electing a leader at epoch {} among replicas {} (a majority of {majority} \
+                     is live; it ends as soon as they answer)",
+                    p.epoch,
+                    list(&p.replicas)
+                )
+            } else if p.electing {
+                format!(
+                    "electing a leader at epoch {}, but only {live} of replicas {} are live and \
+                     {majority} must answer: {}; the election completes when enough return, or \
+                     once dead members are replaced (--replace-dead-after)",
+                    p.epoch,
+                    list(&p.replicas),
+                    down.join(", ")
+                )
+            } else if !down.is_empty() {
+                format!(
+                    "{}; the controlplane moves it to a live broker, if any, once the lease lapses",
+                    down.join(", ")
+                )
+            } else {
+                "no leader named yet: the controlplane assigns one on its next pass".to_owned()
+            });
+            return Health {
+                state: "no-leader",
+                reasons,
+            };
+        };
+        if let Some(why) = not_live(leader) {
+            reasons.push(format!(
+                "its leader, {why}: clients are moved once a new leader is chosen"
+            ));
+        }
+        for why in p
+            .replicas
+            .iter()
+            .filter(|id| **id != leader)
+            .filter_map(|id| not_live(*id))
+        {
+            reasons.push(format!(
+                "{why}: its replica is replaced by a live broker after --replace-dead-after \
+                 (at once when draining)"
+            ));
+        }
+        let have = u32::try_from(p.replicas.len()).unwrap_or(u32::MAX);
+        if have < replication_factor {
+            reasons.push(format!(
+                "{have} of {replication_factor} replicas: too few live brokers to place the \
+                 rest; add brokers and they are placed"
+            ));
+        }
+        if !p.previous_replicas.is_empty() {
+            reasons.push(format!(
+                "the replica set is changing from {} to {}: new members copy the leader's log",
+                list(&p.previous_replicas),
+                list(&p.replicas)
+            ));
+        }
+        for lag in p.replica_lag.iter().filter(|l| l.records > 0) {
+            reasons.push(format!(
+                "broker {} is {} records behind the leader",
+                lag.broker_id.get(),
+                lag.records
+            ));
+        }
+        Health {
+            state: if reasons.is_empty() {
+                "ok"
+            } else {
+                "under-replicated"
+            },
+            reasons,
+        }
+    }
+}
+
 /// `floe stream describe --json`: the stream's configuration and each partition's state.
-fn description_json(d: &StreamDescription) -> serde_json::Value {
+fn description_json(d: &StreamDescription, health: &[Health]) -> serde_json::Value {
     let partitions: Vec<serde_json::Value> = d
         .partitions
         .iter()
-        .map(|p| {
+        .zip(health)
+        .map(|(p, h)| {
             json!({
                 "partition": p.partition.get(),
+                "state": h.state,
+                "why": h.reasons,
                 "replicas": p.replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
                 "leader": p.leader.map(BrokerId::get),
                 "epoch": p.epoch,
@@ -271,7 +412,7 @@ fn description_json(d: &StreamDescription) -> serde_json::Value {
 }
 
 /// One partition's row of the `describe` table.
-fn partition_row(p: &PartitionDescription) -> Vec<String> {
+fn partition_row(p: &PartitionDescription, health: &Health) -> Vec<String> {
     let replicas: Vec<String> = p.replicas.iter().map(|b| b.get().to_string()).collect();
     let mut set = if replicas.is_empty() {
         "-".into()
@@ -289,6 +430,7 @@ fn partition_row(p: &PartitionDescription) -> Vec<String> {
     }
     vec![
         p.partition.to_string(),
+        health.state.to_owned(),
         p.leader.map_or("-".into(), |l| l.get().to_string()),
         set,
         p.epoch.to_string(),
@@ -511,5 +653,105 @@ impl ClusterStatus {
                 format!("\n{}", read_replica_table(&self.read_replicas))
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floe_wire::Endpoint;
+    use floe_wire::admin::ReplicaLag;
+
+    fn broker(id: u32, state: BrokerState) -> BrokerInfo {
+        BrokerInfo {
+            broker_id: BrokerId::new(id),
+            client_endpoint: Endpoint::new(format!("b{id}:7100")).expect("an endpoint"),
+            peer_endpoint: Endpoint::new(format!("b{id}:7200")).expect("an endpoint"),
+            zone: None,
+            state,
+            lease_expires_at_ms: 0,
+            replicas: 0,
+            leaders: 0,
+            build: None,
+        }
+    }
+
+    fn partition(replicas: &[u32], leader: Option<u32>) -> PartitionDescription {
+        PartitionDescription {
+            partition: floe_wire::PartitionId::new(0),
+            replicas: replicas.iter().copied().map(BrokerId::new).collect(),
+            leader: leader.map(BrokerId::new),
+            epoch: floe_wire::LeaderEpoch::new(7),
+            electing: false,
+            hot: None,
+            tier: None,
+            bytes: None,
+            upload_backlog_bytes: None,
+            high_watermark: None,
+            replica_lag: Vec::new(),
+            previous_replicas: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_partition_says_why_it_has_no_leader_or_too_few_replicas() {
+        let brokers = [
+            broker(1, BrokerState::Live),
+            broker(2, BrokerState::Live),
+            broker(3, BrokerState::Dead),
+            broker(4, BrokerState::Draining),
+        ];
+        let healthy = Health::of(&partition(&[1, 2], Some(1)), 2, &brokers);
+        assert_eq!(healthy.state, "ok");
+        assert!(healthy.reasons.is_empty());
+
+        let short = Health::of(&partition(&[1, 3, 4], Some(1)), 3, &brokers);
+        assert_eq!(short.state, "under-replicated");
+        assert!(
+            short.reasons[0].starts_with("broker 3 is dead"),
+            "{short:?}"
+        );
+        assert!(
+            short.reasons[1].starts_with("broker 4 is draining"),
+            "{short:?}"
+        );
+
+        let placed_short = Health::of(&partition(&[1], Some(1)), 3, &brokers);
+        assert!(
+            placed_short.reasons[0].contains("1 of 3 replicas"),
+            "{placed_short:?}"
+        );
+
+        let mut lagging = partition(&[1, 2], Some(1));
+        lagging.replica_lag = vec![ReplicaLag {
+            broker_id: BrokerId::new(2),
+            records: 1234,
+        }];
+        let lagging = Health::of(&lagging, 2, &brokers);
+        assert_eq!(
+            lagging.reasons,
+            ["broker 2 is 1234 records behind the leader"]
+        );
+
+        let mut stuck = partition(&[1, 3, 5], None);
+        stuck.electing = true;
+        let stuck = Health::of(&stuck, 3, &brokers);
+        assert_eq!(stuck.state, "no-leader");
+        assert!(
+            stuck.reasons[0].contains("only 1 of replicas 1,3,5 are live and 2 must answer")
+                && stuck.reasons[0].contains("broker 3 is dead")
+                && stuck.reasons[0].contains("broker 5 is not registered"),
+            "{stuck:?}"
+        );
+
+        let orphan = Health::of(&partition(&[3], None), 1, &brokers);
+        assert!(orphan.reasons[0].starts_with("broker 3 is dead; the controlplane moves it"));
+
+        let unplaced = Health::of(&partition(&[], None), 1, &brokers);
+        assert_eq!(unplaced.state, "no-leader");
+        assert!(unplaced.reasons[0].contains("no broker was live"));
+
+        let lost_leader = Health::of(&partition(&[3, 1], Some(3)), 2, &brokers);
+        assert!(lost_leader.reasons[0].starts_with("its leader, broker 3 is dead"));
     }
 }

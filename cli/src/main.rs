@@ -352,17 +352,74 @@ pub(crate) fn host_of(endpoint: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-/// Connects, naming the endpoint in the error.
+/// Connects, naming the endpoint in the error and, when the failure says what is wrong,
+/// what to do about it.
 async fn connect(config: ClientConfig) -> Result<Client> {
     let endpoint = config.endpoint.clone();
-    Client::connect(config)
-        .await
-        .with_context(|| format!("connecting to the broker at {endpoint}"))
+    let (ca_cert, server_name) = (config.ca_cert.clone(), config.server_name.clone());
+    Client::connect(config).await.map_err(|e| {
+        let detail = floe_wire::ErrorChain(&e).to_string();
+        let context = match connect_hint(&detail, &endpoint, &ca_cert, &server_name) {
+            Some(hint) => format!("connecting to the broker at {endpoint}: {hint}"),
+            None => format!("connecting to the broker at {endpoint}"),
+        };
+        anyhow::Error::new(e).context(context)
+    })
+}
+
+/// What to do about a failed connection, when its error says what went wrong.
+fn connect_hint(
+    detail: &str,
+    endpoint: &str,
+    ca_cert: &std::path::Path,
+    server_name: &str,
+) -> Option<String> {
+    // A CA of the same name but another key (another cluster's) fails the signature
+    // rather than the issuer.
+    if ["UnknownIssuer", "unknown issuer", "BadSignature"]
+        .iter()
+        .any(|sign| detail.contains(sign))
+    {
+        Some(format!(
+            "its certificate is not signed by the CA in {} (pass the cluster's CA with \
+             --ca-cert, or fix the profile's ca_cert)",
+            ca_cert.display()
+        ))
+    } else if detail.contains("NotValidForName") || detail.contains("not valid for name") {
+        Some(format!(
+            "its certificate does not name `{server_name}` (pass --server-name with a name the \
+             certificate carries, or fix the profile's server_name)"
+        ))
+    } else if detail.contains("timed out") {
+        Some(format!(
+            "nothing answered at {endpoint} (is a broker running there, and does UDP reach it? \
+             `floe broker list` shows the brokers the controlplane knows)"
+        ))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_failures_say_what_to_do() {
+        let ca = std::path::Path::new("/etc/floe/ca.pem");
+        let hint = |detail: &str| connect_hint(detail, "b1:7100", ca, "brokers.internal");
+        let wrong_ca = hint("handshake: invalid peer certificate: UnknownIssuer").expect("a hint");
+        assert!(wrong_ca.contains("/etc/floe/ca.pem") && wrong_ca.contains("--ca-cert"));
+        assert_eq!(
+            hint("invalid peer certificate: BadSignature"),
+            Some(wrong_ca)
+        );
+        let name = hint("invalid peer certificate: NotValidForName").expect("a hint");
+        assert!(name.contains("`brokers.internal`") && name.contains("--server-name"));
+        let silent = hint("timed out after 10s").expect("a hint");
+        assert!(silent.contains("b1:7100"), "{silent}");
+        assert_eq!(hint("Hello refused: Unauthorized (16): no token"), None);
+    }
 
     #[test]
     fn flags_override_the_profile() -> Result<()> {

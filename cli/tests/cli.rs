@@ -334,6 +334,72 @@ fn a_missing_profile_is_explained() {
     assert!(run.stderr.contains("absent.json"), "{}", run.stderr);
 }
 
+#[test]
+fn a_broker_the_client_cannot_trust_is_explained() {
+    let broker = broker();
+    let profile = broker.profile();
+    floe(&profile, &["stream", "create", "trust"], None);
+    // Another cluster's CA, as `floe-broker certs` makes one.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let made = Command::new(floe_binary().with_file_name("floe-broker"))
+        .args(["certs", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("floe-broker certs runs");
+    assert!(made.status.success());
+    let other_ca = dir.path().join("ca.pem");
+    let other_ca = other_ca.to_str().expect("UTF-8");
+
+    let wrong_ca = Child::spawn(
+        &profile,
+        &["--ca-cert", other_ca, "publish", "trust"],
+        Some("x\n"),
+    )
+    .wait();
+    assert!(!wrong_ca.status.success());
+    assert!(
+        wrong_ca.stderr.contains("not signed by the CA in") && wrong_ca.stderr.contains(other_ca),
+        "{}",
+        wrong_ca.stderr
+    );
+    assert!(wrong_ca.stderr.contains("--ca-cert"), "{}", wrong_ca.stderr);
+
+    let wrong_name = Child::spawn(
+        &profile,
+        &["--server-name", "elsewhere.invalid", "publish", "trust"],
+        Some("x\n"),
+    )
+    .wait();
+    assert!(!wrong_name.status.success());
+    assert!(
+        wrong_name
+            .stderr
+            .contains("does not name `elsewhere.invalid`"),
+        "{}",
+        wrong_name.stderr
+    );
+    assert!(
+        wrong_name.stderr.contains("--server-name"),
+        "{}",
+        wrong_name.stderr
+    );
+
+    // Nothing was written by either: the high watermark, once the leader reports it, is 0.
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let described = floe(&profile, &["--json", "stream", "describe", "trust"], None);
+        let described: serde_json::Value =
+            serde_json::from_str(described.stdout.trim()).expect("JSON");
+        let high_watermark = &described["partitions"][0]["high_watermark"];
+        if !high_watermark.is_null() {
+            assert_eq!(high_watermark, 0, "{described}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never reported: {described}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// `floe` with its configuration directory in `config` and no `--profile`.
 fn floe_in(config: &Path, args: &[&str]) -> Run {
     let output = Command::new(floe_binary())
@@ -512,8 +578,21 @@ fn streams_are_altered_and_brokers_undrained() {
         );
     }
 
+    let described = floe(
+        &profile,
+        &["--json", "stream", "describe", "changing"],
+        None,
+    );
+    let described: serde_json::Value = serde_json::from_str(described.stdout.trim()).expect("JSON");
+    assert_eq!(described["partitions"][0]["state"], "ok", "{described}");
     let drained = floe(&profile, &["broker", "drain", "1"], None);
     assert!(drained.stdout.contains("is draining"), "{}", drained.stdout);
+    // Describe says in words why the partition is not healthy: its only broker drains.
+    let described = floe(&profile, &["stream", "describe", "changing"], None).stdout;
+    assert!(
+        described.contains("partition 0: under-replicated: its leader, broker 1 is draining"),
+        "{described}"
+    );
     let undrained = floe(&profile, &["broker", "undrain", "1"], None);
     assert_eq!(
         undrained.stdout,

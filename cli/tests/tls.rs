@@ -230,6 +230,24 @@ fn the_rest_api_is_served_over_tls_and_trust_failures_say_what_to_do() {
     );
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
 
+    // A cluster with no broker yet refuses a stream, and says what to do.
+    let early = floe(
+        &files,
+        &[
+            "--controlplane",
+            &url,
+            "--ca-cert",
+            files.tls("ca.pem").to_str().expect("UTF-8"),
+        ],
+        &["stream", "create", "early"],
+    );
+    assert!(!early.status.success());
+    let said = text(&early.stderr);
+    assert!(
+        said.contains("no broker is live") && said.contains("start brokers"),
+        "{said}"
+    );
+
     // A broker registers over https, trusting the cluster CA.
     let port = free_udp_port();
     let endpoint = format!("127.0.0.1:{port}");
