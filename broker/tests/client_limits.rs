@@ -14,33 +14,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use floe_wire::frame::{CreateStream, ErrorCode, Message, Produce, StreamSettings};
 use floe_wire::{AckMode, BatchBuilder, PartitionId, StreamName};
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 
 const MIB: u64 = 1 << 20;
-
-/// A QUIC connection to `addr` from a socket bound to `local` (another loopback address
-/// counts as another client address).
-async fn connect_from(local: &str, addr: SocketAddr, ca: &Path) -> quinn::Connection {
-    install_crypto();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).expect("ca file") {
-        roots.add(cert.expect("ca cert")).expect("add root");
-    }
-    let mut tls = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![floe_broker::tls::ALPN.to_vec()];
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("quic tls");
-    let bind: SocketAddr = format!("{local}:0").parse().expect("local address");
-    let mut endpoint = quinn::Endpoint::client(bind).expect("endpoint");
-    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
-    endpoint
-        .connect(addr, "localhost")
-        .expect("connect")
-        .await
-        .expect("handshake")
-}
 
 /// Says Hello as the dev administrator: `Ok` on `HelloAck`, else how the broker closed the
 /// connection (its application code and reason).

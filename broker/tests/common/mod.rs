@@ -59,6 +59,12 @@ pub async fn start_broker(dir: &Path) -> TestBroker {
 
 /// A QUIC connection to the broker, with nothing sent yet.
 pub async fn connect(addr: SocketAddr, ca: &Path) -> quinn::Connection {
+    connect_from("127.0.0.1", addr, ca).await
+}
+
+/// A QUIC connection to `addr` from a socket bound to `local` (another loopback address
+/// counts as another client address), with nothing sent yet.
+pub async fn connect_from(local: &str, addr: SocketAddr, ca: &Path) -> quinn::Connection {
     install_crypto();
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca).expect("ca file") {
@@ -69,8 +75,8 @@ pub async fn connect(addr: SocketAddr, ca: &Path) -> quinn::Connection {
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("quic tls");
-    let mut endpoint =
-        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+    let bind: SocketAddr = format!("{local}:0").parse().expect("local address");
+    let mut endpoint = quinn::Endpoint::client(bind).expect("endpoint");
     endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
     endpoint
         .connect(addr, "localhost")
