@@ -376,18 +376,24 @@ fn the_rest_api_is_served_over_tls_and_trust_failures_say_what_to_do() {
         &["token", "create", "shipper", "--allow", "publish:tls"],
     );
     assert!(made.status.success(), "{}", text(&made.stderr));
-    let (cert, key) = files.client_certificate("shipper");
-    let (cert, key) = (cert.to_str().expect("UTF-8"), key.to_str().expect("UTF-8"));
-    let as_shipper = [
-        "--endpoint",
-        &endpoint,
-        "--ca-cert",
-        ca,
-        "--client-cert",
-        cert,
-        "--client-key",
-        key,
-    ];
+    // The connection flags of a client signing in by the certificate naming `principal`.
+    let as_certificate = |principal: &str| -> Vec<String> {
+        let (cert, key) = files.client_certificate(principal);
+        [
+            "--endpoint",
+            &endpoint,
+            "--ca-cert",
+            ca,
+            "--client-cert",
+            &cert.display().to_string(),
+            "--client-key",
+            &key.display().to_string(),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let as_shipper = as_certificate("shipper");
+    let as_shipper: Vec<&str> = as_shipper.iter().map(String::as_str).collect();
     let published = floe_with(&files, &as_shipper, &["publish", "tls"], Some("by cert\n"));
     assert!(published.status.success(), "{}", text(&published.stderr));
     let refused = floe_with(
@@ -400,23 +406,9 @@ fn the_rest_api_is_served_over_tls_and_trust_failures_say_what_to_do() {
     let said = text(&refused.stderr);
     assert!(said.contains("consume:tls"), "{said}");
     // A certificate naming nobody this cluster knows is refused, and says whom it named.
-    let (cert, key) = files.client_certificate("nobody");
-    let (cert, key) = (cert.to_str().expect("UTF-8"), key.to_str().expect("UTF-8"));
-    let refused = floe_with(
-        &files,
-        &[
-            "--endpoint",
-            &endpoint,
-            "--ca-cert",
-            ca,
-            "--client-cert",
-            cert,
-            "--client-key",
-            key,
-        ],
-        &["publish", "tls"],
-        Some("refused\n"),
-    );
+    let as_nobody = as_certificate("nobody");
+    let as_nobody: Vec<&str> = as_nobody.iter().map(String::as_str).collect();
+    let refused = floe_with(&files, &as_nobody, &["publish", "tls"], Some("refused\n"));
     assert!(!refused.status.success());
     let said = text(&refused.stderr);
     assert!(said.contains("`nobody`"), "{said}");
