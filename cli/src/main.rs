@@ -374,32 +374,24 @@ fn connect_hint(
     ca_cert: &std::path::Path,
     server_name: &str,
 ) -> Option<String> {
-    // A CA of the same name but another key (another cluster's) fails the signature
-    // rather than the issuer.
-    if ["UnknownIssuer", "unknown issuer", "BadSignature"]
-        .iter()
-        .any(|sign| detail.contains(sign))
-    {
-        Some(format!(
+    use floe_client::rest::CertificateRefusal;
+    match CertificateRefusal::in_error(detail) {
+        Some(CertificateRefusal::UntrustedIssuer) => Some(format!(
             "its certificate is not signed by the CA in {} (pass the cluster's CA with \
              --ca-cert, or fix the profile's ca_cert)",
             ca_cert.display()
-        ))
-    } else if detail.contains("NotValidForName") || detail.contains("not valid for name") {
-        Some(format!(
+        )),
+        Some(CertificateRefusal::WrongName) => Some(format!(
             "its certificate does not name `{server_name}` (pass --server-name with a name the \
              certificate carries, or fix the profile's server_name)"
-        ))
-    } else if detail.contains("timed out") {
-        Some(format!(
+        )),
+        None if detail.contains("timed out") => Some(format!(
             "nothing answered at {endpoint} (is a broker running there, and does UDP reach it? \
              `floe broker list` shows the brokers the controlplane knows)"
-        ))
-    } else {
-        None
+        )),
+        None => None,
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -517,37 +517,59 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, RestErro
     Ok(certificates)
 }
 
+/// Why a server's certificate was refused, read from a TLS error's text (rustls names the
+/// reason; the QUIC and HTTP clients pass it on in their own errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertificateRefusal {
+    /// Not signed by a trusted CA. A CA of the same name but another key (another cluster's
+    /// `floe-broker certs`) fails the signature rather than the issuer.
+    UntrustedIssuer,
+    /// Signed, but for other names than the one dialed.
+    WrongName,
+}
+
+impl CertificateRefusal {
+    /// The refusal `detail` (an error chain's text) reports, if any.
+    pub fn in_error(detail: &str) -> Option<CertificateRefusal> {
+        if ["UnknownIssuer", "unknown issuer", "BadSignature"]
+            .iter()
+            .any(|sign| detail.contains(sign))
+        {
+            Some(CertificateRefusal::UntrustedIssuer)
+        } else if detail.contains("NotValidForName") || detail.contains("not valid for name") {
+            Some(CertificateRefusal::WrongName)
+        } else {
+            None
+        }
+    }
+}
+
 /// What a failed call's error says, with what to do about a certificate the client does
 /// not trust or that does not name the host.
 fn unreachable_detail(url: &str, error: &reqwest::Error) -> String {
     let detail = error_chain(error);
-    // A CA of the same name but another key (another cluster's `floe-broker certs`) fails
-    // the signature rather than the issuer.
-    let hint = if ["UnknownIssuer", "unknown issuer", "BadSignature"]
-        .iter()
-        .any(|sign| detail.contains(sign))
-    {
-        Some(
+    let hint = match CertificateRefusal::in_error(&detail) {
+        Some(CertificateRefusal::UntrustedIssuer) => Some(
             "the controlplane's certificate is not signed by a trusted CA: pass the cluster's \
              CA with --ca (or the profile's `ca`)",
-        )
-    } else if detail.contains("NotValidForName") || detail.contains("not valid for name") {
-        Some(
+        ),
+        Some(CertificateRefusal::WrongName) => Some(
             "the controlplane's certificate does not name this host: use the name or address \
              its certificate carries in the URL",
-        )
-    } else if url.starts_with("https://")
-        && (detail.contains("InvalidContentType") || detail.contains("corrupt message"))
-    {
-        Some("the controlplane does not speak TLS here: try http:// in the URL")
-    } else if url.starts_with("http://")
-        && (detail.contains("connection closed before message completed")
-            || detail.contains("invalid HTTP version")
-            || detail.contains("unexpected end of file"))
-    {
-        Some("the controlplane may require TLS: try https:// in the URL")
-    } else {
-        None
+        ),
+        None if url.starts_with("https://")
+            && (detail.contains("InvalidContentType") || detail.contains("corrupt message")) =>
+        {
+            Some("the controlplane does not speak TLS here: try http:// in the URL")
+        }
+        None if url.starts_with("http://")
+            && (detail.contains("connection closed before message completed")
+                || detail.contains("invalid HTTP version")
+                || detail.contains("unexpected end of file")) =>
+        {
+            Some("the controlplane may require TLS: try https:// in the URL")
+        }
+        None => None,
     };
     match hint {
         Some(hint) => format!("{detail} ({hint})"),
