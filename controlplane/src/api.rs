@@ -28,6 +28,7 @@ use floe_wire::admin::Role;
 use floe_wire::auth::{Action, PrincipalKind};
 
 pub(crate) use caller::{Caller, Policy};
+pub(crate) use groups::lags as group_lags;
 
 use crate::api::error::Failure;
 use crate::cluster::Cluster;
@@ -80,6 +81,19 @@ pub(crate) const ROUTES: &[(&str, &str, Policy)] = &[
     ("get", "/v1/brokers/{broker_id}/assignments", Policy::Broker),
     ("post", "/v1/brokers/{broker_id}/elections", Policy::Broker),
     ("get", "/v1/groups", Policy::ClusterAdmin),
+    ("get", "/v1/groups/{group}", Policy::InHandler),
+    ("delete", "/v1/groups/{group}", Policy::InHandler),
+    ("post", "/v1/groups/{group}/members", Policy::InHandler),
+    (
+        "post",
+        "/v1/groups/{group}/members/{member}/heartbeat",
+        Policy::InHandler,
+    ),
+    (
+        "delete",
+        "/v1/groups/{group}/members/{member}",
+        Policy::InHandler,
+    ),
     ("get", "/v1/groups/{group}/offsets", Policy::InHandler),
     ("post", "/v1/groups/{group}/offsets", Policy::InHandler),
     ("post", "/v1/groups/{group}/reset", Policy::InHandler),
@@ -134,6 +148,19 @@ fn policy(method: &Method, request: &Request) -> Policy {
         .iter()
         .find(|(m, p, _)| *m == method && *p == path.as_str())
         .map_or(Policy::Open, |(_, _, policy)| *policy)
+}
+
+/// Removes consumer-group members whose session lapsed, every 100 ms, until the
+/// controlplane stops. Standbys hold no members: nothing to do there.
+pub(crate) async fn expire_group_members<S: Store>(cluster: Arc<Cluster<S>>) {
+    while !cluster
+        .stopped_within(std::time::Duration::from_millis(100))
+        .await
+    {
+        for (group, member) in cluster.groups.expire(crate::cluster::now_ms()) {
+            tracing::info!(%group, %member, "a member's session lapsed; its partitions go to the others");
+        }
+    }
 }
 
 /// Paths served by standbys too, and without a token. `/healthz` and `/readyz` are the same
@@ -235,6 +262,19 @@ fn broker_routes<S: Store>() -> Routes<S> {
 fn group_routes<S: Store>() -> Routes<S> {
     Router::new()
         .route("/v1/groups", get(groups::list::<S>))
+        .route(
+            "/v1/groups/{group}",
+            get(groups::describe::<S>).delete(groups::delete::<S>),
+        )
+        .route("/v1/groups/{group}/members", post(groups::join::<S>))
+        .route(
+            "/v1/groups/{group}/members/{member}/heartbeat",
+            post(groups::heartbeat::<S>),
+        )
+        .route(
+            "/v1/groups/{group}/members/{member}",
+            delete(groups::leave::<S>),
+        )
         .route(
             "/v1/groups/{group}/offsets",
             get(groups::offsets::<S>).post(groups::commit::<S>),

@@ -14,6 +14,7 @@ use tokio::sync::{Mutex, MutexGuard, Notify, watch};
 
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::groups::Coordinator;
 use crate::metrics::Metrics;
 use crate::partition_election::Ballots;
 use crate::store::{Store, StoreError};
@@ -49,6 +50,8 @@ pub(crate) struct Cluster<S> {
     /// tier itself): the autoscaler's demand signal. Load data, kept in memory only; a new
     /// leader learns it with the next heartbeats.
     history_reads: std::sync::Mutex<HashMap<BrokerId, u64>>,
+    /// Consumer groups' live members and who reads what. In memory, on the leader only.
+    pub(crate) groups: Coordinator,
     /// What `GET /metrics` serves.
     pub(crate) metrics: Metrics,
     /// Turns true when the controlplane stops; cuts long-polls short.
@@ -71,6 +74,7 @@ impl<S: Store> Cluster<S> {
             elections_lost: AtomicBool::new(false),
             election_check: AtomicBool::new(false),
             history_reads: std::sync::Mutex::new(HashMap::new()),
+            groups: Coordinator::default(),
             metrics: Metrics::new(),
             shutdown,
         }
@@ -89,6 +93,7 @@ impl<S: Store> Cluster<S> {
         let version = self.store.assignment_version().await?;
         self.versions.send_replace(version);
         self.ballots().clear();
+        self.groups.clear();
         self.elections_lost.store(true, Ordering::SeqCst);
         self.request_repair();
         self.role.send_replace(Role::Leader);
@@ -98,6 +103,7 @@ impl<S: Store> Cluster<S> {
 
     pub(crate) fn step_down(&self) {
         self.role.send_replace(Role::Standby);
+        self.groups.clear();
         self.metrics.leader.set(0);
     }
 
@@ -197,6 +203,15 @@ impl<S: Store> Cluster<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Waits until the controlplane stops, or `timeout` passes.
+    pub(crate) async fn stopped_within(&self, timeout: Duration) -> bool {
+        let mut shutdown = self.shutdown.clone();
+        tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => true,
+            () = tokio::time::sleep(timeout) => false,
+        }
     }
 
     pub(crate) async fn reconciler_woken(&self) {

@@ -16,6 +16,7 @@ mod config;
 pub mod config_file;
 pub mod driver;
 mod election;
+mod groups;
 pub mod logging;
 mod metrics;
 mod partition_election;

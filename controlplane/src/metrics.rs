@@ -60,6 +60,14 @@ impl BuildLabels {
     }
 }
 
+/// Labels of a consumer group's lag in one partition.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct GroupLagLabels {
+    pub(crate) group: String,
+    pub(crate) stream: String,
+    pub(crate) partition: u32,
+}
+
 /// Labels of autoscaler decisions.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct DirectionLabels {
@@ -67,6 +75,9 @@ pub(crate) struct DirectionLabels {
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// One group's lag in one partition.
+pub(crate) type GroupLag = (GroupLagLabels, u64);
 
 /// Every metric the controlplane exports.
 #[derive(Debug)]
@@ -100,6 +111,8 @@ pub(crate) struct Metrics {
     consumers: Family<ReplicaLabels, Gauge>,
     fetch_latency_p99: Family<ReplicaLabels, FloatGauge>,
     cache_hit_ratio: Family<ReplicaLabels, FloatGauge>,
+    /// Records between a group's committed offset and the partition's high watermark.
+    group_lag: Family<GroupLagLabels, Gauge>,
     /// Scrapes rebuild the per-replica series; one at a time.
     registry: Mutex<Registry>,
 }
@@ -125,6 +138,7 @@ impl Metrics {
             consumers: Family::default(),
             fetch_latency_p99: Family::default(),
             cache_hit_ratio: Family::default(),
+            group_lag: Family::default(),
             registry: Mutex::new(Registry::with_prefix("floe")),
         };
         metrics.register();
@@ -143,6 +157,7 @@ impl Metrics {
         self.register_autoscaler_actions(&mut registry);
         self.register_partition_changes(&mut registry);
         self.register_read_replica_load(&mut registry);
+        self.register_group_lag(&mut registry);
     }
 
     /// The build's identity.
@@ -234,6 +249,16 @@ impl Metrics {
         );
     }
 
+    /// Consumer groups' lag.
+    fn register_group_lag(&self, registry: &mut Registry) {
+        registry.register(
+            "group_lag_records",
+            "Records between a consumer group's committed offset and the partition's high \
+             watermark (the whole log before the group's first commit there)",
+            self.group_lag.clone(),
+        );
+    }
+
     /// Read replicas by state, and each one's reported load.
     fn register_read_replica_load(&self, registry: &mut Registry) {
         registry.register(
@@ -265,7 +290,7 @@ impl Metrics {
 
     /// The text exposition, with the per-replica series set from `replicas` (replicas
     /// forgotten since the last scrape disappear).
-    pub(crate) fn render(&self, replicas: &[ReadReplicaInfo]) -> String {
+    pub(crate) fn render(&self, replicas: &[ReadReplicaInfo], lags: &[GroupLag]) -> String {
         let registry = self
             .registry
             .lock()
@@ -275,6 +300,12 @@ impl Metrics {
         }
         self.fetch_latency_p99.clear();
         self.cache_hit_ratio.clear();
+        self.group_lag.clear();
+        for (labels, lag) in lags {
+            self.group_lag
+                .get_or_create(labels)
+                .set(i64::try_from(*lag).unwrap_or(i64::MAX));
+        }
         for (state, name) in [
             (ReadReplicaState::Live, "live"),
             (ReadReplicaState::Draining, "draining"),
@@ -318,11 +349,12 @@ pub(crate) async fn serve<S: Store>(
     State(cluster): State<std::sync::Arc<Cluster<S>>>,
 ) -> Result<impl IntoResponse, Failure> {
     let replicas = cluster.store.read_replicas().await?;
+    let lags = crate::api::group_lags(&cluster).await?;
     Ok((
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        cluster.metrics.render(&replicas),
+        cluster.metrics.render(&replicas, &lags),
     ))
 }

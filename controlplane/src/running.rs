@@ -73,6 +73,9 @@ impl Controlplane {
             cluster.clone(),
             shutdown_rx.clone(),
         )));
+        tasks.push(tokio::spawn(crate::api::expire_group_members(
+            cluster.clone(),
+        )));
         let scheme = if tls.is_some() { "https" } else { "http" };
         tasks.push(spawn_http(
             listener,

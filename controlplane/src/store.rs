@@ -346,6 +346,9 @@ pub trait GroupOffsetStore: Send + Sync + 'static {
         commits: &[OffsetCommit],
         now_ms: u64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Deletes a group's committed offsets; returns how many there were.
+    fn delete_group(&self, group: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
 
 /// Read replicas and the scaling policy.

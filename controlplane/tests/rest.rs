@@ -263,6 +263,7 @@ async fn every_documented_route_is_served() {
             .replace("{name}", "orders")
             .replace("{broker_id}", "1")
             .replace("{group}", "g")
+            .replace("{member}", "m1")
             .replace("{replica_id}", "r-1");
         for method in operations.as_object().expect("operations").keys() {
             let method = method.to_uppercase();
@@ -304,7 +305,7 @@ async fn group_offsets_are_committed_listed_and_reset() {
     let groups = get(addr, "/v1/groups").await;
     assert_eq!(
         groups.body["groups"][0],
-        json!({ "group": "billing", "streams": 1, "partitions": 2 })
+        json!({ "group": "billing", "streams": 1, "partitions": 2, "members": 0 })
     );
 
     let reset = post(

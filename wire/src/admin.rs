@@ -22,8 +22,9 @@ pub use broker::{
 };
 pub use error::{ApiError, ApiErrorCode};
 pub use group::{
-    CommitOffsetsRequest, CommittedOffset, GroupList, GroupOffsets, GroupSummary, OffsetCommit,
-    ResetOffsetsRequest, ResetTarget,
+    CommitOffsetsRequest, CommittedOffset, GroupDescription, GroupList, GroupMember, GroupOffsets,
+    GroupPartition, GroupPartitionState, GroupState, GroupSummary, JoinGroupRequest,
+    MemberGeneration, MemberHeartbeat, Membership, OffsetCommit, ResetOffsetsRequest, ResetTarget,
 };
 pub use health::{Build, Health, Readiness, Role};
 pub use peer_certificate::{MAX_CSR_PEM_LEN, PeerCertificate, PeerCertificateRequest};

@@ -11,6 +11,9 @@ use crate::store::StoreError;
 pub(crate) enum Failure {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A consumer group's member is refused.
+    #[error(transparent)]
+    Group(#[from] crate::groups::GroupError),
     /// Malformed JSON, path or query.
     #[error("{0}")]
     BadRequest(String),
@@ -84,6 +87,16 @@ impl Failure {
                     (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal)
                 }
             },
+            Failure::Group(error) => {
+                use crate::groups::GroupError;
+                let code = match error {
+                    GroupError::UnknownMember { .. } => Code::UnknownMember,
+                    GroupError::StaleGeneration { .. } => Code::StaleGeneration,
+                    GroupError::NotAssigned { .. } => Code::PartitionNotAssigned,
+                    GroupError::NotEmpty { .. } => Code::GroupNotEmpty,
+                };
+                (StatusCode::CONFLICT, code)
+            }
             Failure::BadRequest(_) => (StatusCode::BAD_REQUEST, Code::BadRequest),
             Failure::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

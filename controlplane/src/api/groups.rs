@@ -1,13 +1,17 @@
 //! `/v1/groups`: consumer groups, their committed offsets, commits and resets.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use floe_wire::StreamName;
 use floe_wire::admin::{
-    CommitOffsetsRequest, GroupList, GroupOffsets, OffsetCommit, PartitionDescription,
-    ResetOffsetsRequest, ResetTarget,
+    CommitOffsetsRequest, CommittedOffset, GroupDescription, GroupList, GroupOffsets,
+    GroupPartition, GroupPartitionState, GroupState, JoinGroupRequest, MemberHeartbeat, Membership,
+    OffsetCommit, PartitionDescription, ResetOffsetsRequest, ResetTarget,
 };
 
 use floe_wire::auth::Action;
@@ -16,6 +20,8 @@ use crate::api::Caller;
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
 use crate::cluster::{Cluster, now_ms};
+use crate::groups::{GroupError, Joining, LiveGroup};
+use crate::metrics::{GroupLag, GroupLagLabels};
 use crate::store::{Store, StoreError};
 
 /// The most offsets one commit may carry.
@@ -24,7 +30,21 @@ const MAX_COMMITS: usize = 100_000;
 pub(super) async fn list<S: Store>(
     State(cluster): State<Arc<Cluster<S>>>,
 ) -> Result<Json<GroupList>, Failure> {
-    let groups = cluster.store.groups().await?;
+    let mut groups = cluster.store.groups().await?;
+    // Groups with members and no commit yet are groups too.
+    for (group, members) in cluster.groups.member_counts() {
+        let members = u32::try_from(members).unwrap_or(u32::MAX);
+        match groups.iter_mut().find(|summary| summary.group == group) {
+            Some(summary) => summary.members = members,
+            None => groups.push(floe_wire::admin::GroupSummary {
+                group,
+                streams: 0,
+                partitions: 0,
+                members,
+            }),
+        }
+    }
+    groups.sort_by(|a, b| a.group.cmp(&b.group));
     Ok(Json(GroupList { groups }))
 }
 
@@ -66,16 +86,32 @@ pub(super) async fn commit<S: Store>(
     for commit in &request.offsets {
         caller.require(Action::Consume, &commit.stream)?;
     }
-    commit_and_read(&cluster, &caller, group, &request.offsets).await
+    let member = request
+        .member
+        .as_ref()
+        .map(|m| (m.member_id.as_str(), m.generation));
+    commit_and_read(&cluster, &caller, group, &request.offsets, member).await
 }
 
+/// Commits, under the write lock, once the coordinator allows it: by the member reading
+/// every partition committed, or by anyone while the group has no live members
+/// (`member: None`).
 async fn commit_and_read<S: Store>(
     cluster: &Cluster<S>,
     caller: &Caller,
     group: String,
     commits: &[OffsetCommit],
+    member: Option<(&str, u64)>,
 ) -> Result<Json<GroupOffsets>, Failure> {
     let _writes = cluster.write_lock().await;
+    let slots: Vec<GroupPartition> = commits
+        .iter()
+        .map(|commit| GroupPartition {
+            stream: commit.stream.clone(),
+            partition: commit.partition,
+        })
+        .collect();
+    cluster.groups.check_commit(&group, member, &slots)?;
     cluster
         .store
         .commit_offsets(&group, commits, now_ms())
@@ -94,6 +130,9 @@ pub(super) async fn reset<S: Store>(
 ) -> Result<Json<GroupOffsets>, Failure> {
     let group = group_name(group)?;
     caller.require(Action::Consume, &request.stream)?;
+    if !request.force {
+        cluster.groups.check_empty(&group)?;
+    }
     let Some(description) = cluster.store.describe_stream(&request.stream).await? else {
         return Err(StoreError::StreamNotFound {
             name: request.stream,
@@ -125,7 +164,15 @@ pub(super) async fn reset<S: Store>(
             })
         })
         .collect::<Result<Vec<_>, Failure>>()?;
-    commit_and_read(&cluster, &caller, group, &commits).await
+    // A forced reset is the operator's word over the members': not theirs to fence.
+    let _writes = cluster.write_lock().await;
+    cluster
+        .store
+        .commit_offsets(&group, &commits, now_ms())
+        .await?;
+    let mut offsets = cluster.store.group_offsets(&group).await?;
+    offsets.retain(|offset| caller.may(Action::Describe, &offset.stream));
+    Ok(Json(GroupOffsets { group, offsets }))
 }
 
 /// Where `to` puts a partition, from what its leader last reported.
@@ -152,4 +199,273 @@ fn target_offset(
                 })
         }
     }
+}
+
+/// The most streams one member may read.
+const MAX_MEMBER_STREAMS: usize = 100;
+
+/// `POST /v1/groups/{group}/members`: joins as a new member reading `streams`.
+pub(super) async fn join<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
+    PathParams(group): PathParams<String>,
+    Body(request): Body<JoinGroupRequest>,
+) -> Result<Json<Membership>, Failure> {
+    let group = group_name(group)?;
+    if request.streams.is_empty() || request.streams.len() > MAX_MEMBER_STREAMS {
+        return Err(Failure::Invalid(format!(
+            "a member reads from 1 to {MAX_MEMBER_STREAMS} streams"
+        )));
+    }
+    let session_timeout_ms = request
+        .session_timeout_ms
+        .unwrap_or(crate::groups::DEFAULT_SESSION_TIMEOUT_MS);
+    if !crate::groups::SESSION_TIMEOUT_MS.contains(&session_timeout_ms) {
+        let range = crate::groups::SESSION_TIMEOUT_MS;
+        return Err(Failure::Invalid(format!(
+            "session_timeout_ms {session_timeout_ms} is outside {} to {}",
+            range.start(),
+            range.end()
+        )));
+    }
+    if let Some(client_id) = &request.client_id
+        && (client_id.len() > 255 || client_id.chars().any(char::is_control))
+    {
+        return Err(Failure::Invalid(
+            "client_id is at most 255 bytes of printable text".into(),
+        ));
+    }
+    let mut streams = BTreeMap::new();
+    for stream in &request.streams {
+        caller.require(Action::Consume, stream)?;
+        let Some(description) = cluster.store.describe_stream(stream).await? else {
+            return Err(StoreError::StreamNotFound {
+                name: stream.clone(),
+            }
+            .into());
+        };
+        let count = u32::try_from(description.partitions.len()).unwrap_or(u32::MAX);
+        streams.insert(stream.clone(), count);
+    }
+    let joining = Joining {
+        streams: &streams,
+        client_id: request.client_id,
+        session_timeout_ms,
+    };
+    let membership = cluster.groups.join(&group, joining, now_ms());
+    tracing::info!(%group, member = %membership.member_id, generation = membership.generation, "a member joined");
+    Ok(Json(membership))
+}
+
+/// The caller may read everything `member` reads.
+fn require_member<S: Store>(
+    cluster: &Cluster<S>,
+    caller: &Caller,
+    group: &str,
+    member: &str,
+) -> Result<(), Failure> {
+    let streams = cluster
+        .groups
+        .member_streams(group, member)
+        .ok_or_else(|| GroupError::UnknownMember {
+            group: group.to_owned(),
+            member: member.to_owned(),
+        })?;
+    for stream in &streams {
+        caller.require(Action::Consume, stream)?;
+    }
+    Ok(())
+}
+
+/// `POST /v1/groups/{group}/members/{member}/heartbeat`: answers at once when the member
+/// has something to take or give up, else when that changes or `wait_ms` passes.
+pub(super) async fn heartbeat<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
+    PathParams((group, member)): PathParams<(String, String)>,
+    Body(request): Body<MemberHeartbeat>,
+) -> Result<Json<Membership>, Failure> {
+    let group = group_name(group)?;
+    require_member(&cluster, &caller, &group, &member)?;
+    let owned: BTreeSet<GroupPartition> = request.owned.into_iter().collect();
+    let (membership, mut changes) = cluster
+        .groups
+        .heartbeat(&group, &member, &owned, now_ms())?;
+    let wait = Duration::from_millis(request.wait_ms.min(membership.heartbeat_interval_ms))
+        .min(cluster.config.long_poll_max);
+    let settled = membership.assignment.iter().eq(owned.iter());
+    if wait.is_zero() || !settled {
+        return Ok(Json(membership));
+    }
+    tokio::select! {
+        _ = changes.changed() => {}
+        _ = cluster.stopped_within(wait) => {}
+    }
+    let (membership, _) = cluster
+        .groups
+        .heartbeat(&group, &member, &owned, now_ms())?;
+    Ok(Json(membership))
+}
+
+/// `DELETE /v1/groups/{group}/members/{member}`: leaves; what it read goes to the others.
+/// Leaving twice, or after the session lapsed, is no error.
+pub(super) async fn leave<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
+    PathParams((group, member)): PathParams<(String, String)>,
+) -> Result<StatusCode, Failure> {
+    let group = group_name(group)?;
+    match require_member(&cluster, &caller, &group, &member) {
+        Err(Failure::Group(GroupError::UnknownMember { .. })) => {}
+        other => other?,
+    }
+    if cluster.groups.leave(&group, &member) {
+        tracing::info!(%group, %member, "a member left");
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/groups/{group}`: members, and per partition the committed offset, the high
+/// watermark, the lag and the member reading it; only streams the caller may describe.
+pub(super) async fn describe<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
+    PathParams(group): PathParams<String>,
+) -> Result<Json<GroupDescription>, Failure> {
+    let group = group_name(group)?;
+    let live = cluster.groups.describe(&group, now_ms());
+    let offsets = cluster.store.group_offsets(&group).await?;
+    if live.is_none() && offsets.is_empty() {
+        return Err(Failure::GroupNotFound(group));
+    }
+    let mut partitions = partition_states(live.as_ref(), &offsets);
+    partitions.retain(|slot, _| caller.may(Action::Describe, &slot.stream));
+    fill_high_watermarks(&cluster, partitions.values_mut()).await?;
+    let (state, generation, mut members) = match live {
+        Some(live) => (live.state, live.generation, live.members),
+        None => (GroupState::Empty, 0, Vec::new()),
+    };
+    for member in &mut members {
+        member
+            .partitions
+            .retain(|slot| caller.may(Action::Describe, &slot.stream));
+    }
+    Ok(Json(GroupDescription {
+        group,
+        state,
+        generation,
+        members,
+        partitions: partitions.into_values().collect(),
+    }))
+}
+
+/// Every partition of `group`: those its members read and those it committed in.
+fn partition_states(
+    live: Option<&LiveGroup>,
+    offsets: &[CommittedOffset],
+) -> BTreeMap<GroupPartition, GroupPartitionState> {
+    let mut partitions: BTreeMap<GroupPartition, GroupPartitionState> = BTreeMap::new();
+    let entry = |slot: &GroupPartition| GroupPartitionState {
+        stream: slot.stream.clone(),
+        partition: slot.partition,
+        committed: None,
+        high_watermark: None,
+        lag: None,
+        member: None,
+    };
+    if let Some(live) = live {
+        for (slot, owner) in &live.partitions {
+            let mut state = entry(slot);
+            state.member = owner.clone();
+            partitions.insert(slot.clone(), state);
+        }
+    }
+    for offset in offsets {
+        let slot = GroupPartition {
+            stream: offset.stream.clone(),
+            partition: offset.partition,
+        };
+        partitions
+            .entry(slot.clone())
+            .or_insert_with(|| entry(&slot))
+            .committed = Some(offset.offset);
+    }
+    partitions
+}
+
+/// Every group's lag per partition, where the partition's end is known: the
+/// `floe_group_lag_records` metric.
+pub(crate) async fn lags<S: Store>(cluster: &Cluster<S>) -> Result<Vec<GroupLag>, Failure> {
+    let mut names: BTreeSet<String> = cluster
+        .store
+        .groups()
+        .await?
+        .into_iter()
+        .map(|summary| summary.group)
+        .collect();
+    names.extend(cluster.groups.member_counts().into_keys());
+    let mut lags = Vec::new();
+    for group in names {
+        let live = cluster.groups.describe(&group, now_ms());
+        let offsets = cluster.store.group_offsets(&group).await?;
+        let mut partitions = partition_states(live.as_ref(), &offsets);
+        fill_high_watermarks(cluster, partitions.values_mut()).await?;
+        for state in partitions.into_values() {
+            if let Some(lag) = state.lag {
+                let labels = GroupLagLabels {
+                    group: group.clone(),
+                    stream: state.stream.to_string(),
+                    partition: state.partition.get(),
+                };
+                lags.push((labels, lag));
+            }
+        }
+    }
+    Ok(lags)
+}
+
+/// Sets each partition's high watermark, as its leader last reported it, and the lag.
+pub(crate) async fn fill_high_watermarks<'a, S: Store>(
+    cluster: &Cluster<S>,
+    partitions: impl Iterator<Item = &'a mut GroupPartitionState>,
+) -> Result<(), Failure> {
+    let mut streams: BTreeMap<StreamName, Option<Vec<PartitionDescription>>> = BTreeMap::new();
+    for state in partitions {
+        if !streams.contains_key(&state.stream) {
+            let description = cluster.store.describe_stream(&state.stream).await?;
+            streams.insert(state.stream.clone(), description.map(|d| d.partitions));
+        }
+        let reported = streams
+            .get(&state.stream)
+            .and_then(Option::as_ref)
+            .and_then(|list| list.get(state.partition.get() as usize));
+        state.high_watermark =
+            reported.and_then(|p| p.high_watermark.or(p.hot.map(|range| range.end)));
+        state.lag = state
+            .high_watermark
+            .map(|end| end.saturating_sub(state.committed.unwrap_or(0)));
+    }
+    Ok(())
+}
+
+/// `DELETE /v1/groups/{group}`: forgets a group's committed offsets. Refused while it has
+/// live members; the caller must be allowed to consume every stream it committed in.
+pub(super) async fn delete<S: Store>(
+    State(cluster): State<Arc<Cluster<S>>>,
+    caller: Caller,
+    PathParams(group): PathParams<String>,
+) -> Result<StatusCode, Failure> {
+    let group = group_name(group)?;
+    let _writes = cluster.write_lock().await;
+    cluster.groups.check_empty(&group)?;
+    let offsets = cluster.store.group_offsets(&group).await?;
+    if offsets.is_empty() {
+        return Err(Failure::GroupNotFound(group));
+    }
+    for offset in &offsets {
+        caller.require(Action::Consume, &offset.stream)?;
+    }
+    cluster.store.delete_group(&group).await?;
+    tracing::info!(%group, "group deleted");
+    Ok(StatusCode::NO_CONTENT)
 }

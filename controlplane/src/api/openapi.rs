@@ -6,6 +6,7 @@
 //! route answers over HTTP, and `scripts/api-fuzz.sh` (schemathesis) checks every response
 //! of the real server against it.
 
+mod groups;
 mod principals;
 
 use std::sync::LazyLock;
@@ -101,6 +102,10 @@ fn error_codes() -> Value {
         "lease_expired",
         "conflict",
         "range_unknown",
+        "unknown_member",
+        "stale_generation",
+        "partition_not_assigned",
+        "group_not_empty",
         "limit_exceeded",
         "not_leader",
         "unavailable",
@@ -593,102 +598,6 @@ fn election_outcome() -> Value {
     ] })
 }
 
-/// Consumer groups and the offsets they committed, as read.
-fn group_schemas() -> Schemas {
-    vec![
-        (
-            "GroupSummary",
-            object(
-                &[
-                    ("group", name_schema()),
-                    ("streams", u32_schema()),
-                    ("partitions", u32_schema()),
-                ],
-                &["group", "streams", "partitions"],
-                false,
-            ),
-        ),
-        (
-            "GroupList",
-            object(
-                &[("groups", array(reference("GroupSummary")))],
-                &["groups"],
-                false,
-            ),
-        ),
-        (
-            "CommittedOffset",
-            object(
-                &[
-                    ("stream", name_schema()),
-                    ("partition", u32_schema()),
-                    ("offset", u64_schema()),
-                    ("updated_at_ms", u64_schema()),
-                ],
-                &["stream", "partition", "offset", "updated_at_ms"],
-                false,
-            ),
-        ),
-        (
-            "GroupOffsets",
-            object(
-                &[
-                    ("group", name_schema()),
-                    ("offsets", array(reference("CommittedOffset"))),
-                ],
-                &["group", "offsets"],
-                false,
-            ),
-        ),
-    ]
-}
-
-/// Committing a group's offsets, and moving them.
-fn group_offset_change_schemas() -> Schemas {
-    let commit = object(
-        &[
-            ("stream", name_schema()),
-            ("partition", u32_schema()),
-            ("offset", u64_schema()),
-        ],
-        &["stream", "partition", "offset"],
-        true,
-    );
-    let target = json!({ "oneOf": [
-        object(&[("kind", json!({ "const": "earliest" }))], &["kind"], true),
-        object(&[("kind", json!({ "const": "latest" }))], &["kind"], true),
-        object(
-            &[("kind", json!({ "const": "offset" })), ("offset", u64_schema())],
-            &["kind", "offset"],
-            true,
-        ),
-    ]});
-    vec![
-        ("OffsetCommit", commit),
-        (
-            "CommitOffsetsRequest",
-            object(
-                &[("offsets", array(reference("OffsetCommit")))],
-                &["offsets"],
-                true,
-            ),
-        ),
-        ("ResetTarget", target),
-        (
-            "ResetOffsetsRequest",
-            object(
-                &[
-                    ("stream", name_schema()),
-                    ("partitions", array(u32_schema())),
-                    ("to", reference("ResetTarget")),
-                ],
-                &["stream", "to"],
-                true,
-            ),
-        ),
-    ]
-}
-
 /// Listing read replicas (and what draining one answers).
 fn read_replica_list_schemas() -> Schemas {
     vec![
@@ -860,7 +769,7 @@ fn paths() -> Value {
         probe_paths(),
         stream_paths(),
         broker_paths(),
-        group_paths(),
+        groups::paths(),
         read_replica_paths(),
         principals::paths(),
     ] {
@@ -976,23 +885,6 @@ fn broker_paths() -> Value {
     })
 }
 
-fn group_paths() -> Value {
-    let group = path_parameter("group", name_schema());
-    json!({
-        "/v1/groups": { "get": operation("List consumer groups", vec![], None, 200, Some("GroupList")) },
-        "/v1/groups/{group}/offsets": {
-            "get": operation("A group's committed offsets", vec![group.clone()], None, 200,
-                Some("GroupOffsets")),
-            "post": operation("Commit offsets, all or none", vec![group.clone()],
-                Some("CommitOffsetsRequest"), 200, Some("GroupOffsets")),
-        },
-        "/v1/groups/{group}/reset": {
-            "post": operation("Move a group's offsets in one stream", vec![group],
-                Some("ResetOffsetsRequest"), 200, Some("GroupOffsets")),
-        },
-    })
-}
-
 /// Read replicas and their scaling policy.
 fn read_replica_paths() -> Value {
     let replica = path_parameter("replica_id", replica_id_schema());
@@ -1044,8 +936,7 @@ fn document() -> Value {
         broker_list_schemas(),
         assignment_schemas(),
         election_schemas(),
-        group_schemas(),
-        group_offset_change_schemas(),
+        groups::schemas(),
         read_replica_list_schemas(),
         read_replica_lease_schemas(),
         scaling_policy_schemas(),

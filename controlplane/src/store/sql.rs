@@ -359,6 +359,10 @@ impl GroupOffsetStore for SqlStore {
     ) -> Result<(), StoreError> {
         groups::commit(self, group, commits, now_ms).await
     }
+
+    async fn delete_group(&self, group: &str) -> Result<u64, StoreError> {
+        groups::delete(self, group).await
+    }
 }
 
 impl ReadReplicaStore for SqlStore {

@@ -40,6 +40,17 @@ pub enum ApiErrorCode {
     ReadReplicaNotFound,
     /// No route for this path (404) or method (405).
     RouteNotFound,
+    /// The group has no member by that id: its session lapsed or it left. Join again, and
+    /// read only what the new membership assigns (409).
+    UnknownMember,
+    /// The group's assignment changed since the generation the call names: heartbeat, then
+    /// retry with the newer generation (409).
+    StaleGeneration,
+    /// The member committed a partition it is not reading: the partition moved to another
+    /// member (409).
+    PartitionNotAssigned,
+    /// The group has live members; the call needs none (or `force`) (409).
+    GroupNotEmpty,
     /// A stream by that name exists already (409).
     StreamExists,
     /// The broker's lease lapsed and it was declared dead: register again (409).

@@ -20,6 +20,7 @@ pub(super) async fn list(store: &SqlStore) -> Result<Vec<GroupSummary>, StoreErr
                 group: row.try_get(0)?,
                 streams: u32_from_db("streams", row.try_get(1)?)?,
                 partitions: u32_from_db("partitions", row.try_get(2)?)?,
+                members: 0,
             })
         })
         .collect()
@@ -92,4 +93,15 @@ pub(super) async fn commit(
     }
     tx.commit().await?;
     Ok(())
+}
+
+pub(super) async fn delete(store: &SqlStore, group: &str) -> Result<u64, StoreError> {
+    let mut tx = store.write_tx().await?;
+    let deleted = sqlx::query("DELETE FROM group_offsets WHERE group_name = $1")
+        .bind(group)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    Ok(deleted)
 }
