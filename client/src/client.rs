@@ -119,6 +119,11 @@ impl Client {
         }))
     }
 
+    /// The controlplane's REST API, when [`ClientConfig::controlplane`] names it.
+    pub fn controlplane(&self) -> Option<&crate::rest::Controlplane> {
+        self.routes.read_replicas.as_ref().map(|r| r.rest())
+    }
+
     /// The configuration this client was made with (`endpoint`: the broker this handle
     /// talks to).
     pub fn config(&self) -> &ClientConfig {

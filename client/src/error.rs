@@ -63,6 +63,15 @@ pub enum Error {
     /// The client, producer or consumer was closed.
     #[error("closed")]
     Closed,
+    /// The controlplane refused or could not be reached (a consumer group's calls).
+    #[error("controlplane: {0}")]
+    Controlplane(Arc<crate::rest::RestError>),
+}
+
+impl From<crate::rest::RestError> for Error {
+    fn from(error: crate::rest::RestError) -> Error {
+        Error::Controlplane(Arc::new(error))
+    }
 }
 
 /// Why a configuration cannot be used.
@@ -151,6 +160,7 @@ impl Error {
         match self {
             Error::Broker { retry_class, .. } => *retry_class != RetryClass::Fatal,
             Error::Timeout { .. } | Error::ConnectionLost(_) | Error::Connect { .. } => true,
+            Error::Controlplane(error) => error.is_retryable(),
             Error::Config(_)
             | Error::Protocol(_)
             | Error::InvalidRecord(_)

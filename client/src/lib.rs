@@ -42,6 +42,7 @@ mod config;
 mod consumer;
 pub mod datagrams;
 mod error;
+mod group;
 mod producer;
 mod record;
 pub mod rest;
@@ -53,6 +54,8 @@ pub use config::{
 };
 pub use consumer::{Consumer, ConsumerConfig};
 pub use error::{ConfigError, ConnectFailure, Error, ProtocolViolation};
+pub use floe_wire::admin::GroupPartition;
+pub use group::{GroupConfig, GroupConsumer, GroupRecord};
 pub use producer::{
     DEFAULT_IN_FLIGHT_BATCHES, Delivery, MAX_IN_FLIGHT_BATCHES, Producer, ProducerConfig,
     TimedDelivery, partition_for_key,

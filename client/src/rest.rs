@@ -14,6 +14,8 @@
 //! # Ok(()) }
 //! ```
 
+mod groups;
+
 use std::time::Duration;
 
 use floe_wire::BrokerId;

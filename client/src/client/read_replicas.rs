@@ -34,6 +34,11 @@ pub(crate) struct ReadReplicas {
 }
 
 impl ReadReplicas {
+    /// The controlplane this list comes from.
+    pub(crate) fn rest(&self) -> &Controlplane {
+        &self.rest
+    }
+
     pub fn new(rest: Controlplane) -> ReadReplicas {
         ReadReplicas {
             rest,
