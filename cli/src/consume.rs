@@ -8,12 +8,13 @@
 //! header's `value_base64`) holding standard padded base64. A record without a key has
 //! `"key": null`.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use clap::Args;
 use floe_client::{
-    ClientConfig, ConsumedRecord, Consumer, ConsumerConfig, FetchPosition, PartitionId, StreamName,
+    ClientConfig, ConsumedRecord, Consumer, ConsumerConfig, FetchPosition, GroupConfig,
+    GroupConsumer, PartitionId, StreamName,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -27,8 +28,18 @@ pub struct ConsumeArgs {
     /// Stream to read.
     name: String,
     /// Read only this partition [default: all].
-    #[arg(long)]
+    #[arg(long, conflicts_with = "group")]
     partition: Option<u32>,
+    /// Read as a member of this consumer group: the group's members share the partitions,
+    /// each starts where the group committed, and what is printed is committed (so a
+    /// second run goes on where this one stopped). --from applies to partitions the group
+    /// never committed in. Needs the controlplane.
+    #[arg(long)]
+    group: Option<String>,
+    /// With --group: the member is removed from the group this long after it stops
+    /// heartbeating, and its partitions go to the others.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, requires = "group")]
+    session_timeout: Duration,
     /// Where to start: earliest, latest, an offset, or an RFC 3339 time such as
     /// 2024-05-01T12:00:00Z (the first record at or after it).
     #[arg(long, default_value = "earliest", value_parser = parse_position)]
@@ -42,6 +53,9 @@ pub struct ConsumeArgs {
 const RECORDS_PENDING: usize = 1024;
 
 pub async fn run(config: ClientConfig, args: ConsumeArgs, json: bool) -> Result<()> {
+    if let Some(group) = args.group.clone() {
+        return run_group(config, args, group, json).await;
+    }
     let stream = stream_name(&args.name)?;
     let client = crate::connect(config).await?;
     let info = client
@@ -130,6 +144,127 @@ async fn print_records(
     }
     write_stdout(&out)?;
     Ok(())
+}
+
+/// How often a group member commits what it printed, at most (and always at the end).
+const GROUP_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `floe consume --group`: prints what the group assigns this member, committing what was
+/// printed; at the end (count, Ctrl-C, stdout closed) commits and leaves.
+async fn run_group(
+    config: ClientConfig,
+    args: ConsumeArgs,
+    group: String,
+    json: bool,
+) -> Result<()> {
+    let stream = stream_name(&args.name)?;
+    if config.controlplane.is_none() {
+        anyhow::bail!(
+            "a consumer group needs the controlplane: pass --controlplane URL (or set \
+             FLOE_CONTROLPLANE), or use a profile that names one"
+        );
+    }
+    if args.count == Some(0) {
+        return Ok(());
+    }
+    let client = crate::connect(config).await?;
+    let mut settings = GroupConfig::new(group.clone(), [stream.clone()]);
+    settings.start = args.from;
+    settings.session_timeout = args.session_timeout;
+    settings.client_id = Some(format!(
+        "floe-{}@{}",
+        std::process::id(),
+        hostname().unwrap_or_else(|| "?".into())
+    ));
+    let mut member = GroupConsumer::join(client.clone(), settings)
+        .await
+        .with_context(|| format!("joining group {group}"))?;
+    let printed = print_group(&mut member, args.count, json).await;
+    // Commit what was printed, then leave, whatever ended the printing.
+    let committed = member
+        .commit()
+        .await
+        .with_context(|| format!("committing group {group}'s offsets"));
+    let left = member.close().await.context("leaving the group");
+    client.close().await;
+    printed.and(committed).and(left)
+}
+
+async fn print_group(member: &mut GroupConsumer, count: Option<u64>, json: bool) -> Result<()> {
+    if !json && !write_stdout(&header())? {
+        return Ok(());
+    }
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    let mut printed: u64 = 0;
+    let mut last_commit = Instant::now();
+    let mut out = String::new();
+    loop {
+        let pending = !out.is_empty();
+        let next = async {
+            match pending {
+                // Flush what is pending when nothing more comes for a moment.
+                true => tokio::time::timeout(Duration::from_millis(20), member.next())
+                    .await
+                    .ok(),
+                false => Some(member.next().await),
+            }
+        };
+        let record = tokio::select! {
+            biased;
+            _ = &mut interrupted => break,
+            record = next => record,
+        };
+        let Some(record) = record else {
+            if !write_stdout(&out)? {
+                return Ok(());
+            }
+            out.clear();
+            // What is printed may be committed; what is only buffered may not.
+            if last_commit.elapsed() >= GROUP_COMMIT_INTERVAL {
+                member
+                    .commit()
+                    .await
+                    .context("committing the group's offsets")?;
+                last_commit = Instant::now();
+            }
+            continue;
+        };
+        let record = record.context("reading as a group member")?;
+        if json {
+            out.push_str(&json_line(record.stream.as_str(), &record.record).to_string());
+            out.push('\n');
+        } else {
+            out.push_str(&human_line(&record.record));
+        }
+        printed += 1;
+        let done = count.is_some_and(|count| printed >= count);
+        if done || out.len() > 64 * 1024 {
+            let open = write_stdout(&out)?;
+            out.clear();
+            if !open || done {
+                return Ok(());
+            }
+        }
+        // What is printed may be committed; what is only buffered may not.
+        if out.is_empty() && last_commit.elapsed() >= GROUP_COMMIT_INTERVAL {
+            member
+                .commit()
+                .await
+                .context("committing the group's offsets")?;
+            last_commit = Instant::now();
+        }
+    }
+    write_stdout(&out)?;
+    Ok(())
+}
+
+/// This machine's name, for the member's label.
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
 }
 
 async fn read_partition(

@@ -5,6 +5,7 @@
 mod admin;
 mod bench;
 mod consume;
+mod group;
 mod output;
 mod position;
 mod profile;
@@ -153,6 +154,11 @@ enum Remote {
         #[command(subcommand)]
         command: read_replica::ReadReplicaCommand,
     },
+    /// List, describe, reset and delete consumer groups (controlplane).
+    Group {
+        #[command(subcommand)]
+        command: group::GroupCommand,
+    },
     /// The cluster at a glance, and the read-replica scaling policy (controlplane).
     Cluster {
         #[command(subcommand)]
@@ -231,6 +237,10 @@ fn run(cli: Cli) -> Result<()> {
                 Remote::Token { command } => {
                     return token::run(controlplane, command, cli.json).await;
                 }
+                Remote::Group { command } => {
+                    let config = client_config(&cli.connection, profile.as_ref());
+                    return group::run(controlplane, config, command, cli.json).await;
+                }
                 command => return remote(&cli.connection, profile, command, cli.json).await,
             }
         }
@@ -250,6 +260,7 @@ async fn remote(
         Remote::Broker { .. }
         | Remote::Cluster { .. }
         | Remote::ReadReplica { .. }
+        | Remote::Group { .. }
         | Remote::Token { .. } => Err(anyhow::anyhow!(
             "no controlplane: pass --controlplane URL (or set FLOE_CONTROLPLANE), or use \
                  the profile `floe-broker dev` writes"
