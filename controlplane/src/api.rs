@@ -28,7 +28,7 @@ use floe_wire::admin::Role;
 use floe_wire::auth::{Action, PrincipalKind};
 
 pub(crate) use caller::{Caller, Policy};
-pub(crate) use groups::lags as group_lags;
+pub(crate) use groups::{PendingCommit, commit_offsets_loop, lags as group_lags};
 
 use crate::api::error::Failure;
 use crate::cluster::Cluster;

@@ -10,14 +10,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use floe_wire::BrokerId;
 use floe_wire::admin::Role;
-use tokio::sync::{Mutex, MutexGuard, Notify, watch};
+use tokio::sync::{Mutex, MutexGuard, Notify, mpsc, watch};
 
+use crate::api::PendingCommit;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::groups::Coordinator;
 use crate::metrics::Metrics;
 use crate::partition_election::Ballots;
 use crate::store::{Store, StoreError};
+
+/// Commit requests waiting for the writer; more wait for room (the HTTP layer holds them).
+const COMMITS_QUEUED: usize = 4096;
 
 /// Shared by every handler and loop of one controlplane.
 #[derive(Debug)]
@@ -52,6 +56,9 @@ pub(crate) struct Cluster<S> {
     history_reads: std::sync::Mutex<HashMap<BrokerId, u64>>,
     /// Consumer groups' live members and who reads what. In memory, on the leader only.
     pub(crate) groups: Coordinator,
+    /// Offset commits waiting to be written together ([`crate::api::commit_offsets_loop`]).
+    pub(crate) commits: mpsc::Sender<PendingCommit>,
+    commits_queued: std::sync::Mutex<Option<mpsc::Receiver<PendingCommit>>>,
     /// What `GET /metrics` serves.
     pub(crate) metrics: Metrics,
     /// Turns true when the controlplane stops; cuts long-polls short.
@@ -60,6 +67,7 @@ pub(crate) struct Cluster<S> {
 
 impl<S: Store> Cluster<S> {
     pub(crate) fn new(store: S, config: Config, shutdown: watch::Receiver<bool>) -> Cluster<S> {
+        let (commits, queued) = mpsc::channel(COMMITS_QUEUED);
         Cluster {
             store,
             auth: config.auth.as_ref().map(Auth::new),
@@ -75,6 +83,8 @@ impl<S: Store> Cluster<S> {
             election_check: AtomicBool::new(false),
             history_reads: std::sync::Mutex::new(HashMap::new()),
             groups: Coordinator::default(),
+            commits,
+            commits_queued: std::sync::Mutex::new(Some(queued)),
             metrics: Metrics::new(),
             shutdown,
         }
@@ -203,6 +213,15 @@ impl<S: Store> Cluster<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The queue of offset commits, for the one task that writes them; `None` after the
+    /// first call.
+    pub(crate) fn take_commit_queue(&self) -> Option<mpsc::Receiver<PendingCommit>> {
+        self.commits_queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// Waits until the controlplane stops, or `timeout` passes.

@@ -606,4 +606,34 @@ mod tests {
         );
         assert_eq!(coordinator.check_empty("g"), Ok(()));
     }
+
+    #[test]
+    fn every_waiting_member_hears_of_a_leave() {
+        let coordinator = Coordinator::default();
+        let streams = BTreeMap::from([(StreamName::new("s").expect("name"), 10)]);
+        let join = || {
+            coordinator.join(
+                "g",
+                Joining {
+                    streams: &streams,
+                    client_id: None,
+                    session_timeout_ms: 30_000,
+                },
+                0,
+            )
+        };
+        let members: Vec<Membership> = (0..5).map(|_| join()).collect();
+        let mut receivers = Vec::new();
+        for m in &members {
+            let owned: BTreeSet<GroupPartition> = m.assignment.iter().cloned().collect();
+            let (_, rx) = coordinator
+                .heartbeat("g", &m.member_id, &owned, 1)
+                .expect("live");
+            receivers.push(rx);
+        }
+        assert!(coordinator.leave("g", &members[4].member_id));
+        for rx in &receivers {
+            assert!(rx.has_changed().expect("open"));
+        }
+    }
 }

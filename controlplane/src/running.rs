@@ -76,6 +76,13 @@ impl Controlplane {
         tasks.push(tokio::spawn(crate::api::expire_group_members(
             cluster.clone(),
         )));
+        if let Some(queue) = cluster.take_commit_queue() {
+            tasks.push(tokio::spawn(crate::api::commit_offsets_loop(
+                cluster.clone(),
+                queue,
+                shutdown_rx.clone(),
+            )));
+        }
         let scheme = if tls.is_some() { "https" } else { "http" };
         tasks.push(spawn_http(
             listener,

@@ -347,6 +347,16 @@ pub trait GroupOffsetStore: Send + Sync + 'static {
         now_ms: u64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Commits offsets of several groups in one transaction, all or none. Later entries for
+    /// the same group and partition win. Fails as a whole (`PartitionNotFound` naming the
+    /// first entry it could not place) when any entry names a partition that does not exist;
+    /// the caller may then commit the entries group by group to learn which.
+    fn commit_offsets_batch(
+        &self,
+        entries: &[(&str, &OffsetCommit)],
+        now_ms: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Deletes a group's committed offsets; returns how many there were.
     fn delete_group(&self, group: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }

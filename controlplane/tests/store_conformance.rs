@@ -57,6 +57,7 @@ conformance!(
     assignments_list_a_brokers_partitions_with_their_stream,
     only_the_current_leader_reports_a_partition,
     group_offsets_commit_all_or_nothing,
+    group_offsets_commit_in_batches_and_groups_are_deleted,
     read_replicas_and_the_scaling_policy_are_kept,
     read_replicas_register_heartbeat_drain_expire_and_leave,
     a_replicated_partition_elects_its_leader_once_per_epoch,
@@ -747,6 +748,68 @@ async fn group_offsets_commit_all_or_nothing(store: &SqlStore) {
         store.groups().await.expect("groups").is_empty(),
         "offsets go with the stream"
     );
+}
+
+async fn group_offsets_commit_in_batches_and_groups_are_deleted(store: &SqlStore) {
+    store
+        .create_stream(&stream("orders", 2, 1), &[vec![], vec![]])
+        .await
+        .expect("create");
+    let commit = |stream: &str, partition: u32, offset: u64| OffsetCommit {
+        stream: name(stream),
+        partition: PartitionId::new(partition),
+        offset,
+    };
+    // Two groups in one batch; the later of two entries for one partition wins.
+    let (a, b, c) = (
+        commit("orders", 0, 5),
+        commit("orders", 0, 8),
+        commit("orders", 1, 3),
+    );
+    store
+        .commit_offsets_batch(&[("billing", &a), ("audit", &c), ("billing", &b)], 100)
+        .await
+        .expect("a batch");
+    let offsets = |group: &'static str| async move {
+        store
+            .group_offsets(group)
+            .await
+            .expect("offsets")
+            .iter()
+            .map(|o| (o.partition.get(), o.offset))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(offsets("billing").await, [(0, 8)]);
+    assert_eq!(offsets("audit").await, [(1, 3)]);
+    // An entry naming a partition that does not exist fails the whole batch.
+    let (good, missing) = (commit("orders", 1, 50), commit("orders", 9, 1));
+    let bad = store
+        .commit_offsets_batch(&[("billing", &good), ("billing", &missing)], 200)
+        .await;
+    assert!(
+        matches!(bad, Err(StoreError::PartitionNotFound { .. })),
+        "{bad:?}"
+    );
+    assert_eq!(
+        offsets("billing").await,
+        [(0, 8)],
+        "the failed batch wrote nothing"
+    );
+    // Many rows: more than one statement's worth.
+    let many: Vec<OffsetCommit> = (0..1_200)
+        .map(|i| commit("orders", i % 2, u64::from(i)))
+        .collect();
+    let entries: Vec<(&str, &OffsetCommit)> = many.iter().map(|c| ("bulk", c)).collect();
+    store
+        .commit_offsets_batch(&entries, 300)
+        .await
+        .expect("a large batch");
+    assert_eq!(offsets("bulk").await, [(0, 1_198), (1, 1_199)]);
+
+    assert_eq!(store.delete_group("billing").await.expect("delete"), 1);
+    assert_eq!(store.delete_group("billing").await.expect("delete"), 0);
+    assert!(offsets("billing").await.is_empty());
+    assert_eq!(offsets("audit").await, [(1, 3)], "other groups stay");
 }
 
 async fn read_replicas_and_the_scaling_policy_are_kept(store: &SqlStore) {

@@ -1,4 +1,4 @@
-//! A keep-alive HTTP/1.1 GET client and a fixed-rate load generator for the benchmark.
+//! A keep-alive HTTP/1.1 client and a fixed-rate load generator for the benchmarks.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,8 +27,27 @@ impl Connection {
 
     /// GET `path`; returns the status and the body (read by its Content-Length).
     pub async fn get(&mut self, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.addr);
-        self.stream.get_mut().write_all(request.as_bytes()).await?;
+        self.request("GET", path, None).await
+    }
+
+    /// `method` on `path` with an optional JSON body; returns the status and the body.
+    pub async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> anyhow::Result<(u16, Vec<u8>)> {
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.addr);
+        if let Some(body) = body {
+            request.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
+        request.push_str("\r\n");
+        let mut bytes = request.into_bytes();
+        bytes.extend_from_slice(body.unwrap_or_default());
+        self.stream.get_mut().write_all(&bytes).await?;
         let mut status = 0u16;
         let mut length = 0usize;
         let mut line = String::new();

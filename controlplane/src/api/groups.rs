@@ -13,6 +13,7 @@ use floe_wire::admin::{
     GroupPartition, GroupPartitionState, GroupState, JoinGroupRequest, MemberHeartbeat, Membership,
     OffsetCommit, PartitionDescription, ResetOffsetsRequest, ResetTarget,
 };
+use tokio::sync::{mpsc, oneshot, watch};
 
 use floe_wire::auth::Action;
 
@@ -86,39 +87,130 @@ pub(super) async fn commit<S: Store>(
     for commit in &request.offsets {
         caller.require(Action::Consume, &commit.stream)?;
     }
-    let member = request
-        .member
-        .as_ref()
-        .map(|m| (m.member_id.as_str(), m.generation));
-    commit_and_read(&cluster, &caller, group, &request.offsets, member).await
-}
-
-/// Commits, under the write lock, once the coordinator allows it: by the member reading
-/// every partition committed, or by anyone while the group has no live members
-/// (`member: None`).
-async fn commit_and_read<S: Store>(
-    cluster: &Cluster<S>,
-    caller: &Caller,
-    group: String,
-    commits: &[OffsetCommit],
-    member: Option<(&str, u64)>,
-) -> Result<Json<GroupOffsets>, Failure> {
-    let _writes = cluster.write_lock().await;
-    let slots: Vec<GroupPartition> = commits
-        .iter()
-        .map(|commit| GroupPartition {
-            stream: commit.stream.clone(),
+    let member = request.member.map(|m| (m.member_id, m.generation));
+    let (answer, answered) = oneshot::channel();
+    let pending = PendingCommit {
+        group: group.clone(),
+        commits: request.offsets,
+        member,
+        answer,
+    };
+    let stopping = || Failure::Internal("the controlplane is stopping".into());
+    cluster
+        .commits
+        .send(pending)
+        .await
+        .map_err(|_| stopping())?;
+    let (commits, updated_at_ms) = answered.await.map_err(|_| stopping())??;
+    let offsets = commits
+        .into_iter()
+        .filter(|commit| caller.may(Action::Describe, &commit.stream))
+        .map(|commit| CommittedOffset {
+            stream: commit.stream,
             partition: commit.partition,
+            offset: commit.offset,
+            updated_at_ms,
         })
         .collect();
-    cluster.groups.check_commit(&group, member, &slots)?;
-    cluster
-        .store
-        .commit_offsets(&group, commits, now_ms())
-        .await?;
-    let mut offsets = cluster.store.group_offsets(&group).await?;
-    offsets.retain(|offset| caller.may(Action::Describe, &offset.stream));
     Ok(Json(GroupOffsets { group, offsets }))
+}
+
+/// The most offsets one write of the commit queue carries.
+const MAX_BATCH_OFFSETS: usize = 20_000;
+
+/// What a commit's handler hears back: the offsets written and when, or why not.
+type CommitAnswer = Result<(Vec<OffsetCommit>, u64), Failure>;
+
+/// A commit waiting for the writer.
+#[derive(Debug)]
+pub(crate) struct PendingCommit {
+    group: String,
+    commits: Vec<OffsetCommit>,
+    member: Option<(String, u64)>,
+    answer: oneshot::Sender<CommitAnswer>,
+}
+
+/// Writes queued commits until the controlplane stops: all those waiting at once in one
+/// transaction, so that many members committing cost one database write, not one each.
+/// Each is fenced by the coordinator under the write lock, just before the write.
+pub(crate) async fn commit_offsets_loop<S: Store>(
+    cluster: Arc<Cluster<S>>,
+    mut queue: mpsc::Receiver<PendingCommit>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let first = tokio::select! {
+            first = queue.recv() => first,
+            _ = shutdown.wait_for(|stop| *stop) => None,
+        };
+        let Some(first) = first else {
+            return;
+        };
+        let mut offsets = first.commits.len();
+        let mut batch = vec![first];
+        while offsets < MAX_BATCH_OFFSETS {
+            match queue.try_recv() {
+                Ok(pending) => {
+                    offsets += pending.commits.len();
+                    batch.push(pending);
+                }
+                Err(_) => break,
+            }
+        }
+        write_commits(&cluster, batch).await;
+    }
+}
+
+async fn write_commits<S: Store>(cluster: &Cluster<S>, batch: Vec<PendingCommit>) {
+    let _writes = cluster.write_lock().await;
+    let mut accepted = Vec::new();
+    for pending in batch {
+        let slots: Vec<GroupPartition> = pending
+            .commits
+            .iter()
+            .map(|commit| GroupPartition {
+                stream: commit.stream.clone(),
+                partition: commit.partition,
+            })
+            .collect();
+        let member = pending.member.as_ref().map(|(m, g)| (m.as_str(), *g));
+        match cluster.groups.check_commit(&pending.group, member, &slots) {
+            Ok(()) => accepted.push(pending),
+            Err(error) => {
+                let _ = pending.answer.send(Err(error.into()));
+            }
+        }
+    }
+    if accepted.is_empty() {
+        return;
+    }
+    let now = now_ms();
+    let entries: Vec<(&str, &OffsetCommit)> = accepted
+        .iter()
+        .flat_map(|p| p.commits.iter().map(|c| (p.group.as_str(), c)))
+        .collect();
+    let written = cluster.store.commit_offsets_batch(&entries, now).await;
+    drop(entries);
+    match written {
+        Ok(()) => {
+            for pending in accepted {
+                let _ = pending.answer.send(Ok((pending.commits, now)));
+            }
+        }
+        // One of them names a partition that is gone, or the store failed: each alone
+        // learns which, and why.
+        Err(_) => {
+            for pending in accepted {
+                let result = cluster
+                    .store
+                    .commit_offsets(&pending.group, &pending.commits, now)
+                    .await
+                    .map(|()| (pending.commits, now))
+                    .map_err(Failure::from);
+                let _ = pending.answer.send(result);
+            }
+        }
+    }
 }
 
 /// Moves a group's offsets in one stream; the caller must be allowed to consume it.

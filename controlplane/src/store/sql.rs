@@ -360,6 +360,14 @@ impl GroupOffsetStore for SqlStore {
         groups::commit(self, group, commits, now_ms).await
     }
 
+    async fn commit_offsets_batch(
+        &self,
+        entries: &[(&str, &OffsetCommit)],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        groups::commit_batch(self, entries, now_ms).await
+    }
+
     async fn delete_group(&self, group: &str) -> Result<u64, StoreError> {
         groups::delete(self, group).await
     }
