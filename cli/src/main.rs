@@ -5,6 +5,7 @@
 mod admin;
 mod bench;
 mod consume;
+mod next_step;
 mod output;
 mod position;
 mod profile;
@@ -185,6 +186,9 @@ fn main() {
         .init();
     if let Err(e) = run(cli) {
         eprintln!("floe: error: {e:#}");
+        if let Some(step) = next_step::next_step(&e) {
+            eprintln!("floe: {step}");
+        }
         std::process::exit(1);
     }
 }
