@@ -24,6 +24,10 @@ struct Args {
     /// "/var/lib/floe"`); flags and their environment variables win over it.
     #[arg(long = "config", env = "FLOE_CONFIG")]
     config_file: Option<PathBuf>,
+    /// Check the settings (command line, environment, --config file, and the token files
+    /// they name) and exit without starting: no port, database or certificate is opened.
+    #[arg(long)]
+    check_config: bool,
     /// HTTP address of the REST API.
     #[arg(
         long,
@@ -377,7 +381,17 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = &args.config_file {
         tracing::info!(path = %path.display(), "settings from the configuration file, under flags and environment");
     }
+    let check_only = args.check_config;
+    let config_file = args.config_file.clone();
     let config = args.config(|name| std::env::var(name).ok())?;
+    if check_only {
+        let from = config_file.map_or_else(String::new, |path| format!(" with {}", path.display()));
+        writeln!(
+            std::io::stdout().lock(),
+            "floe-controlplane: the settings{from} are valid"
+        )?;
+        return Ok(());
+    }
     if config.auth.is_none() {
         tokio::spawn(floe_controlplane::auth::warn_insecure(
             "the controlplane's REST API",
