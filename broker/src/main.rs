@@ -309,6 +309,11 @@ struct ServeArgs {
     /// "/var/lib/floe"`); flags and their environment variables win over it.
     #[arg(long = "config", env = "FLOE_CONFIG")]
     config_file: Option<PathBuf>,
+    /// Check the settings (command line, environment, --config file, and the token files
+    /// they name) and exit without starting: no port, certificate or data directory is
+    /// opened.
+    #[arg(long)]
+    check_config: bool,
     #[arg(long, env = "FLOE_DATA_DIR")]
     data_dir: PathBuf,
     #[arg(long, env = "FLOE_LISTEN", default_value = "0.0.0.0:7100")]
@@ -393,6 +398,11 @@ struct ReadReplicaArgs {
     /// "/var/lib/floe"`); flags and their environment variables win over it.
     #[arg(long = "config", env = "FLOE_CONFIG")]
     config_file: Option<PathBuf>,
+    /// Check the settings (command line, environment, --config file, and the token files
+    /// they name) and exit without starting: no port, certificate or data directory is
+    /// opened.
+    #[arg(long)]
+    check_config: bool,
     /// The controlplane's REST API, e.g. http://10.0.0.5:7300: the replica registers there
     /// and finds the brokers.
     #[arg(long, env = "FLOE_CONTROLPLANE")]
@@ -544,6 +554,35 @@ fn log_config_file(path: Option<&std::path::Path>) {
 
 async fn run_serve(args: ServeArgs) -> Result<()> {
     log_config_file(args.config_file.as_deref());
+    let check_only = args.check_config;
+    let config_file = args.config_file.clone();
+    let settings = serve_settings(args)?;
+    if check_only {
+        return report_checked("floe-broker serve", config_file.as_deref());
+    }
+    if settings.client_auth == ClientAuth::Insecure {
+        tokio::spawn(floe_controlplane::auth::warn_insecure(
+            "the broker's client port",
+        ));
+    }
+    let running = run::start(settings).await?;
+    wait_for_signal().await?;
+    Ok(running.shutdown().await?)
+}
+
+/// What `--check-config` prints once the settings are found to go together.
+fn report_checked(command: &str, config_file: Option<&std::path::Path>) -> Result<()> {
+    let from = config_file.map_or_else(String::new, |path| format!(" with {}", path.display()));
+    use std::io::Write;
+    writeln!(
+        std::io::stdout().lock(),
+        "{command}: the settings{from} are valid"
+    )?;
+    Ok(())
+}
+
+/// The broker's settings from its flags, environment and token files; nothing is started.
+fn serve_settings(args: ServeArgs) -> Result<Settings> {
     let certificate = CertificatePaths {
         cert: args.cert,
         key: args.key,
@@ -596,11 +635,6 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
              own, or --insecure-no-auth to let anyone who reaches the port do anything"
         ),
     };
-    if args.insecure_no_auth {
-        tokio::spawn(floe_controlplane::auth::warn_insecure(
-            "the broker's client port",
-        ));
-    }
     settings.controlplane = args.controlplane.map(|url| ControlplaneSettings {
         url,
         ca: args.controlplane_ca,
@@ -611,13 +645,31 @@ async fn run_serve(args: ServeArgs) -> Result<()> {
     args.storage.apply(&mut settings)?;
     args.clients.apply(&mut settings);
     let _ = tls::ALPN;
-    let running = run::start(settings).await?;
-    wait_for_signal().await?;
-    Ok(running.shutdown().await?)
+    Ok(settings)
 }
 
 async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     log_config_file(args.config_file.as_deref());
+    let check_only = args.check_config;
+    let config_file = args.config_file.clone();
+    let settings = read_replica_settings(args)?;
+    if check_only {
+        return report_checked("floe-broker read-replica", config_file.as_deref());
+    }
+    if settings.client_auth == ClientAuth::Insecure {
+        tokio::spawn(floe_controlplane::auth::warn_insecure(
+            "the read replica's client port",
+        ));
+    }
+    let running = read_replica::start(settings).await?;
+    wait_for_signal().await?;
+    running.shutdown().await;
+    Ok(())
+}
+
+/// The read replica's settings from its flags, environment and token file; nothing is
+/// started.
+fn read_replica_settings(args: ReadReplicaArgs) -> Result<read_replica::ReadReplicaSettings> {
     let certificates = CertificatePaths {
         cert: args.cert,
         key: args.key,
@@ -648,9 +700,6 @@ async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
         );
     }
     settings.client_auth = if args.insecure_no_auth {
-        tokio::spawn(floe_controlplane::auth::warn_insecure(
-            "the read replica's client port",
-        ));
         ClientAuth::Insecure
     } else {
         ClientAuth::Controlplane
@@ -662,10 +711,7 @@ async fn run_read_replica(args: ReadReplicaArgs) -> Result<()> {
     settings.streams_per_connection = args.clients.streams_per_connection;
     args.objects
         .apply(&mut settings.tier, &mut settings.tier_cache_disk_bytes)?;
-    let running = read_replica::start(settings).await?;
-    wait_for_signal().await?;
-    running.shutdown().await;
-    Ok(())
+    Ok(settings)
 }
 
 async fn wait_for_signal() -> Result<()> {

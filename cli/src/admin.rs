@@ -500,7 +500,9 @@ pub async fn broker(controlplane: &Controlplane, command: BrokerCommand, json: b
                 print_json(&serde_json::to_value(&broker)?)?;
             } else {
                 print(&format!(
-                    "broker {id} is draining: its {} replicas move to other brokers\n",
+                    "broker {id} is draining: its {} replicas move to other brokers where \
+                     there are any (`floe stream describe` shows them go); `floe broker \
+                     undrain {id}` ends the drain\n",
                     broker.replicas
                 ))?;
             }

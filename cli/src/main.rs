@@ -6,6 +6,7 @@ mod admin;
 mod bench;
 mod consume;
 mod group;
+mod next_step;
 mod output;
 mod position;
 mod profile;
@@ -191,6 +192,9 @@ fn main() {
         .init();
     if let Err(e) = run(cli) {
         eprintln!("floe: error: {e:#}");
+        if let Some(step) = next_step::next_step(&e) {
+            eprintln!("floe: {step}");
+        }
         std::process::exit(1);
     }
 }

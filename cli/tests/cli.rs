@@ -724,3 +724,52 @@ fn tokens_are_created_used_listed_and_revoked() {
         "refused publishes wrote nothing"
     );
 }
+
+/// A run that must fail: its stderr.
+fn refused(profile: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let run = Child::spawn(profile, args, stdin).wait();
+    assert!(
+        !run.status.success(),
+        "floe {args:?} succeeded:\n{}",
+        run.stdout
+    );
+    run.stderr
+}
+
+#[test]
+fn a_draining_broker_and_a_missing_stream_say_what_to_do() {
+    let broker = broker();
+    let profile = broker.profile();
+    floe(&profile, &["stream", "create", "kept"], None);
+    floe(&profile, &["broker", "drain", "1"], None);
+
+    // Nothing is live to place a new stream on, and the refusal says which drain to end.
+    let create = refused(&profile, &["stream", "create", "more"], None);
+    assert!(
+        create.contains(
+            "no broker is live (broker 1 is draining: `floe broker undrain 1` ends its drain)"
+        ) && create.contains("undrain or start brokers before creating streams"),
+        "{create}"
+    );
+    // The draining broker keeps leading what no other broker can take: publishing goes on.
+    let published = floe(&profile, &["publish", "kept"], Some("during the drain\n"));
+    assert_eq!(published.stdout, "published 1 record to kept\n");
+    floe(&profile, &["broker", "undrain", "1"], None);
+    floe(&profile, &["stream", "create", "more"], None);
+
+    // A stream that does not exist, through the controlplane and through the broker.
+    let next = "floe: the stream does not exist: `floe stream list` shows the streams there \
+                are, and `floe stream create NAME` makes one";
+    for (args, stdin) in [
+        (&["stream", "describe", "absent"][..], None),
+        (&["stream", "delete", "absent"][..], None),
+        (&["publish", "absent"][..], Some("lost\n")),
+        (&["consume", "absent", "--count", "1"][..], None),
+    ] {
+        let stderr = refused(&profile, args, stdin);
+        assert!(
+            stderr.contains("absent") && stderr.contains(next),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -18,6 +18,8 @@ use toml::de::{DeTable, DeValue};
 pub const FLAG: &str = "config";
 /// The environment variable that names the file when the flag is absent.
 pub const ENV: &str = "FLOE_CONFIG";
+/// The flag that checks the settings and exits: an action, never a setting of the file.
+pub const CHECK_FLAG: &str = "check-config";
 
 /// Why a configuration file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -228,7 +230,7 @@ fn settings<'c>(
         let key = key.get_ref().as_ref();
         let arg = command
             .get_arguments()
-            .find(|a| a.get_long() == Some(key) && key != FLAG)
+            .find(|a| a.get_long() == Some(key) && key != FLAG && key != CHECK_FLAG)
             .ok_or_else(|| ConfigFileError::UnknownKey {
                 path: path.to_owned(),
                 line,
@@ -341,6 +343,8 @@ mod tests {
         verbose: bool,
         #[arg(long)]
         peer: Vec<String>,
+        #[arg(long)]
+        check_config: bool,
     }
 
     fn file(text: &str) -> tempfile::NamedTempFile {
@@ -423,6 +427,19 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(path), "{text}");
+    }
+
+    #[test]
+    fn checking_the_settings_is_an_action_of_the_command_line_not_a_setting() {
+        let config = file("data-dir = \"/x\"\ncheck-config = true\n");
+        let path = config.path().to_str().expect("utf-8");
+        let error = run(&["floe-test", "serve", "--config", path], &[]).expect_err("refused");
+        assert!(
+            error
+                .to_string()
+                .ends_with(":2: `check-config` is not a setting of `floe-test serve` (see `floe-test serve --help`)"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -24,6 +24,10 @@ struct Args {
     /// "/var/lib/floe"`); flags and their environment variables win over it.
     #[arg(long = "config", env = "FLOE_CONFIG")]
     config_file: Option<PathBuf>,
+    /// Check the settings (command line, environment, --config file, and the token files
+    /// they name) and exit without starting: no port, database or certificate is opened.
+    #[arg(long)]
+    check_config: bool,
     /// HTTP address of the REST API.
     #[arg(
         long,
@@ -273,8 +277,23 @@ impl Args {
         Ok(ReadReplicaDriverConfig::None)
     }
 
+    /// The peer CA the flags name, read from its files (`None` when they name none).
+    fn peer_ca(&self) -> anyhow::Result<Option<floe_controlplane::peer_ca::PeerCa>> {
+        let (Some(certificate), Some(key)) = (&self.peer_ca, &self.peer_ca_key_file) else {
+            return Ok(None);
+        };
+        let ca = floe_controlplane::peer_ca::PeerCa::load(certificate, key).with_context(|| {
+            format!(
+                "the peer CA {} and its key {}",
+                certificate.display(),
+                key.display()
+            )
+        })?;
+        Ok(Some(ca))
+    }
+
     /// The settings: [`Config::new`]'s defaults where neither a flag nor its variable is
-    /// given. `variable` reads the environment, for the variables of the old `--*-ms`
+    /// given; the token files are read, no other file (see [`Args::peer_ca`]). `variable` reads the environment, for the variables of the old `--*-ms`
     /// spellings (`FLOE_LEASE_MS`, …), which count when the new one is absent.
     fn config(self, variable: impl Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
         let mut driver = self.driver()?;
@@ -339,17 +358,6 @@ impl Args {
             "FLOE_READ_REPLICA_DRAIN_TIMEOUT_MS",
         )?
         .unwrap_or(config.read_replica_drain_timeout);
-        if let (Some(certificate), Some(key)) = (&self.peer_ca, &self.peer_ca_key_file) {
-            let ca =
-                floe_controlplane::peer_ca::PeerCa::load(certificate, key).with_context(|| {
-                    format!(
-                        "the peer CA {} and its key {}",
-                        certificate.display(),
-                        key.display()
-                    )
-                })?;
-            config.peer_ca = Some(std::sync::Arc::new(ca));
-        }
         config.peer_certificate_lifetime = self
             .peer_certificate_lifetime
             .unwrap_or(config.peer_certificate_lifetime)
@@ -377,7 +385,20 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = &args.config_file {
         tracing::info!(path = %path.display(), "settings from the configuration file, under flags and environment");
     }
-    let config = args.config(|name| std::env::var(name).ok())?;
+    let check_only = args.check_config;
+    let config_file = args.config_file.clone();
+    // Read only when starting: --check-config opens no certificate.
+    let peer_ca = (!check_only).then(|| args.peer_ca()).transpose()?.flatten();
+    let mut config = args.config(|name| std::env::var(name).ok())?;
+    config.peer_ca = peer_ca.map(std::sync::Arc::new);
+    if check_only {
+        let from = config_file.map_or_else(String::new, |path| format!(" with {}", path.display()));
+        writeln!(
+            std::io::stdout().lock(),
+            "floe-controlplane: the settings{from} are valid"
+        )?;
+        return Ok(());
+    }
     if config.auth.is_none() {
         tokio::spawn(floe_controlplane::auth::warn_insecure(
             "the controlplane's REST API",

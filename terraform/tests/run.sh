@@ -13,7 +13,8 @@
 #     the skips written, with their reasons, in the code), `systemd-analyze verify` and
 #     `security` of deploy/systemd, `promtool check rules`, and deploy/check-metrics.sh (every
 #     metric the dashboard and rules name is exported); beside the destroy, `cloud-init
-#     schema` of the rendered user data.
+#     schema` of the rendered user data, and each --config file in it checked by the binary
+#     its unit runs (`--check-config`, terraform/tests/check_config_files.py).
 #
 # Needs terraform and the hashicorp/aws provider in a local plugin mirror (skips without
 # them), .venv with moto, boto3 and checkov (scripts/install-test-deps.sh), promtool and
@@ -192,6 +193,11 @@ for file in "$work"/user-data/*.yaml; do
     echo "FAIL cloud-init schema $(basename "$file")"; cat "$work/cloud-init.log"; status=1
   fi
 done
+
+# The --config files in it, beside the destroy too: each role's unit runs its binary on them.
+say "the binaries accept the --config files of the rendered user data"
+"$venv/python" "$root/terraform/tests/check_config_files.py" "$work/user-data" "$root/deploy/systemd" \
+  "$bin_dir" "$work/config" || status=1
 
 if wait "$destroy_pid" && grep -q '^Destroy complete!' "$work/destroy.log"; then
   say "destroyed in $((SECONDS - destroy_started))s after approval"

@@ -58,7 +58,12 @@ pub(super) async fn create<S: Store>(
         .iter()
         .filter(|broker| broker.state == BrokerState::Live)
         .count();
-    if let Some(refusal) = too_few_brokers(&stream, explicit_factor, live) {
+    let draining: Vec<BrokerId> = brokers
+        .iter()
+        .filter(|broker| broker.state == BrokerState::Draining)
+        .map(|broker| broker.broker_id)
+        .collect();
+    if let Some(refusal) = too_few_brokers(&stream, explicit_factor, live, &draining) {
         return Err(Failure::Invalid(refusal));
     }
     let mut placer = live_placer(&brokers);
@@ -128,13 +133,19 @@ fn check_partitions_per_broker(
     )))
 }
 
-/// Why `stream` cannot be created on `live` brokers, if it cannot.
+/// Why `stream` cannot be created on `live` brokers, if it cannot; `draining` are the
+/// brokers that would count but for their drain, named so that the refusal says how to end it.
 ///
 /// Refused rather than created under-replicated: a partition with fewer live replicas than
 /// its factor cannot take a quorum write, and with none it cannot take any, so a stream
 /// accepted here would fail its first publish instead of its create. (Brokers that die
 /// later are a different matter: their partitions are repaired as brokers come and go.)
-fn too_few_brokers(stream: &StreamInfo, explicit_factor: bool, live: usize) -> Option<String> {
+fn too_few_brokers(
+    stream: &StreamInfo,
+    explicit_factor: bool,
+    live: usize,
+    draining: &[BrokerId],
+) -> Option<String> {
     let replication_factor = stream.config.replication_factor;
     if replication_factor as usize <= live {
         return None;
@@ -147,15 +158,37 @@ fn too_few_brokers(stream: &StreamInfo, explicit_factor: bool, live: usize) -> O
              --default-replication-factor)"
         )
     };
+    let (drains, undrain) = match draining {
+        [] => (String::new(), String::new()),
+        [one] => (
+            format!(" (broker {one} is draining: `floe broker undrain {one}` ends its drain)"),
+            "undrain a broker, ".to_owned(),
+        ),
+        several => {
+            let ids: Vec<String> = several.iter().map(ToString::to_string).collect();
+            (
+                format!(
+                    " (brokers {} are draining: `floe broker undrain ID` ends a drain)",
+                    ids.join(", ")
+                ),
+                "undrain brokers, ".to_owned(),
+            )
+        }
+    };
     Some(match live {
         0 => format!(
-            "no broker is live, and {factor} needs {replication_factor}: start brokers \
-             before creating streams"
+            "no broker is live{drains}, and {factor} needs {replication_factor}: {start} \
+             before creating streams",
+            start = if draining.is_empty() {
+                "start brokers"
+            } else {
+                "undrain or start brokers"
+            },
         ),
         live => format!(
-            "{factor} needs {replication_factor} live brokers and {live} {is} live: add \
-             brokers, or create the stream with a replication factor of at most {live} \
-             (`floe stream create {name} --replication-factor {live}`)",
+            "{factor} needs {replication_factor} live brokers and {live} {is} live{drains}: \
+             {undrain}add brokers, or create the stream with a replication factor of at most \
+             {live} (`floe stream create {name} --replication-factor {live}`)",
             is = if live == 1 { "is" } else { "are" },
             name = stream.name,
         ),
@@ -316,4 +349,51 @@ pub(super) async fn delete<S: Store>(
     let version = cluster.store.delete_stream(&name).await?;
     cluster.announce(version);
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use floe_wire::admin::{RetentionSettings, SegmentSettings};
+
+    use super::*;
+
+    fn orders(replication_factor: u32) -> StreamInfo {
+        StreamInfo {
+            name: StreamName::new("orders").expect("a valid name"),
+            config: StreamConfig {
+                partitions: 1,
+                replication_factor,
+                ack_mode: AckMode::Quorum,
+                segment: SegmentSettings::default(),
+                retention: RetentionSettings::default(),
+            },
+            created_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_create_short_of_live_brokers_names_the_draining_ones_and_how_to_undrain() {
+        let one = too_few_brokers(&orders(3), true, 2, &[BrokerId::new(1)]).expect("refused");
+        assert_eq!(
+            one,
+            "replication factor 3 needs 3 live brokers and 2 are live (broker 1 is draining: \
+             `floe broker undrain 1` ends its drain): undrain a broker, add brokers, or create \
+             the stream with a replication factor of at most 2 (`floe stream create orders \
+             --replication-factor 2`)"
+        );
+        let none = too_few_brokers(&orders(1), false, 0, &[BrokerId::new(1), BrokerId::new(4)])
+            .expect("refused");
+        assert!(
+            none.starts_with(
+                "no broker is live (brokers 1, 4 are draining: `floe broker undrain ID`"
+            ) && none.ends_with("undrain or start brokers before creating streams"),
+            "{none}"
+        );
+        assert_eq!(
+            too_few_brokers(&orders(3), true, 3, &[BrokerId::new(1)]),
+            None
+        );
+        let without = too_few_brokers(&orders(3), true, 1, &[]).expect("refused");
+        assert!(!without.contains("drain"), "{without}");
+    }
 }

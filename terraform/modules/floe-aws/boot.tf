@@ -1,8 +1,8 @@
 # What every machine's first boot needs: where the release bundle is, the bootstrap secret
 # (and on controlplanes the peer CA's key),
-# and the environment its Floe process runs with (rendered into cloud-init user data by
-# templates/cloud-init.yaml.tftpl; the per-role parts are in brokers.tf, controlplane.tf and
-# read_replicas.tf).
+# and the --config file and environment its Floe process runs with (rendered into cloud-init
+# user data by templates/cloud-init.yaml.tftpl and templates/config.toml.tftpl; the per-role
+# parts are in brokers.tf, controlplane.tf and read_replicas.tf).
 
 locals {
   boot_common = {
@@ -18,15 +18,25 @@ locals {
     bootstrap_script  = file("${path.module}/templates/floe-bootstrap.sh")
   }
 
-  # Settings every process reads (unknown variables are ignored by the others).
+  # The environment of every process: what is not a flag (the log filter, the AWS SDK's
+  # region). Settings that are flags go into the process's --config file.
   env_common = {
-    FLOE_LOG_FORMAT   = var.log_format
-    FLOE_LOG          = "info"
-    FLOE_TLS_CERT     = "/etc/floe/tls/cluster.pem"
-    FLOE_TLS_KEY      = "/etc/floe/tls/cluster.key"
-    FLOE_CONTROLPLANE = local.controlplane_url
-    # Brokers and read replicas trust the controlplane's certificate by the cluster CA.
-    FLOE_CONTROLPLANE_CA = "/etc/floe/tls/ca.pem"
-    AWS_REGION           = local.region
+    FLOE_LOG   = "info"
+    AWS_REGION = local.region
   }
+
+  # Keys of every process's --config file (templates/config.toml.tftpl; the keys each
+  # binary accepts are checked against the built binaries by terraform/tests/run.sh).
+  config_common = {
+    log-format = var.log_format
+  }
+
+  # Brokers and read replicas: their client certificate, and the controlplane they register
+  # with, trusted by the cluster CA.
+  config_server = merge(local.config_common, {
+    cert            = "/etc/floe/tls/cluster.pem"
+    key             = "/etc/floe/tls/cluster.key"
+    controlplane    = local.controlplane_url
+    controlplane-ca = "/etc/floe/tls/ca.pem"
+  })
 }

@@ -62,17 +62,23 @@ resource "aws_instance" "broker" {
   user_data_base64 = base64encode(templatefile("${path.module}/templates/cloud-init.yaml.tftpl", merge(local.boot_common, {
     role        = "broker"
     data_volume = aws_ebs_volume.broker_data[count.index].id
-    environment = merge(local.env_common, {
-      FLOE_DATA_DIR       = "/var/lib/floe/data"
-      FLOE_LISTEN         = "0.0.0.0:${local.ports.client}"
-      FLOE_ADVERTISE      = "${local.broker_advertised[count.index]}:${local.ports.client}"
-      FLOE_METRICS_LISTEN = "0.0.0.0:${local.ports.metrics}"
-      FLOE_PEER_LISTEN    = "0.0.0.0:${local.ports.peer}"
-      FLOE_PEER_ADVERTISE = "broker-${count.index}.${local.zone_name}:${local.ports.peer}"
-      FLOE_PEER_CA        = "/etc/floe/tls/peer-ca.pem"
-      FLOE_ZONE           = local.broker_subnets[count.index].availability_zone
-      FLOE_OBJECT_STORE   = "s3://${aws_s3_bucket.tier.id}/${var.object_prefix}"
-      FLOE_S3_REGION      = local.region
+    environment = local.env_common
+    config_path = "/etc/floe/broker.toml"
+    config = templatefile("${path.module}/templates/config.toml.tftpl", {
+      command = "floe-broker serve"
+      path    = "/etc/floe/broker.toml"
+      settings = merge(local.config_server, {
+        data-dir       = "/var/lib/floe/data"
+        listen         = "0.0.0.0:${local.ports.client}"
+        advertise      = "${local.broker_advertised[count.index]}:${local.ports.client}"
+        metrics-listen = "0.0.0.0:${local.ports.metrics}"
+        peer-listen    = "0.0.0.0:${local.ports.peer}"
+        peer-advertise = "broker-${count.index}.${local.zone_name}:${local.ports.peer}"
+        peer-ca        = "/etc/floe/tls/peer-ca.pem"
+        zone           = local.broker_subnets[count.index].availability_zone
+        object-store   = "s3://${aws_s3_bucket.tier.id}/${var.object_prefix}"
+        s3-region      = local.region
+      })
     })
   })))
   subnet_id              = local.broker_subnets[count.index].id

@@ -17,13 +17,22 @@ resource "aws_launch_template" "controlplane" {
     role              = "controlplane"
     database_instance = local.database_identifier
     peer_ca_secret    = aws_secretsmanager_secret.peer_ca.arn
-    environment = merge(local.env_common, {
-      FLOE_PEER_CA                    = "/etc/floe/tls/peer-ca.pem"
-      FLOE_PEER_CA_KEY_FILE           = "/etc/floe/tls/peer-ca.key"
-      FLOE_CONTROLPLANE_LISTEN        = "0.0.0.0:${local.ports.controlplane}"
-      FLOE_DATA_DIR                   = "/var/lib/floe/controlplane"
-      FLOE_AWS_AUTOSCALING_GROUP      = aws_autoscaling_group.read_replicas.name
-      FLOE_DEFAULT_REPLICATION_FACTOR = "3"
+    environment       = local.env_common
+    config_path       = "/etc/floe/controlplane.toml"
+    config = templatefile("${path.module}/templates/config.toml.tftpl", {
+      command = "floe-controlplane"
+      path    = "/etc/floe/controlplane.toml"
+      settings = merge(local.config_common, {
+        listen                     = "0.0.0.0:${local.ports.controlplane}"
+        tls-cert                   = "/etc/floe/tls/cluster.pem"
+        tls-key                    = "/etc/floe/tls/cluster.key"
+        peer-ca                    = "/etc/floe/tls/peer-ca.pem"
+        peer-ca-key-file           = "/etc/floe/tls/peer-ca.key"
+        data-dir                   = "/var/lib/floe/controlplane"
+        aws-autoscaling-group      = aws_autoscaling_group.read_replicas.name
+        aws-region                 = local.region
+        default-replication-factor = 3
+      })
     })
   })))
   metadata_options {

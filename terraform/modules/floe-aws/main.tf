@@ -33,7 +33,7 @@ locals {
   server_name = "brokers.${local.zone_name}"
 
   controlplane_host = "controlplane.${local.zone_name}"
-  # The controlplane serves its API over TLS with the cluster certificate (FLOE_TLS_CERT).
+  # The controlplane serves its API over TLS with the cluster certificate (`tls-cert`).
   controlplane_url = "https://${local.controlplane_host}:${local.ports.controlplane}"
 
   ports = {

@@ -20,15 +20,23 @@ resource "aws_launch_template" "read_replica" {
   user_data = base64encode(templatefile("${path.module}/templates/cloud-init.yaml.tftpl", merge(local.boot_common, {
     role           = "read-replica"
     advertise_port = local.ports.read_replica
-    environment = merge(local.env_common, {
-      FLOE_DATA_DIR           = "/var/lib/floe/cache"
-      FLOE_LISTEN             = "0.0.0.0:${local.ports.read_replica}"
-      FLOE_METRICS_LISTEN     = "0.0.0.0:${local.ports.metrics}"
-      FLOE_BROKER_CA          = "/etc/floe/tls/ca.pem"
-      FLOE_BROKER_SERVER_NAME = local.server_name
-      FLOE_OBJECT_STORE       = "s3://${aws_s3_bucket.tier.id}/${var.object_prefix}"
-      FLOE_S3_REGION          = local.region
-      FLOE_TIER_CACHE_DISK    = "${var.read_replica_cache_gib - 10}GiB"
+    environment    = local.env_common
+    config_path    = "/etc/floe/read-replica.toml"
+    config = templatefile("${path.module}/templates/config.toml.tftpl", {
+      command = "floe-broker read-replica"
+      path    = "/etc/floe/read-replica.toml"
+      # The replica's id (its instance id) and advertised address are this machine's own:
+      # floe-bootstrap adds them to /etc/floe/floe.env.
+      settings = merge(local.config_server, {
+        data-dir           = "/var/lib/floe/cache"
+        listen             = "0.0.0.0:${local.ports.read_replica}"
+        metrics-listen     = "0.0.0.0:${local.ports.metrics}"
+        broker-ca          = "/etc/floe/tls/ca.pem"
+        broker-server-name = local.server_name
+        object-store       = "s3://${aws_s3_bucket.tier.id}/${var.object_prefix}"
+        s3-region          = local.region
+        tier-cache-disk    = "${var.read_replica_cache_gib - 10}GiB"
+      })
     })
   })))
   metadata_options {
