@@ -518,6 +518,19 @@ fn version_completions_and_help() {
         None,
     );
     assert!(down.stdout.contains("unreachable"), "{}", down.stdout);
+    // An administrative command fails, and says what to do.
+    let refused = Child::spawn(
+        &profile,
+        &["--controlplane", "http://127.0.0.1:9", "stream", "list"],
+        None,
+    )
+    .wait();
+    assert!(!refused.status.success());
+    assert!(
+        refused.stderr.contains("start floe-controlplane"),
+        "{}",
+        refused.stderr
+    );
     drop(dir);
 
     for shell in ["bash", "zsh", "fish"] {

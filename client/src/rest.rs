@@ -571,6 +571,13 @@ fn unreachable_detail(url: &str, error: &reqwest::Error) -> String {
         {
             Some("the controlplane may require TLS: try https:// in the URL")
         }
+        None if detail.contains("Connection refused") => Some(
+            "nothing listens there: start floe-controlplane, or point --controlplane (or the \
+             profile's `controlplane`) at where it runs",
+        ),
+        None if error.is_timeout() || detail.contains("timed out") => {
+            Some("no answer in time: check the address, and that a firewall lets the port through")
+        }
         None => None,
     };
     match hint {
