@@ -7,6 +7,7 @@
 mod support {
     pub mod broker_process;
     pub mod floe_process;
+    pub mod http;
 }
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,19 +54,9 @@ fn publish(profile: &Path, stream: &str, partitions: u32, count: usize, round: &
 
 /// The controlplane's `/metrics` (plain HTTP in `dev`), at the URL the profile names.
 fn controlplane_metrics(profile: &Path) -> String {
-    use std::io::{Read, Write};
-    let profile: Value =
-        serde_json::from_str(&std::fs::read_to_string(profile).expect("the profile"))
-            .expect("a JSON profile");
-    let url = profile["controlplane"]
-        .as_str()
-        .expect("a controlplane URL");
-    let address = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut stream = std::net::TcpStream::connect(address).expect("the controlplane answers");
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {address}\r\n\r\n").expect("a request");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("an answer");
-    answer
+    let profile = floe_client::read_profile(profile).expect("the profile");
+    let url = profile.controlplane.expect("a controlplane URL");
+    support::http::get(&url, "/metrics")
 }
 
 fn describe(profile: &Path, group: &str) -> Value {

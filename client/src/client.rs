@@ -333,7 +333,12 @@ impl Client {
             Err(e) => points_elsewhere(e),
             Ok(_) => false,
         };
-        if unhealthy && let Some(read_replicas) = &self.routes.read_replicas {
+        // A request cut short because this client is closing says nothing of the replica.
+        let closing = self.conn.closed.load(Ordering::SeqCst);
+        if unhealthy
+            && !closing
+            && let Some(read_replicas) = &self.routes.read_replicas
+        {
             tracing::info!(read_replica = %self.conn.config.endpoint, "read replica failed; reading elsewhere");
             read_replicas.suspect(&self.conn.config.endpoint);
         }

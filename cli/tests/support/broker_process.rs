@@ -3,6 +3,8 @@
 //! drop. The CLI's package cannot name another package's binary with `CARGO_BIN_EXE_*`, so
 //! the caller passes its path (next to `floe` in the target directory).
 
+#![allow(dead_code)] // Each test binary uses its own share of these.
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,6 +23,12 @@ impl BrokerProcess {
     /// Starts `floe-broker dev` from `binary` on an ephemeral port and waits, with a
     /// deadline, for the client profile it writes once it serves.
     pub fn start(binary: &Path) -> BrokerProcess {
+        BrokerProcess::start_with(binary, 0)
+    }
+
+    /// Starts `floe-broker dev` with `read_replicas` read replicas kept live (0: none, and
+    /// no autoscaler).
+    pub fn start_with(binary: &Path, read_replicas: u32) -> BrokerProcess {
         assert!(
             binary.exists(),
             "the broker binary {} is missing: run `cargo build --workspace --bins` before \
@@ -38,9 +46,8 @@ impl BrokerProcess {
             .arg("--profile")
             .arg(dir.path().join("profile.json"))
             .env("FLOE_LOG", "info")
-            // No read replicas: these tests look at the broker itself.
-            .env("FLOE_DEV_READ_REPLICAS", "0")
-            .env("FLOE_DEV_MAX_READ_REPLICAS", "0")
+            .env("FLOE_DEV_READ_REPLICAS", read_replicas.to_string())
+            .env("FLOE_DEV_MAX_READ_REPLICAS", read_replicas.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
