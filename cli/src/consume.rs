@@ -180,19 +180,25 @@ async fn run_group(
         .await
         .with_context(|| format!("joining group {group}"))?;
     let printed = print_group(&mut member, args.count, json).await;
-    // Commit what was printed, then leave, whatever ended the printing.
-    let committed = member
-        .commit()
-        .await
-        .with_context(|| format!("committing group {group}'s offsets"));
+    // Commit what was printed, then leave, whatever ended the printing. Records handed out
+    // but not printed (stdout closed) are not committed: the next member prints them.
+    let committed = match printed {
+        Ok(true) => member
+            .commit()
+            .await
+            .with_context(|| format!("committing group {group}'s offsets")),
+        Ok(false) | Err(_) => Ok(()),
+    };
     let left = member.close().await.context("leaving the group");
     client.close().await;
-    printed.and(committed).and(left)
+    printed.map(|_| ()).and(committed).and(left)
 }
 
-async fn print_group(member: &mut GroupConsumer, count: Option<u64>, json: bool) -> Result<()> {
+/// Prints until `count`, Ctrl-C or an error; `Ok(false)` when stdout closed, so that what
+/// was handed out is not all printed.
+async fn print_group(member: &mut GroupConsumer, count: Option<u64>, json: bool) -> Result<bool> {
     if !json && !write_stdout(&header())? {
-        return Ok(());
+        return Ok(false);
     }
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
@@ -217,7 +223,7 @@ async fn print_group(member: &mut GroupConsumer, count: Option<u64>, json: bool)
         };
         let Some(record) = record else {
             if !write_stdout(&out)? {
-                return Ok(());
+                return Ok(false);
             }
             out.clear();
             // What is printed may be committed; what is only buffered may not.
@@ -243,7 +249,7 @@ async fn print_group(member: &mut GroupConsumer, count: Option<u64>, json: bool)
             let open = write_stdout(&out)?;
             out.clear();
             if !open || done {
-                return Ok(());
+                return Ok(open);
             }
         }
         // What is printed may be committed; what is only buffered may not.
@@ -255,8 +261,7 @@ async fn print_group(member: &mut GroupConsumer, count: Option<u64>, json: bool)
             last_commit = Instant::now();
         }
     }
-    write_stdout(&out)?;
-    Ok(())
+    Ok(write_stdout(&out)?)
 }
 
 /// This machine's name, for the member's label.

@@ -121,6 +121,8 @@ struct Shared {
     state: Mutex<State>,
     records: mpsc::Sender<Delivery>,
     assignment: watch::Sender<Vec<GroupPartition>>,
+    /// Wakes the heartbeat task to report at once what this member gave up.
+    nudge: tokio::sync::Notify,
 }
 
 /// A member of a consumer group. Dropping it leaves the group (in the background);
@@ -170,6 +172,7 @@ impl GroupConsumer {
             }),
             records,
             assignment: watch::Sender::new(Vec::new()),
+            nudge: tokio::sync::Notify::new(),
         });
         apply(&shared, &membership).await?;
         let heartbeats = tokio::spawn(heartbeat_loop(shared.clone(), membership));
@@ -371,9 +374,12 @@ async fn commit_some(
                 };
                 let membership = shared
                     .rest
-                    .group_heartbeat(&shared.config.group, &member_id, &heartbeat)
+                    .group_heartbeat(&shared.config.group, &member_id, &heartbeat, RETRY_PAUSE)
                     .await?;
-                Box::pin(revoke_and_add(shared, &membership, false)).await?;
+                let gave_up = Box::pin(apply(shared, &membership)).await?;
+                if gave_up {
+                    shared.nudge.notify_one();
+                }
             }
             Err(error) => return Err(error.into()),
         }
@@ -453,6 +459,10 @@ async fn revoke_and_add(
         let committed = committed_offsets(shared).await?;
         let mut state = shared.state();
         for slot in added {
+            if state.readers.contains_key(&slot) {
+                // Another call of this member started it meanwhile.
+                continue;
+            }
             let start = committed.get(&slot).map_or(shared.config.start, |&offset| {
                 FetchPosition::Offset(Offset::new(offset))
             });
@@ -552,45 +562,79 @@ async fn heartbeat_loop(shared: Arc<Shared>, mut membership: Membership) {
             owned: shared.owned(),
             wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
         };
-        let answer = shared
-            .rest
-            .group_heartbeat(&shared.config.group, &member_id, &heartbeat)
-            .await;
-        match answer {
+        // Past its wait, an answer may take one heartbeat interval: a member cut off from
+        // the controlplane learns it within its session, not a whole HTTP timeout later.
+        let call =
+            shared
+                .rest
+                .group_heartbeat(&shared.config.group, &member_id, &heartbeat, interval);
+        let answer = tokio::select! {
+            answer = call => answer.map_err(Error::from),
+            // Something was given up meanwhile: report it now, not at the end of the wait.
+            () = shared.nudge.notified() => {
+                hurry = true;
+                continue;
+            }
+        };
+        let answer = match answer {
             Ok(next) => {
                 last_heard = Instant::now();
                 membership = next;
-                match apply(&shared, &membership).await {
-                    Ok(gave_up) => hurry = gave_up,
-                    Err(error) if error.is_retryable() => hurry = true,
-                    Err(error) => return fail(&shared, error),
-                }
+                apply(&shared, &membership).await
             }
-            Err(error) if error.code() == Some(ApiErrorCode::UnknownMember) => {
-                tracing::info!(group = %shared.config.group, "this member's session lapsed; joining again");
+            Err(error) => Err(error),
+        };
+        match answer {
+            Ok(gave_up) => hurry = gave_up,
+            Err(error) if is_code(&error, ApiErrorCode::UnknownMember) => {
+                tracing::info!(group = %shared.config.group, "this member is no longer in the group; joining again");
                 match rejoin(&shared).await {
                     Ok(next) => {
                         last_heard = Instant::now();
                         membership = next;
                     }
-                    Err(error) if error.is_retryable() => {
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                    }
-                    Err(error) => return fail(&shared, error),
+                    Err(error) if is_fatal(&error) => return fail(&shared, error),
+                    Err(_) => tokio::time::sleep(RETRY_PAUSE).await,
                 }
             }
-            Err(error) if error.is_retryable() => {
+            Err(error) if is_fatal(&error) => return fail(&shared, error),
+            Err(error) => {
+                // The controlplane removes this member a session after its last heartbeat;
+                // stop reading a heartbeat interval before that, so that the member it
+                // hands the partitions to is the only one reading them.
                 let session = Duration::from_millis(membership.session_timeout_ms);
-                if last_heard.elapsed() > session && !shared.owned().is_empty() {
-                    // The controlplane has removed this member by now: stop reading what
-                    // others may read.
-                    tracing::warn!(group = %shared.config.group, %error, "no heartbeat answered for a whole session; stopped reading");
+                let silent = last_heard.elapsed();
+                if silent > session.saturating_sub(interval) && !shared.owned().is_empty() {
+                    tracing::warn!(group = %shared.config.group, %error, ?silent, "no heartbeat answered for most of a session; stopped reading until one is");
                     drop_readers(&shared);
                 }
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
-            Err(error) => return fail(&shared, error.into()),
         }
+    }
+}
+
+/// Whether `error` is the controlplane's `code`.
+fn is_code(error: &Error, code: ApiErrorCode) -> bool {
+    matches!(error, Error::Controlplane(rest) if rest.code() == Some(code))
+}
+
+/// Whether trying again cannot help: the member is refused for what it is or asks. Anything
+/// else — the controlplane unreachable, failing over, a proxy's error page — is retried.
+fn is_fatal(error: &Error) -> bool {
+    match error {
+        Error::Controlplane(rest) => matches!(
+            rest.code(),
+            Some(
+                ApiErrorCode::Unauthorized
+                    | ApiErrorCode::Forbidden
+                    | ApiErrorCode::StreamNotFound
+                    | ApiErrorCode::InvalidArgument
+                    | ApiErrorCode::BadRequest
+            )
+        ),
+        Error::Config(_) => true,
+        _ => false,
     }
 }
 

@@ -165,8 +165,9 @@ pub(crate) async fn expire_group_members<S: Store>(cluster: Arc<Cluster<S>>) {
 
 /// Paths served by standbys too, and without a token. `/healthz` and `/readyz` are the same
 /// as `/v1/health` and `/v1/ready`, at the paths load balancers and orchestrators probe
-/// on every Floe process; like `/metrics` (which says no more than the probes and the
-/// document), they are outside the `/v1` API and its document.
+/// on every Floe process; like `/metrics`, they are outside the `/v1` API and its document.
+/// `/metrics` names read replicas, streams and consumer groups (with their lag), and no more:
+/// `docs/security.md` asks operators to let only monitoring reach it.
 const OPEN_PATHS: &[&str] = &[
     "/v1/health",
     "/v1/ready",

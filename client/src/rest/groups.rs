@@ -67,12 +67,14 @@ impl Controlplane {
     }
 
     /// `POST /v1/groups/{group}/members/{member}/heartbeat`; waits up to `wait_ms` for a
-    /// change when there is nothing to change now.
+    /// change when there is nothing to change now, and fails when no answer came within
+    /// `patience` past that.
     pub async fn group_heartbeat(
         &self,
         group: &str,
         member: &str,
         request: &MemberHeartbeat,
+        patience: Duration,
     ) -> Result<Membership, RestError> {
         let path = format!(
             "/v1/groups/{}/members/{}/heartbeat",
@@ -83,7 +85,7 @@ impl Controlplane {
             url: self.url().to_owned(),
             detail: format!("encoding the request: {e}"),
         })?;
-        let timeout = CALL_TIMEOUT + Duration::from_millis(request.wait_ms);
+        let timeout = patience + Duration::from_millis(request.wait_ms);
         self.expect(Method::POST, &path, Some(body), timeout).await
     }
 

@@ -275,21 +275,12 @@ fn target_offset(
 ) -> Result<u64, Failure> {
     match to {
         ResetTarget::Offset { offset } => Ok(offset),
-        ResetTarget::Earliest => Ok([partition.tier, partition.hot]
-            .into_iter()
-            .flatten()
-            .map(|range| range.start)
-            .min()
-            .unwrap_or(0)),
-        ResetTarget::Latest => {
-            partition
-                .hot
-                .map(|range| range.end)
-                .ok_or_else(|| Failure::RangeUnknown {
-                    stream: stream.to_string(),
-                    partition: partition.partition.get(),
-                })
-        }
+        ResetTarget::Earliest => Ok(log_start(partition)),
+        // Where consumers stop: past the high watermark a group would skip nothing but wait.
+        ResetTarget::Latest => high_watermark(partition).ok_or_else(|| Failure::RangeUnknown {
+            stream: stream.to_string(),
+            partition: partition.partition.get(),
+        }),
     }
 }
 
@@ -441,6 +432,9 @@ pub(super) async fn describe<S: Store>(
         member
             .partitions
             .retain(|slot| caller.may(Action::Describe, &slot.stream));
+        member
+            .streams
+            .retain(|stream| caller.may(Action::Describe, stream));
     }
     Ok(Json(GroupDescription {
         group,
@@ -516,6 +510,24 @@ pub(crate) async fn lags<S: Store>(cluster: &Cluster<S>) -> Result<Vec<GroupLag>
     Ok(lags)
 }
 
+/// Where consumers stop in `partition`, as its leader last reported: the high watermark,
+/// else the end of its hot log.
+fn high_watermark(partition: &PartitionDescription) -> Option<u64> {
+    partition
+        .high_watermark
+        .or(partition.hot.map(|range| range.end))
+}
+
+/// The oldest offset `partition` still keeps (tiered or hot), 0 if none was reported.
+fn log_start(partition: &PartitionDescription) -> u64 {
+    [partition.tier, partition.hot]
+        .into_iter()
+        .flatten()
+        .map(|range| range.start)
+        .min()
+        .unwrap_or(0)
+}
+
 /// Sets each partition's high watermark, as its leader last reported it, and the lag.
 pub(crate) async fn fill_high_watermarks<'a, S: Store>(
     cluster: &Cluster<S>,
@@ -531,11 +543,13 @@ pub(crate) async fn fill_high_watermarks<'a, S: Store>(
             .get(&state.stream)
             .and_then(Option::as_ref)
             .and_then(|list| list.get(state.partition.get() as usize));
-        state.high_watermark =
-            reported.and_then(|p| p.high_watermark.or(p.hot.map(|range| range.end)));
-        state.lag = state
-            .high_watermark
-            .map(|end| end.saturating_sub(state.committed.unwrap_or(0)));
+        state.high_watermark = reported.and_then(high_watermark);
+        // Before a first commit the group would read the whole log that is kept.
+        let from = state
+            .committed
+            .or_else(|| reported.map(log_start))
+            .unwrap_or(0);
+        state.lag = state.high_watermark.map(|end| end.saturating_sub(from));
     }
     Ok(())
 }
