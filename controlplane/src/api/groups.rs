@@ -423,7 +423,7 @@ pub(super) async fn describe<S: Store>(
     }
     let mut partitions = partition_states(live.as_ref(), &offsets);
     partitions.retain(|slot, _| caller.may(Action::Describe, &slot.stream));
-    fill_high_watermarks(&cluster, partitions.values_mut()).await?;
+    complete(&cluster, &mut partitions).await?;
     let (state, generation, mut members) = match live {
         Some(live) => (live.state, live.generation, live.members),
         None => (GroupState::Empty, 0, Vec::new()),
@@ -495,7 +495,7 @@ pub(crate) async fn lags<S: Store>(cluster: &Cluster<S>) -> Result<Vec<GroupLag>
         let live = cluster.groups.describe(&group, now_ms());
         let offsets = cluster.store.group_offsets(&group).await?;
         let mut partitions = partition_states(live.as_ref(), &offsets);
-        fill_high_watermarks(cluster, partitions.values_mut()).await?;
+        complete(cluster, &mut partitions).await?;
         for state in partitions.into_values() {
             if let Some(lag) = state.lag {
                 let labels = GroupLagLabels {
@@ -528,28 +528,38 @@ fn log_start(partition: &PartitionDescription) -> u64 {
         .unwrap_or(0)
 }
 
-/// Sets each partition's high watermark, as its leader last reported it, and the lag.
-pub(crate) async fn fill_high_watermarks<'a, S: Store>(
+/// Completes `partitions` with every partition of their streams (a group shows all of a
+/// stream it reads or committed in, committed or not), and sets each one's high watermark,
+/// as its leader last reported it, and the lag.
+async fn complete<S: Store>(
     cluster: &Cluster<S>,
-    partitions: impl Iterator<Item = &'a mut GroupPartitionState>,
+    partitions: &mut BTreeMap<GroupPartition, GroupPartitionState>,
 ) -> Result<(), Failure> {
-    let mut streams: BTreeMap<StreamName, Option<Vec<PartitionDescription>>> = BTreeMap::new();
-    for state in partitions {
-        if !streams.contains_key(&state.stream) {
-            let description = cluster.store.describe_stream(&state.stream).await?;
-            streams.insert(state.stream.clone(), description.map(|d| d.partitions));
+    let streams: BTreeSet<StreamName> = partitions.keys().map(|s| s.stream.clone()).collect();
+    for stream in streams {
+        let Some(description) = cluster.store.describe_stream(&stream).await? else {
+            continue;
+        };
+        for reported in &description.partitions {
+            let slot = GroupPartition {
+                stream: stream.clone(),
+                partition: reported.partition,
+            };
+            let state = partitions
+                .entry(slot)
+                .or_insert_with(|| GroupPartitionState {
+                    stream: stream.clone(),
+                    partition: reported.partition,
+                    committed: None,
+                    high_watermark: None,
+                    lag: None,
+                    member: None,
+                });
+            state.high_watermark = high_watermark(reported);
+            // Before a first commit the group would read the whole log that is kept.
+            let from = state.committed.unwrap_or_else(|| log_start(reported));
+            state.lag = state.high_watermark.map(|end| end.saturating_sub(from));
         }
-        let reported = streams
-            .get(&state.stream)
-            .and_then(Option::as_ref)
-            .and_then(|list| list.get(state.partition.get() as usize));
-        state.high_watermark = reported.and_then(high_watermark);
-        // Before a first commit the group would read the whole log that is kept.
-        let from = state
-            .committed
-            .or_else(|| reported.map(log_start))
-            .unwrap_or(0);
-        state.lag = state.high_watermark.map(|end| end.saturating_sub(from));
     }
     Ok(())
 }
