@@ -91,6 +91,10 @@ pub struct Config {
     /// The most streams one principal may have created (and not deleted): its next create is
     /// refused (`limit_exceeded`). Streams created without authentication count for no one.
     pub max_streams_per_principal: u32,
+    /// The most live members one consumer group may have: the next join is refused
+    /// (`limit_exceeded`). Members live in the leader's memory; this bounds what one
+    /// principal's joins can make it hold.
+    pub max_group_members: u32,
     /// A dead read replica is forgotten (removed from `GET /v1/read-replicas`) this long
     /// after its lease lapsed.
     pub read_replica_forget_after: Duration,
@@ -128,6 +132,7 @@ impl Config {
             max_partitions_per_stream: 100_000,
             max_partitions_per_broker: 4000,
             max_streams_per_principal: 1000,
+            max_group_members: 1000,
             read_replica_forget_after: Duration::from_secs(600),
             read_replicas: ReadReplicaDriverConfig::None,
             autoscale_interval: Duration::from_secs(2),

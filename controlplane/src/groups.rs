@@ -60,6 +60,11 @@ pub(crate) enum GroupError {
          (`force`) where the call allows it"
     )]
     NotEmpty { group: String, members: usize },
+    #[error(
+        "group `{group}` has {limit} live members, the most the controlplane's \
+         --max-group-members allows; wait for one to leave, or raise the limit"
+    )]
+    TooManyMembers { group: String, limit: usize },
 }
 
 /// A group's live state.
@@ -200,6 +205,8 @@ pub(crate) struct Joining<'a> {
     pub(crate) streams: &'a BTreeMap<StreamName, u32>,
     pub(crate) client_id: Option<String>,
     pub(crate) session_timeout_ms: u64,
+    /// The most live members the group may have, this one included.
+    pub(crate) max_members: usize,
 }
 
 /// A group as `floe group describe` shows it, before offsets are added.
@@ -226,10 +233,25 @@ impl Coordinator {
         groups.clear();
     }
 
-    /// Adds a member to `group` and assigns anew; returns what it reads now.
-    pub(crate) fn join(&self, group: &str, joining: Joining<'_>, now_ms: u64) -> Membership {
+    /// Adds a member to `group` and assigns anew; returns what it reads now. Refused when
+    /// the group has as many members as it may.
+    pub(crate) fn join(
+        &self,
+        group: &str,
+        joining: Joining<'_>,
+        now_ms: u64,
+    ) -> Result<Membership, GroupError> {
         let member_id = new_member_id();
         let mut groups = self.groups();
+        if groups
+            .get(group)
+            .is_some_and(|state| state.members.len() >= joining.max_members)
+        {
+            return Err(GroupError::TooManyMembers {
+                group: group.to_owned(),
+                limit: joining.max_members,
+            });
+        }
         let state = groups.entry(group.to_owned()).or_insert_with(Group::new);
         for (stream, &count) in joining.streams {
             state.partitions.insert(stream.clone(), count);
@@ -247,7 +269,7 @@ impl Coordinator {
         );
         state.rebalance();
         state.hand_over(&member_id);
-        state.view(group, &member_id)
+        Ok(state.view(group, &member_id))
     }
 
     /// A member's heartbeat: it is alive and reads `owned`. What it no longer lists is free
@@ -485,15 +507,18 @@ mod tests {
 
     fn join(coordinator: &Coordinator, now_ms: u64) -> Membership {
         let streams = BTreeMap::from([(stream(), 4)]);
-        coordinator.join(
-            "g",
-            Joining {
-                streams: &streams,
-                client_id: None,
-                session_timeout_ms: 3_000,
-            },
-            now_ms,
-        )
+        coordinator
+            .join(
+                "g",
+                Joining {
+                    streams: &streams,
+                    client_id: None,
+                    session_timeout_ms: 3_000,
+                    max_members: 10,
+                },
+                now_ms,
+            )
+            .expect("room in the group")
     }
 
     fn owned(membership: &Membership) -> BTreeSet<GroupPartition> {
@@ -612,15 +637,18 @@ mod tests {
         let coordinator = Coordinator::default();
         let streams = BTreeMap::from([(StreamName::new("s").expect("name"), 10)]);
         let join = || {
-            coordinator.join(
-                "g",
-                Joining {
-                    streams: &streams,
-                    client_id: None,
-                    session_timeout_ms: 30_000,
-                },
-                0,
-            )
+            coordinator
+                .join(
+                    "g",
+                    Joining {
+                        streams: &streams,
+                        client_id: None,
+                        session_timeout_ms: 30_000,
+                        max_members: 5,
+                    },
+                    0,
+                )
+                .expect("room in the group")
         };
         let members: Vec<Membership> = (0..5).map(|_| join()).collect();
         let mut receivers = Vec::new();
@@ -631,6 +659,20 @@ mod tests {
                 .expect("live");
             receivers.push(rx);
         }
+        let full = coordinator.join(
+            "g",
+            Joining {
+                streams: &streams,
+                client_id: None,
+                session_timeout_ms: 30_000,
+                max_members: 5,
+            },
+            0,
+        );
+        assert!(matches!(
+            full,
+            Err(GroupError::TooManyMembers { limit: 5, .. })
+        ));
         assert!(coordinator.leave("g", &members[4].member_id));
         for rx in &receivers {
             assert!(rx.has_changed().expect("open"));

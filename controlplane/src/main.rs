@@ -129,6 +129,10 @@ struct Args {
     /// The most streams one principal may have created (and not deleted).
     #[arg(long, env = "FLOE_MAX_STREAMS_PER_PRINCIPAL", default_value_t = 1000)]
     max_streams_per_principal: u32,
+    /// The most live members one consumer group may have: the next join is refused (429
+    /// `limit_exceeded`).
+    #[arg(long, env = "FLOE_MAX_GROUP_MEMBERS", default_value_t = 1000)]
+    max_group_members: u32,
     /// Scale read replicas as local processes: `PROGRAM ARGS... --replica-id ID`.
     #[arg(long, env = "FLOE_READ_REPLICA_PROGRAM", value_name = "PATH")]
     read_replica_program: Option<PathBuf>,
@@ -345,6 +349,7 @@ impl Args {
         config.default_replication_factor = self.default_replication_factor;
         config.max_partitions_per_broker = self.max_partitions_per_broker;
         config.max_streams_per_principal = self.max_streams_per_principal;
+        config.max_group_members = self.max_group_members;
         config.replace_dead_after =
             duration(self.replace_dead_after, "FLOE_REPLACE_DEAD_AFTER_MS")?
                 .unwrap_or(config.replace_dead_after);

@@ -194,7 +194,7 @@ async fn a_member_whose_session_lapsed_cannot_commit_and_its_partitions_move() {
 #[tokio::test]
 async fn resets_deletes_and_memberless_commits_wait_for_an_empty_group() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let running = start_sqlite(dir.path(), |_| {}).await;
+    let running = start_sqlite(dir.path(), |config| config.max_group_members = 2).await;
     let addr = running.local_addr();
     live_broker(addr, 7100, None).await;
     stream(addr, "s", 2).await;
@@ -233,6 +233,30 @@ async fn resets_deletes_and_memberless_commits_wait_for_an_empty_group() {
     );
     let gone = call(addr, "GET", "/v1/groups/g", None, None).await;
     assert_eq!((gone.status, gone.code()), (404, "group_not_found"));
+
+    // A group holds at most --max-group-members (2 here).
+    let first = join(addr, "full", 10_000).await;
+    join(addr, "full", 10_000).await;
+    let refused = post(
+        addr,
+        "/v1/groups/full/members",
+        &json!({ "streams": ["s"] }),
+    )
+    .await;
+    assert_eq!((refused.status, refused.code()), (429, "limit_exceeded"));
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--max-group-members")),
+        "{:?}",
+        refused.body
+    );
+    let path = format!(
+        "/v1/groups/full/members/{}",
+        first["member_id"].as_str().expect("id")
+    );
+    assert_eq!(call(addr, "DELETE", &path, None, None).await.status, 204);
+    join(addr, "full", 10_000).await;
 
     // Bad joins are refused with what is wrong.
     let none = post(addr, "/v1/groups/g/members", &json!({ "streams": [] })).await;

@@ -89,13 +89,19 @@ impl Failure {
             },
             Failure::Group(error) => {
                 use crate::groups::GroupError;
-                let code = match error {
-                    GroupError::UnknownMember { .. } => Code::UnknownMember,
-                    GroupError::StaleGeneration { .. } => Code::StaleGeneration,
-                    GroupError::NotAssigned { .. } => Code::PartitionNotAssigned,
-                    GroupError::NotEmpty { .. } => Code::GroupNotEmpty,
-                };
-                (StatusCode::CONFLICT, code)
+                match error {
+                    GroupError::UnknownMember { .. } => (StatusCode::CONFLICT, Code::UnknownMember),
+                    GroupError::StaleGeneration { .. } => {
+                        (StatusCode::CONFLICT, Code::StaleGeneration)
+                    }
+                    GroupError::NotAssigned { .. } => {
+                        (StatusCode::CONFLICT, Code::PartitionNotAssigned)
+                    }
+                    GroupError::NotEmpty { .. } => (StatusCode::CONFLICT, Code::GroupNotEmpty),
+                    GroupError::TooManyMembers { .. } => {
+                        (StatusCode::TOO_MANY_REQUESTS, Code::LimitExceeded)
+                    }
+                }
             }
             Failure::BadRequest(_) => (StatusCode::BAD_REQUEST, Code::BadRequest),
             Failure::UnsupportedMediaType(_) => (

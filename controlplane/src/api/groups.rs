@@ -334,8 +334,9 @@ pub(super) async fn join<S: Store>(
         streams: &streams,
         client_id: request.client_id,
         session_timeout_ms,
+        max_members: usize::try_from(cluster.config.max_group_members).unwrap_or(usize::MAX),
     };
-    let membership = cluster.groups.join(&group, joining, now_ms());
+    let membership = cluster.groups.join(&group, joining, now_ms())?;
     tracing::info!(%group, member = %membership.member_id, generation = membership.generation, "a member joined");
     Ok(Json(membership))
 }
