@@ -325,6 +325,7 @@ fn members_share_partitions_a_joiner_takes_some_and_a_killed_member_is_taken_ove
         |d| balanced(d, 2, 4) && !owners(d).contains_key(&third_id),
     );
     let took = killed_at.elapsed();
+    eprintln!("the killed member's partitions were taken over {took:?} after the SIGKILL");
     assert!(
         took <= Duration::from_secs(3) + Duration::from_millis(500),
         "taken over in {took:?}, more than the 2 s session timeout + 1 s"
