@@ -352,11 +352,7 @@ async fn commit_some(
             Ok(_) => {
                 let mut state = shared.state();
                 for offset in offsets {
-                    let slot = GroupPartition {
-                        stream: offset.stream,
-                        partition: offset.partition,
-                    };
-                    state.committed.insert(slot, offset.offset);
+                    state.committed.insert(offset.slot(), offset.offset);
                 }
                 return Ok(());
             }
@@ -414,14 +410,6 @@ async fn leave(shared: &Shared) -> Result<(), Error> {
 /// auto-commit), starts reading what is new. Returns whether anything was given up, so that
 /// the controlplane hears of it at once.
 async fn apply(shared: &Shared, membership: &Membership) -> Result<bool, Error> {
-    revoke_and_add(shared, membership, shared.config.auto_commit.is_some()).await
-}
-
-async fn revoke_and_add(
-    shared: &Shared,
-    membership: &Membership,
-    commit_revoked: bool,
-) -> Result<bool, Error> {
     let assigned: BTreeSet<GroupPartition> = membership.assignment.iter().cloned().collect();
     let revoked: BTreeSet<GroupPartition> = {
         let mut state = shared.state();
@@ -434,7 +422,7 @@ async fn revoke_and_add(
             .collect()
     };
     if !revoked.is_empty() {
-        if commit_revoked {
+        if shared.config.auto_commit.is_some() {
             // Still ours until the next heartbeat leaves them out.
             commit_some(shared, Through::Processed, Some(&revoked)).await?;
         }
@@ -497,13 +485,7 @@ async fn committed_offsets(shared: &Shared) -> Result<BTreeMap<GroupPartition, u
         Ok(offsets) => Ok(offsets
             .offsets
             .into_iter()
-            .map(|o| {
-                let slot = GroupPartition {
-                    stream: o.stream,
-                    partition: o.partition,
-                };
-                (slot, o.offset)
-            })
+            .map(|o| (o.slot(), o.offset))
             .collect()),
         Err(error) if error.code() == Some(ApiErrorCode::GroupNotFound) => Ok(BTreeMap::new()),
         Err(error) => Err(error.into()),

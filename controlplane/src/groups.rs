@@ -505,20 +505,26 @@ mod tests {
         StreamName::new("s").expect("a valid name")
     }
 
+    /// A member of `g` reading `partitions` partitions of `s`.
+    fn join_with(
+        coordinator: &Coordinator,
+        partitions: u32,
+        session_timeout_ms: u64,
+        max_members: usize,
+        now_ms: u64,
+    ) -> Result<Membership, GroupError> {
+        let streams = BTreeMap::from([(stream(), partitions)]);
+        let joining = Joining {
+            streams: &streams,
+            client_id: None,
+            session_timeout_ms,
+            max_members,
+        };
+        coordinator.join("g", joining, now_ms)
+    }
+
     fn join(coordinator: &Coordinator, now_ms: u64) -> Membership {
-        let streams = BTreeMap::from([(stream(), 4)]);
-        coordinator
-            .join(
-                "g",
-                Joining {
-                    streams: &streams,
-                    client_id: None,
-                    session_timeout_ms: 3_000,
-                    max_members: 10,
-                },
-                now_ms,
-            )
-            .expect("room in the group")
+        join_with(coordinator, 4, 3_000, 10, now_ms).expect("room in the group")
     }
 
     fn owned(membership: &Membership) -> BTreeSet<GroupPartition> {
@@ -635,22 +641,8 @@ mod tests {
     #[test]
     fn every_waiting_member_hears_of_a_leave() {
         let coordinator = Coordinator::default();
-        let streams = BTreeMap::from([(StreamName::new("s").expect("name"), 10)]);
-        let join = || {
-            coordinator
-                .join(
-                    "g",
-                    Joining {
-                        streams: &streams,
-                        client_id: None,
-                        session_timeout_ms: 30_000,
-                        max_members: 5,
-                    },
-                    0,
-                )
-                .expect("room in the group")
-        };
-        let members: Vec<Membership> = (0..5).map(|_| join()).collect();
+        let join = || join_with(&coordinator, 10, 30_000, 5, 0);
+        let members: Vec<Membership> = (0..5).map(|_| join().expect("room in the group")).collect();
         let mut receivers = Vec::new();
         for m in &members {
             let owned: BTreeSet<GroupPartition> = m.assignment.iter().cloned().collect();
@@ -659,18 +651,8 @@ mod tests {
                 .expect("live");
             receivers.push(rx);
         }
-        let full = coordinator.join(
-            "g",
-            Joining {
-                streams: &streams,
-                client_id: None,
-                session_timeout_ms: 30_000,
-                max_members: 5,
-            },
-            0,
-        );
         assert!(matches!(
-            full,
+            join(),
             Err(GroupError::TooManyMembers { limit: 5, .. })
         ));
         assert!(coordinator.leave("g", &members[4].member_id));

@@ -676,16 +676,19 @@ async fn a_replica_set_changes_in_two_steps(store: &SqlStore) {
     assert!(member.streams[0].partitions[0].previous_replicas.is_empty());
 }
 
+fn commit(stream: &str, partition: u32, offset: u64) -> OffsetCommit {
+    OffsetCommit {
+        stream: name(stream),
+        partition: PartitionId::new(partition),
+        offset,
+    }
+}
+
 async fn group_offsets_commit_all_or_nothing(store: &SqlStore) {
     store
         .create_stream(&stream("orders", 2, 1), &[vec![], vec![]])
         .await
         .expect("create");
-    let commit = |stream: &str, partition: u32, offset: u64| OffsetCommit {
-        stream: name(stream),
-        partition: PartitionId::new(partition),
-        offset,
-    };
     store
         .commit_offsets(
             "billing",
@@ -755,11 +758,6 @@ async fn group_offsets_commit_in_batches_and_groups_are_deleted(store: &SqlStore
         .create_stream(&stream("orders", 2, 1), &[vec![], vec![]])
         .await
         .expect("create");
-    let commit = |stream: &str, partition: u32, offset: u64| OffsetCommit {
-        stream: name(stream),
-        partition: PartitionId::new(partition),
-        offset,
-    };
     // Two groups in one batch; the later of two entries for one partition wins.
     let (a, b, c) = (
         commit("orders", 0, 5),

@@ -165,14 +165,7 @@ async fn write_commits<S: Store>(cluster: &Cluster<S>, batch: Vec<PendingCommit>
     let _writes = cluster.write_lock().await;
     let mut accepted = Vec::new();
     for pending in batch {
-        let slots: Vec<GroupPartition> = pending
-            .commits
-            .iter()
-            .map(|commit| GroupPartition {
-                stream: commit.stream.clone(),
-                partition: commit.partition,
-            })
-            .collect();
+        let slots: Vec<GroupPartition> = pending.commits.iter().map(OffsetCommit::slot).collect();
         let member = pending.member.as_ref().map(|(m, g)| (m.as_str(), *g));
         match cluster.groups.check_commit(&pending.group, member, &slots) {
             Ok(()) => accepted.push(pending),
@@ -424,7 +417,7 @@ pub(super) async fn describe<S: Store>(
     }
     let mut partitions = partition_states(live.as_ref(), &offsets);
     partitions.retain(|slot, _| caller.may(Action::Describe, &slot.stream));
-    complete(&cluster, &mut partitions).await?;
+    complete(&cluster, &mut Descriptions::new(), &mut partitions).await?;
     let (state, generation, mut members) = match live {
         Some(live) => (live.state, live.generation, live.members),
         None => (GroupState::Empty, 0, Vec::new()),
@@ -452,29 +445,18 @@ fn partition_states(
     offsets: &[CommittedOffset],
 ) -> BTreeMap<GroupPartition, GroupPartitionState> {
     let mut partitions: BTreeMap<GroupPartition, GroupPartitionState> = BTreeMap::new();
-    let entry = |slot: &GroupPartition| GroupPartitionState {
-        stream: slot.stream.clone(),
-        partition: slot.partition,
-        committed: None,
-        high_watermark: None,
-        lag: None,
-        member: None,
-    };
     if let Some(live) = live {
         for (slot, owner) in &live.partitions {
-            let mut state = entry(slot);
+            let mut state = unread(slot);
             state.member = owner.clone();
             partitions.insert(slot.clone(), state);
         }
     }
     for offset in offsets {
-        let slot = GroupPartition {
-            stream: offset.stream.clone(),
-            partition: offset.partition,
-        };
+        let slot = offset.slot();
         partitions
             .entry(slot.clone())
-            .or_insert_with(|| entry(&slot))
+            .or_insert_with(|| unread(&slot))
             .committed = Some(offset.offset);
     }
     partitions
@@ -492,11 +474,13 @@ pub(crate) async fn lags<S: Store>(cluster: &Cluster<S>) -> Result<Vec<GroupLag>
         .collect();
     names.extend(cluster.groups.member_counts().into_keys());
     let mut lags = Vec::new();
+    // Groups that read one stream share its description: read once per scrape.
+    let mut descriptions = Descriptions::new();
     for group in names {
         let live = cluster.groups.describe(&group, now_ms());
         let offsets = cluster.store.group_offsets(&group).await?;
         let mut partitions = partition_states(live.as_ref(), &offsets);
-        complete(cluster, &mut partitions).await?;
+        complete(cluster, &mut descriptions, &mut partitions).await?;
         for state in partitions.into_values() {
             if let Some(lag) = state.lag {
                 let labels = GroupLagLabels {
@@ -529,33 +513,46 @@ fn log_start(partition: &PartitionDescription) -> u64 {
         .unwrap_or(0)
 }
 
+/// Streams' partitions as described, `None` for a stream that is gone.
+type Descriptions = BTreeMap<StreamName, Option<Vec<PartitionDescription>>>;
+
+/// A partition no member reads and the group never committed in.
+fn unread(slot: &GroupPartition) -> GroupPartitionState {
+    GroupPartitionState {
+        stream: slot.stream.clone(),
+        partition: slot.partition,
+        committed: None,
+        high_watermark: None,
+        lag: None,
+        member: None,
+    }
+}
+
 /// Completes `partitions` with every partition of their streams (a group shows all of a
 /// stream it reads or committed in, committed or not), and sets each one's high watermark,
 /// as its leader last reported it, and the lag.
 async fn complete<S: Store>(
     cluster: &Cluster<S>,
+    descriptions: &mut Descriptions,
     partitions: &mut BTreeMap<GroupPartition, GroupPartitionState>,
 ) -> Result<(), Failure> {
     let streams: BTreeSet<StreamName> = partitions.keys().map(|s| s.stream.clone()).collect();
     for stream in streams {
-        let Some(description) = cluster.store.describe_stream(&stream).await? else {
+        if !descriptions.contains_key(&stream) {
+            let description = cluster.store.describe_stream(&stream).await?;
+            descriptions.insert(stream.clone(), description.map(|d| d.partitions));
+        }
+        let Some(Some(reported_partitions)) = descriptions.get(&stream) else {
             continue;
         };
-        for reported in &description.partitions {
+        for reported in reported_partitions {
             let slot = GroupPartition {
                 stream: stream.clone(),
                 partition: reported.partition,
             };
             let state = partitions
-                .entry(slot)
-                .or_insert_with(|| GroupPartitionState {
-                    stream: stream.clone(),
-                    partition: reported.partition,
-                    committed: None,
-                    high_watermark: None,
-                    lag: None,
-                    member: None,
-                });
+                .entry(slot.clone())
+                .or_insert_with(|| unread(&slot));
             state.high_watermark = high_watermark(reported);
             // Before a first commit the group would read the whole log that is kept.
             let from = state.committed.unwrap_or_else(|| log_start(reported));

@@ -203,3 +203,23 @@ pub struct GroupPartitionState {
     /// The member reading it now.
     pub member: Option<String>,
 }
+
+impl OffsetCommit {
+    /// The partition this commit is for.
+    pub fn slot(&self) -> GroupPartition {
+        GroupPartition {
+            stream: self.stream.clone(),
+            partition: self.partition,
+        }
+    }
+}
+
+impl CommittedOffset {
+    /// The partition this offset is for.
+    pub fn slot(&self) -> GroupPartition {
+        GroupPartition {
+            stream: self.stream.clone(),
+            partition: self.partition,
+        }
+    }
+}
