@@ -258,6 +258,7 @@ impl Caller {
             Message::Fetch(request) => (Action::Consume, &request.stream),
             Message::CreateStream(request) => (Action::Admin, &request.name),
             Message::DeleteStream(request) => (Action::Admin, &request.name),
+            Message::RepairPartition(request) => (Action::Admin, &request.stream),
             _ => return Ok(()),
         };
         if principal.may(action, stream) {

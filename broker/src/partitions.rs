@@ -13,6 +13,10 @@ use floe_hot_log::{FsStorage, Log, LogConfig, RetentionPolicy, SyncObserver};
 use floe_tier::{PartitionPath, TierRetention, TierStore, Uploader, UploaderConfig};
 use floe_wire::Offset;
 
+mod repair;
+
+pub(crate) use repair::RepairError;
+
 use crate::catalog::{Catalog, CatalogError, StreamEntry};
 use crate::partition::corrupt::CorruptPartition;
 use crate::partition::{Partition, PartitionParts};
@@ -48,6 +52,8 @@ pub(crate) struct Partitions {
     map: RwLock<HashMap<Key, Arc<Partition>>>,
     /// Partitions held here whose logs refused to open as corrupt; never also in `map`.
     corrupt: RwLock<HashMap<Key, CorruptPartition>>,
+    /// Held while a repair runs: one at a time, so two cannot cut the same log.
+    repairing: tokio::sync::Mutex<()>,
     log_defaults: LogConfig,
     stream_defaults: StreamDefaults,
     tier: TierStore,
@@ -121,6 +127,7 @@ impl Partitions {
             data_dir: data_dir.to_path_buf(),
             map: RwLock::new(HashMap::new()),
             corrupt: RwLock::new(HashMap::new()),
+            repairing: tokio::sync::Mutex::new(()),
             log_defaults,
             stream_defaults,
             tier,
@@ -187,25 +194,16 @@ impl Partitions {
     /// A log that refuses to open as corrupt puts the partition in the `corrupt` state and
     /// is no error here: the broker's other partitions go on.
     async fn open_partition(&self, name: &str, id: u32, entry: &StreamEntry) -> Result<()> {
-        let (local_retention, tier_retention) = self.retentions(entry);
         let dir = self.stream_dir(name).join(id.to_string());
-        let tier_path = PartitionPath::new(name, id).map_err(|source| StreamError::TierPath {
-            stream: name.to_string(),
-            partition: id,
-            source,
-        })?;
-        let uploader = Uploader::new(self.tier.clone(), tier_path.clone(), self.uploader.clone());
+        if let Some(corrupt) = CorruptPartition::read_marker(name, id, &dir) {
+            self.hold_corrupt(corrupt);
+            return Ok(());
+        }
+        let (uploader, tier_path) = self.uploader_for(name, id)?;
         let start = if dir.exists() {
             Offset::ZERO
         } else {
-            uploader
-                .refresh()
-                .await
-                .map_err(|source| StreamError::Manifest {
-                    stream: name.to_string(),
-                    partition: id,
-                    source,
-                })?;
+            refresh_manifest(&uploader, name, id).await?;
             uploader.tier_end()
         };
         if start > Offset::ZERO {
@@ -225,6 +223,32 @@ impl Partitions {
                 });
             }
         };
+        self.install(name, id, entry, log, uploader, tier_path);
+        Ok(())
+    }
+
+    /// The uploader of `name`'s partition `id`, which tiers into this broker's store.
+    fn uploader_for(&self, name: &str, id: u32) -> Result<(Uploader, PartitionPath)> {
+        let tier_path = PartitionPath::new(name, id).map_err(|source| StreamError::TierPath {
+            stream: name.to_string(),
+            partition: id,
+            source,
+        })?;
+        let uploader = Uploader::new(self.tier.clone(), tier_path.clone(), self.uploader.clone());
+        Ok((uploader, tier_path))
+    }
+
+    /// Serves a partition whose log is open.
+    fn install(
+        &self,
+        name: &str,
+        id: u32,
+        entry: &StreamEntry,
+        log: Log,
+        uploader: Uploader,
+        tier_path: PartitionPath,
+    ) {
+        let (local_retention, tier_retention) = self.retentions(entry);
         let partition = Arc::new(Partition::new(PartitionParts {
             stream: name.to_string(),
             id,
@@ -238,11 +262,11 @@ impl Partitions {
         }));
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert((name.to_string(), id), partition);
-        Ok(())
     }
 
     /// Holds a partition in the `corrupt` state, and says so in the log.
-    fn hold_corrupt(&self, corrupt: CorruptPartition) {
+    fn hold_corrupt(&self, mut corrupt: CorruptPartition) {
+        corrupt.find_first_damaged_offset(&self.log_defaults);
         tracing::error!(
             stream = corrupt.stream,
             partition = corrupt.partition,
@@ -281,6 +305,15 @@ impl Partitions {
         };
         if let Err(e) = removed.close() {
             tracing::error!(stream = key.0, partition = key.1, error = %e, "closing a corrupt partition's log");
+        }
+        // Its log would open as if whole (a sealed segment's data is checked through its
+        // index, not scanned): the state must outlive a restart.
+        if let Some(corrupt) = self.corrupt(&key.0, key.1)
+            && let Err(e) = corrupt.write_marker(removed.log().dir())
+        {
+            tracing::error!(stream = key.0, partition = key.1, error = %e,
+                "cannot record the corrupt state on disk; a restart serves the partition again \
+                 until its damage is found anew");
         }
     }
 
@@ -541,6 +574,18 @@ impl Partitions {
             }
         }
     }
+}
+
+/// Reads the partition's tier manifest into `uploader`.
+async fn refresh_manifest(uploader: &Uploader, name: &str, id: u32) -> Result<()> {
+    uploader
+        .refresh()
+        .await
+        .map_err(|source| StreamError::Manifest {
+            stream: name.to_string(),
+            partition: id,
+            source,
+        })
 }
 
 /// A sync observer that feeds a histogram.

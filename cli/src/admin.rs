@@ -59,6 +59,11 @@ pub async fn stream(controlplane: &Controlplane, command: StreamCommand, json: b
             describe(&description, &brokers.brokers, json)?;
         }
         StreamCommand::Alter(args) => alter_stream(controlplane, &args, json).await?,
+        StreamCommand::Repair(args) => anyhow::bail!(
+            "repairing stream {} goes to the broker that holds the partition, over the client \
+             protocol, not to the controlplane",
+            args.name
+        ),
         StreamCommand::Delete { name } => {
             let stream = stream_name(&name)?;
             controlplane
@@ -209,7 +214,7 @@ fn describe(d: &StreamDescription, brokers: &[BrokerInfo], json: bool) -> Result
     let health: Vec<Health> = d
         .partitions
         .iter()
-        .map(|p| Health::of(p, d.config.replication_factor, brokers))
+        .map(|p| Health::of(d.name.as_str(), p, d.config.replication_factor, brokers))
         .collect();
     if json {
         print_json(&description_json(d, &health))?;
@@ -268,8 +273,51 @@ struct Health {
 }
 
 impl Health {
+    /// What `p`'s assignment, the brokers' states and the replicas reported corrupt say of
+    /// it: `corrupt` when the copy clients are served from is damaged.
+    fn of(
+        stream: &str,
+        p: &PartitionDescription,
+        replication_factor: u32,
+        brokers: &[BrokerInfo],
+    ) -> Health {
+        let mut health = Health::placed(p, replication_factor, brokers);
+        for corrupt in &p.corrupt {
+            let damaged = match (corrupt.damaged_start, corrupt.damaged_end) {
+                (Some(start), Some(end)) if end > start => {
+                    format!("offsets {start} to {} are damaged", end - 1)
+                }
+                (Some(start), _) => format!("offsets from {start} to the log's end are damaged"),
+                _ => "its log is damaged".to_owned(),
+            };
+            let serving = p.leader == Some(corrupt.broker_id) || p.replicas.len() <= 1;
+            health.reasons.push(format!(
+                "broker {} holds it corrupt: {damaged} (segment {} at byte {}: {}); {}",
+                corrupt.broker_id.get(),
+                corrupt.segment,
+                corrupt.position,
+                corrupt.reason,
+                if serving {
+                    format!(
+                        "it refuses publishes and fetches until an operator repairs it: `floe \
+                         stream repair {stream} --partition {}` shows what a repair discards",
+                        p.partition
+                    )
+                } else {
+                    "the leader serves from the other replicas".to_owned()
+                }
+            ));
+            if serving {
+                health.state = "corrupt";
+            } else if health.state == "ok" {
+                health.state = "under-replicated";
+            }
+        }
+        health
+    }
+
     /// What `p`'s assignment and the brokers' states say of it.
-    fn of(p: &PartitionDescription, replication_factor: u32, brokers: &[BrokerInfo]) -> Health {
+    fn placed(p: &PartitionDescription, replication_factor: u32, brokers: &[BrokerInfo]) -> Health {
         let state_of = |id: BrokerId| brokers.iter().find(|b| b.broker_id == id).map(|b| b.state);
         let not_live = |id: BrokerId| match state_of(id) {
             Some(BrokerState::Live) => None,
@@ -397,6 +445,14 @@ fn description_json(d: &StreamDescription, health: &[Health]) -> serde_json::Val
                     .collect::<Vec<_>>(),
                 "previous_replicas":
                     p.previous_replicas.iter().map(|b| b.get()).collect::<Vec<_>>(),
+                "corrupt": p.corrupt.iter().map(|c| json!({
+                    "broker_id": c.broker_id.get(),
+                    "segment": c.segment,
+                    "position": c.position,
+                    "damaged_start": c.damaged_start,
+                    "damaged_end": c.damaged_end,
+                    "reason": c.reason,
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -692,6 +748,7 @@ mod tests {
             high_watermark: None,
             replica_lag: Vec::new(),
             previous_replicas: Vec::new(),
+            corrupt: Vec::new(),
         }
     }
 
@@ -703,11 +760,11 @@ mod tests {
             broker(3, BrokerState::Dead),
             broker(4, BrokerState::Draining),
         ];
-        let healthy = Health::of(&partition(&[1, 2], Some(1)), 2, &brokers);
+        let healthy = Health::of("s", &partition(&[1, 2], Some(1)), 2, &brokers);
         assert_eq!(healthy.state, "ok");
         assert!(healthy.reasons.is_empty());
 
-        let short = Health::of(&partition(&[1, 3, 4], Some(1)), 3, &brokers);
+        let short = Health::of("s", &partition(&[1, 3, 4], Some(1)), 3, &brokers);
         assert_eq!(short.state, "under-replicated");
         assert!(
             short.reasons[0].starts_with("broker 3 is dead"),
@@ -718,7 +775,7 @@ mod tests {
             "{short:?}"
         );
 
-        let placed_short = Health::of(&partition(&[1], Some(1)), 3, &brokers);
+        let placed_short = Health::of("s", &partition(&[1], Some(1)), 3, &brokers);
         assert!(
             placed_short.reasons[0].contains("1 of 3 replicas"),
             "{placed_short:?}"
@@ -729,7 +786,7 @@ mod tests {
             broker_id: BrokerId::new(2),
             records: 1234,
         }];
-        let lagging = Health::of(&lagging, 2, &brokers);
+        let lagging = Health::of("s", &lagging, 2, &brokers);
         assert_eq!(
             lagging.reasons,
             ["broker 2 is 1234 records behind the leader"]
@@ -737,7 +794,7 @@ mod tests {
 
         let mut stuck = partition(&[1, 3, 5], None);
         stuck.electing = true;
-        let stuck = Health::of(&stuck, 3, &brokers);
+        let stuck = Health::of("s", &stuck, 3, &brokers);
         assert_eq!(stuck.state, "no-leader");
         assert!(
             stuck.reasons[0].contains("only 1 of replicas 1,3,5 are live and 2 must answer")
@@ -746,14 +803,14 @@ mod tests {
             "{stuck:?}"
         );
 
-        let orphan = Health::of(&partition(&[3], None), 1, &brokers);
+        let orphan = Health::of("s", &partition(&[3], None), 1, &brokers);
         assert!(orphan.reasons[0].starts_with("broker 3 is dead; the controlplane moves it"));
 
-        let unplaced = Health::of(&partition(&[], None), 1, &brokers);
+        let unplaced = Health::of("s", &partition(&[], None), 1, &brokers);
         assert_eq!(unplaced.state, "no-leader");
         assert!(unplaced.reasons[0].contains("no broker was live"));
 
-        let lost_leader = Health::of(&partition(&[3, 1], Some(3)), 2, &brokers);
+        let lost_leader = Health::of("s", &partition(&[3, 1], Some(3)), 2, &brokers);
         assert!(lost_leader.reasons[0].starts_with("its leader, broker 3 is dead"));
     }
 }

@@ -226,6 +226,18 @@ fn run(cli: Cli) -> Result<()> {
         let controlplane = controlplane(&cli.connection, profile.as_ref())?;
         if let Some(controlplane) = &controlplane {
             match command {
+                // A repair goes to the broker that holds the partition.
+                Remote::Stream {
+                    command: command @ stream::StreamCommand::Repair(_),
+                } => {
+                    return remote(
+                        &cli.connection,
+                        profile,
+                        Remote::Stream { command },
+                        cli.json,
+                    )
+                    .await;
+                }
                 Remote::Stream { command } => {
                     return admin::stream(controlplane, command, cli.json).await;
                 }

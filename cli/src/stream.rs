@@ -33,6 +33,26 @@ pub enum StreamCommand {
     Alter(AlterArgs),
     /// Delete a stream and all its records.
     Delete { name: String },
+    /// Repair a partition in the `corrupt` state (its log holds damaged data that the broker
+    /// would not cut on its own).
+    ///
+    /// Without --discard-from, nothing changes: it says what a repair discards — the damaged
+    /// batch and every record after it. Run it again with --discard-from set to that first
+    /// discarded offset to acknowledge the loss and repair: the partition then serves again,
+    /// continuing from that offset. Records still in object storage are kept.
+    Repair(RepairArgs),
+}
+
+/// `floe stream repair`'s flags.
+#[derive(Args, Debug)]
+pub struct RepairArgs {
+    pub name: String,
+    /// The corrupt partition.
+    #[arg(long)]
+    pub partition: u32,
+    /// Acknowledge the loss: the first offset the repair discards, as its plan names it.
+    #[arg(long, value_name = "OFFSET")]
+    pub discard_from: Option<u64>,
 }
 
 /// `floe stream alter`'s flags: each one given changes that setting, the rest stay.
@@ -222,6 +242,7 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
                 .with_context(|| format!("describing stream {stream}"))?;
             describe(&stream, &info, json)?;
         }
+        StreamCommand::Repair(args) => repair(&client, &args, json).await?,
         StreamCommand::Alter(args) => {
             anyhow::bail!(
                 "altering stream {} needs the controlplane, which keeps every stream's \
@@ -243,6 +264,69 @@ pub async fn run(config: ClientConfig, command: StreamCommand, json: bool) -> Re
         }
     }
     client.close().await;
+    Ok(())
+}
+
+/// `floe stream repair`: the plan, or the repair once acknowledged.
+async fn repair(client: &floe_client::Client, args: &RepairArgs, json: bool) -> Result<()> {
+    let stream = stream_name(&args.name)?;
+    let partition = floe_client::PartitionId::new(args.partition);
+    let answer = client
+        .repair_partition(&stream, partition, args.discard_from.map(Offset::new))
+        .await
+        .with_context(|| format!("repairing stream {stream} partition {}", args.partition))?;
+    if json {
+        print_json(&json!({
+            "stream": answer.stream.as_str(),
+            "partition": answer.partition.get(),
+            "repaired": answer.repaired,
+            "discard_from": answer.discard_from.get(),
+            "discarded_bytes": answer.discarded_bytes,
+            "discarded_segments": answer.discarded_segments,
+            "restart": answer.restart,
+            "segment": answer.segment,
+            "position": answer.position,
+            "damage": answer.damage,
+        }))?;
+        return Ok(());
+    }
+    let from = answer.discard_from;
+    let what = if answer.restart {
+        format!(
+            "object storage holds every record below offset {from}, the damaged ones included: \
+             the broker's local copy ({}) is dropped and the partition continues from offset \
+             {from}; records the broker held from {from} on are lost",
+            human_bytes(answer.discarded_bytes)
+        )
+    } else {
+        format!(
+            "every record from offset {from} on is lost: {} of the damaged segment and {} later \
+             segment{}",
+            human_bytes(answer.discarded_bytes),
+            answer.discarded_segments,
+            if answer.discarded_segments == 1 {
+                ""
+            } else {
+                "s"
+            }
+        )
+    };
+    let text = if answer.repaired {
+        format!(
+            "repaired stream {stream} partition {}: {what}. It serves again; the next record \
+             gets offset {from}.\n",
+            args.partition
+        )
+    } else {
+        format!(
+            "stream {stream} partition {} is corrupt: segment {} is damaged at byte {} ({}).\n\
+             A repair cuts the log at the damage: {what}.\n\
+             To acknowledge the loss and repair:\n  \
+             floe stream repair {stream} --partition {} --discard-from {from}\n",
+            args.partition, answer.segment, answer.position, answer.damage, args.partition
+        )
+    };
+    print(&text)?;
     Ok(())
 }
 
@@ -348,6 +432,18 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
         return Ok(());
     }
     let rows: Vec<Vec<String>> = info.partitions.iter().map(partition_row).collect();
+    let damage: String = info
+        .partitions
+        .iter()
+        .filter_map(|p| Some((p.id, p.damaged?)))
+        .map(|(id, damaged)| {
+            format!(
+                "partition {id} is corrupt: {}; it refuses publishes and fetches. `floe stream \
+                 repair {stream} --partition {id}` shows what a repair discards.\n",
+                damaged_text(damaged)
+            )
+        })
+        .collect();
     let s = &info.settings;
     print(&format!(
         "stream {stream}: {} partition{}, ack mode {}\n\
@@ -369,12 +465,29 @@ fn describe(stream: &StreamName, info: &StreamInfo, json: bool) -> Result<()> {
                 "TIERED",
                 "LOCAL",
                 "HIGH WATERMARK",
-                "UPLOAD BACKLOG"
+                "UPLOAD BACKLOG",
+                "STATE"
             ],
             &rows
         )
     ))?;
+    if !damage.is_empty() {
+        print(&damage)?;
+    }
     Ok(())
+}
+
+/// A corrupt partition's damaged offsets, in words.
+fn damaged_text(damaged: floe_client::DamagedRange) -> String {
+    match damaged.end {
+        Some(end) if end > damaged.start => {
+            format!("offsets {} to {} are damaged", damaged.start, end.get() - 1)
+        }
+        _ => format!(
+            "offsets from {} to the log's end are damaged",
+            damaged.start
+        ),
+    }
 }
 
 /// `floe stream describe --json`: the stream's settings and each partition's state.
@@ -393,6 +506,11 @@ fn description_json(stream: &StreamName, info: &StreamInfo) -> serde_json::Value
                 "tier_end": p.tier_end.get(),
                 "upload_backlog_segments": p.upload_backlog.segments,
                 "upload_backlog_bytes": p.upload_backlog.bytes,
+                "state": if p.damaged.is_some() { "corrupt" } else { "ok" },
+                "damaged": p.damaged.map(|d| json!({
+                    "start": d.start.get(),
+                    "end": d.end.map(|end| end.get()),
+                })),
             })
         })
         .collect();
@@ -419,5 +537,6 @@ fn partition_row(p: &PartitionMetadata) -> Vec<String> {
             p.upload_backlog.segments,
             human_bytes(p.upload_backlog.bytes)
         ),
+        if p.damaged.is_some() { "corrupt" } else { "ok" }.to_owned(),
     ]
 }

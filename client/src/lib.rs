@@ -63,7 +63,7 @@ pub use producer::{
 pub use record::{ConsumedRecord, ProducerRecord};
 
 pub use floe_wire::frame::{
-    ConnectionLimits, ErrorCode, ErrorDetails, FetchPosition, PartitionMetadata, RetryClass,
-    StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
+    ConnectionLimits, DamagedRange, ErrorCode, ErrorDetails, FetchPosition, PartitionMetadata,
+    RepairPartitionResponse, RetryClass, StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 pub use floe_wire::{AckMode, Offset, PartitionId, StreamName, StreamNameError};

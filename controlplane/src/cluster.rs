@@ -9,7 +9,7 @@ use std::sync::{MutexGuard as BallotsGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use floe_wire::BrokerId;
-use floe_wire::admin::Role;
+use floe_wire::admin::{CorruptReplica, CorruptReport, Role, StreamDescription};
 use tokio::sync::{Mutex, MutexGuard, Notify, mpsc, watch};
 
 use crate::api::PendingCommit;
@@ -54,6 +54,9 @@ pub(crate) struct Cluster<S> {
     /// tier itself): the autoscaler's demand signal. Load data, kept in memory only; a new
     /// leader learns it with the next heartbeats.
     history_reads: std::sync::Mutex<HashMap<BrokerId, u64>>,
+    /// The partitions each broker last reported in the `corrupt` state. In memory, like
+    /// load data: every heartbeat carries the whole list.
+    corrupt: std::sync::Mutex<HashMap<BrokerId, Vec<CorruptReport>>>,
     /// Consumer groups' live members and who reads what. In memory, on the leader only.
     pub(crate) groups: Coordinator,
     /// Offset commits waiting to be written together ([`crate::api::commit_offsets_loop`]).
@@ -82,6 +85,7 @@ impl<S: Store> Cluster<S> {
             elections_lost: AtomicBool::new(false),
             election_check: AtomicBool::new(false),
             history_reads: std::sync::Mutex::new(HashMap::new()),
+            corrupt: std::sync::Mutex::new(HashMap::new()),
             groups: Coordinator::default(),
             commits,
             commits_queued: std::sync::Mutex::new(Some(queued)),
@@ -204,6 +208,40 @@ impl<S: Store> Cluster<S> {
             reads.remove(&id);
         } else {
             reads.insert(id, bytes_per_second);
+        }
+    }
+
+    /// Records the partitions broker `id` holds in the `corrupt` state (all of them).
+    pub(crate) fn record_corrupt(&self, id: BrokerId, reports: &[CorruptReport]) {
+        let mut corrupt = self.corrupt.lock().unwrap_or_else(PoisonError::into_inner);
+        if reports.is_empty() {
+            corrupt.remove(&id);
+        } else {
+            corrupt.insert(id, reports.to_vec());
+        }
+    }
+
+    /// Adds to `description` the replicas its brokers last reported corrupt.
+    pub(crate) fn add_corrupt(&self, description: &mut StreamDescription) {
+        let corrupt = self.corrupt.lock().unwrap_or_else(PoisonError::into_inner);
+        for (broker, reports) in corrupt.iter() {
+            for report in reports.iter().filter(|r| r.stream == description.name) {
+                if let Some(partition) = description
+                    .partitions
+                    .iter_mut()
+                    .find(|p| p.partition == report.partition)
+                {
+                    partition.corrupt.push(CorruptReplica {
+                        broker_id: *broker,
+                        segment: report.segment.clone(),
+                        position: report.position,
+                        damaged_start: report.damaged_start,
+                        damaged_end: report.damaged_end,
+                        reason: report.reason.clone(),
+                    });
+                    partition.corrupt.sort_by_key(|c| c.broker_id);
+                }
+            }
         }
     }
 

@@ -25,7 +25,7 @@ pub use config::{LogConfig, RetentionPolicy, SyncObserver};
 pub use epoch_history::{EpochHistory, EpochStart};
 pub use error::LogError;
 pub use group_commit::{GroupCommitPolicy, Pending, SyncDecision};
-pub use log::{Appended, Log, LogStats, ReadBatches, SealedSegment, SyncStatus};
+pub use log::{Appended, Log, LogStats, ReadBatches, Repair, SealedSegment, SyncStatus};
 pub use producer_state::PRODUCER_BATCHES_REMEMBERED;
 pub use segment::IndexEntry;
 pub use storage::{CrashStorage, FsStorage, Storage, StorageFile};

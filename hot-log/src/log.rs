@@ -18,16 +18,21 @@
 //!   reached the segment cut off, a state file's temp file left to be rewritten) and the
 //!   append or roll fails with [`LogError::DiskFull`], leaving the log as it was and
 //!   writable. Retry once space is freed.
+//! - A log that refuses to open as corrupt is repaired, closed, by [`Log::plan_repair`] then
+//!   [`Log::apply_repair`], which cut it at the damage once an operator acknowledged the cut.
 //! - [`Log::maintain`] should be called periodically: it seals the active segment once it is
 //!   older than the configured age.
 
 mod append;
 mod heal;
 mod open;
+mod repair;
 mod reset;
 mod retention;
 mod syncer;
 mod truncation;
+
+pub use repair::Repair;
 
 use std::io;
 use std::path::{Path, PathBuf};

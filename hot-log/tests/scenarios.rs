@@ -1165,3 +1165,152 @@ fn a_damaged_sealed_segment_is_replaced_by_a_good_copy_and_a_crash_leaves_one_or
         }
     }
 }
+
+/// Opens the log and returns where its open found damage.
+fn damage(storage: &CrashStorage, config: LogConfig) -> (std::path::PathBuf, u64) {
+    match Log::open(Arc::new(storage.clone()), &dir(), config) {
+        Err(LogError::Corrupt { file, position, .. }) => (file, position),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_repair_cuts_rot_in_the_active_segment_only_as_planned() {
+    let storage = CrashStorage::new();
+    let (path, positions) = ten_synced_batches(&storage);
+    let whole = storage.contents(&path).expect("contents");
+    let mut bytes = whole.clone();
+    // Inside the fourth batch (offsets 300..400).
+    let damaged = positions[3] as usize + 40;
+    for byte in &mut bytes[damaged..damaged + 8] {
+        *byte ^= 0xff;
+    }
+    storage.replace_contents(&path, bytes.clone()).expect("rot");
+    let (file, position) = damage(&storage, active_config());
+    let plan = Log::plan_repair(
+        &storage,
+        &dir(),
+        &active_config(),
+        &file,
+        position,
+        Offset::ZERO,
+    )
+    .expect("plan");
+    assert_eq!(plan.discard_from, Offset::new(300));
+    assert_eq!(plan.position, positions[3]);
+    assert_eq!(plan.discarded_bytes, bytes.len() as u64 - positions[3]);
+    assert_eq!((plan.discarded_segments, plan.restart), (0, false));
+    assert_eq!(
+        storage.contents(&path).expect("contents"),
+        bytes,
+        "planning changed the file"
+    );
+    let log = Log::apply_repair(Arc::new(storage.clone()), &dir(), active_config(), &plan)
+        .expect("repair");
+    assert_eq!(log.log_end(), Offset::new(300));
+    assert_eq!(read_everything(&log).expect("read"), positions[3] as usize);
+    // The log goes on from the cut.
+    let a = log
+        .append(&batch("after", 5, 0), LeaderEpoch::new(1))
+        .expect("append");
+    assert_eq!(a.base_offset, Offset::new(300));
+    log.wait_synced_blocking(a.next_offset()).expect("sync");
+    drop(log);
+    let log = open_crash(&storage, active_config());
+    assert_eq!(log.log_end(), Offset::new(305));
+    assert_eq!(
+        storage.contents(&path).expect("contents")[..positions[3] as usize],
+        whole[..positions[3] as usize],
+        "the batches before the damage changed"
+    );
+}
+
+#[test]
+fn a_repair_of_a_sealed_segment_discards_the_segments_after_it() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    for i in 0..20 {
+        log.append(&batch(&format!("r{i}"), 4, 0), LeaderEpoch::new(1))
+            .expect("append");
+    }
+    let sealed = log.sealed_segments();
+    let end = log.log_end();
+    drop(log);
+    assert!(sealed.len() >= 3, "{} sealed segments", sealed.len());
+    let damaged = &sealed[1];
+    let mut bytes = storage.contents(&damaged.path).expect("contents");
+    bytes[40] ^= 0xff;
+    storage
+        .replace_contents(&damaged.path, bytes)
+        .expect("corrupt");
+    storage
+        .remove_file(&segment_path(&dir(), damaged.base_offset.get(), "index"))
+        .expect("remove index");
+    let (file, position) = damage(&storage, small_config());
+    assert_eq!(file, damaged.path);
+    let plan = Log::plan_repair(
+        &storage,
+        &dir(),
+        &small_config(),
+        &file,
+        position,
+        Offset::ZERO,
+    )
+    .expect("plan");
+    assert_eq!(
+        plan.discard_from, damaged.base_offset,
+        "the first batch is damaged"
+    );
+    assert!(!plan.restart);
+    let later = storage
+        .list_dir(&dir())
+        .expect("list")
+        .iter()
+        .filter(|n| n.ends_with(".log"))
+        .count()
+        - 2;
+    assert_eq!(plan.discarded_segments, later);
+    let log = Log::apply_repair(Arc::new(storage.clone()), &dir(), small_config(), &plan)
+        .expect("repair");
+    assert_eq!(log.log_end(), damaged.base_offset);
+    assert!(log.log_end() < end);
+    assert_eq!(
+        read_everything(&log).expect("read") as u64,
+        sealed[0].size_bytes
+    );
+    drop(log);
+    // A damaged range that object storage still holds is not lost: the local log starts
+    // again where that copy ends.
+    let tiered_end = end;
+    let (file, position) = (damaged.path.clone(), 0);
+    let plan = Log::plan_repair(
+        &storage,
+        &dir(),
+        &small_config(),
+        &file,
+        position,
+        tiered_end,
+    )
+    .expect("plan");
+    assert!(plan.restart);
+    assert_eq!(plan.discard_from, tiered_end);
+    let log = Log::apply_repair(Arc::new(storage.clone()), &dir(), small_config(), &plan)
+        .expect("repair");
+    assert_eq!((log.log_start(), log.log_end()), (tiered_end, tiered_end));
+}
+
+#[test]
+fn a_repair_names_only_segments_of_the_log() {
+    let storage = CrashStorage::new();
+    let (_, _) = ten_synced_batches(&storage);
+    let err = Log::plan_repair(
+        &storage,
+        &dir(),
+        &active_config(),
+        &dir().join("epochs"),
+        0,
+        Offset::ZERO,
+    )
+    .expect_err("planned a repair of a state file");
+    assert!(err.to_string().contains("not one"), "{err}");
+}

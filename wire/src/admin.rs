@@ -16,9 +16,9 @@ mod read_replica;
 mod stream;
 
 pub use broker::{
-    Assignments, BrokerInfo, BrokerList, BrokerState, ElectionOutcome, ElectionReport,
-    HeartbeatRequest, HeartbeatResponse, PartitionAssignment, PartitionReport,
-    RegisterBrokerRequest, RegisterBrokerResponse, ReplicaLag, StreamAssignment,
+    Assignments, BrokerInfo, BrokerList, BrokerState, CorruptReplica, CorruptReport,
+    ElectionOutcome, ElectionReport, HeartbeatRequest, HeartbeatResponse, PartitionAssignment,
+    PartitionReport, RegisterBrokerRequest, RegisterBrokerResponse, ReplicaLag, StreamAssignment,
 };
 pub use error::{ApiError, ApiErrorCode};
 pub use group::{

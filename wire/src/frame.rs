@@ -51,11 +51,11 @@ pub use header::{
 };
 pub use limits::{ConnectionLimits, FRAME_OVERHEAD_BYTES, FrameLimits};
 pub use message::{
-    AuthToken, BatchAck, CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse,
-    EncodedFrame, ErrorDetails, ErrorResponse, Fetch, FetchPosition, FetchResponse, Hello,
-    HelloAck, Message, MetadataRequest, MetadataResponse, PartitionMetadata, Produce, ProduceAck,
-    ReplicaAck, ReplicaAppend, ReplicaMismatch, ReplicaStale, StreamInfo, StreamMetadata,
-    StreamSettings, UploadBacklog,
+    AuthToken, BatchAck, CreateStream, CreateStreamResponse, DamagedRange, DeleteStream,
+    DeleteStreamResponse, EncodedFrame, ErrorDetails, ErrorResponse, Fetch, FetchPosition,
+    FetchResponse, Hello, HelloAck, Message, MetadataRequest, MetadataResponse, PartitionMetadata,
+    Produce, ProduceAck, RepairPartition, RepairPartitionResponse, ReplicaAck, ReplicaAppend,
+    ReplicaMismatch, ReplicaStale, StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 pub use version::{NoCommonVersion, ProtocolVersion, negotiate};
 

@@ -12,11 +12,11 @@ use bytes::{Bytes, BytesMut};
 use common::{decode_one, hex_rows, name, parse_hex, produced_batch, stored_batch};
 use floe_wire::frame::{AuthToken, ConnectionLimits};
 use floe_wire::frame::{
-    BatchAck, CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, ErrorDetails,
-    ErrorResponse, Fetch, FetchPosition, FetchResponse, Frame, FrameFlags, FrameLimits, HEADER_LEN,
-    Hello, HelloAck, MessageType, MetadataRequest, MetadataResponse, PartitionMetadata, Produce,
-    ProduceAck, ProtocolVersion, RequestId, StreamInfo, StreamMetadata, StreamSettings,
-    UploadBacklog,
+    BatchAck, CreateStream, CreateStreamResponse, DamagedRange, DeleteStream, DeleteStreamResponse,
+    ErrorDetails, ErrorResponse, Fetch, FetchPosition, FetchResponse, Frame, FrameFlags,
+    FrameLimits, HEADER_LEN, Hello, HelloAck, MessageType, MetadataRequest, MetadataResponse,
+    PartitionMetadata, Produce, ProduceAck, ProtocolVersion, RepairPartition,
+    RepairPartitionResponse, RequestId, StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 use floe_wire::{
     AckMode, BrokerId, Endpoint, ErrorCode, LeaderEpoch, Message, Offset, PartitionId, RecordBatch,
@@ -120,6 +120,7 @@ fn metadata_response_golden_bytes() {
                     segments: 1,
                     bytes: 4096,
                 },
+                damaged: None,
             },
             PartitionMetadata {
                 id: PartitionId::new(1),
@@ -130,6 +131,10 @@ fn metadata_response_golden_bytes() {
                 local_start: Offset::new(10),
                 tier_end: Offset::new(10),
                 upload_backlog: UploadBacklog::default(),
+                damaged: Some(DamagedRange {
+                    start: Offset::new(10),
+                    end: None,
+                }),
             },
         ],
     };
@@ -323,13 +328,14 @@ fn golden_header_fields_sit_at_their_positions() {
 
 #[test]
 fn message_type_discriminants_are_stable() {
-    let expected: [(MessageType, u8, bool); 17] = [
+    let expected: [(MessageType, u8, bool); 19] = [
         (MessageType::Hello, 0x01, false),
         (MessageType::MetadataRequest, 0x02, false),
         (MessageType::CreateStream, 0x03, false),
         (MessageType::DeleteStream, 0x04, false),
         (MessageType::Produce, 0x05, false),
         (MessageType::Fetch, 0x06, false),
+        (MessageType::RepairPartition, 0x07, false),
         (MessageType::ReplicaAppend, 0x10, false),
         (MessageType::ReplicaAck, 0x11, false),
         (MessageType::ReplicaMismatch, 0x12, false),
@@ -341,6 +347,7 @@ fn message_type_discriminants_are_stable() {
         (MessageType::DeleteStreamResponse, 0x84, true),
         (MessageType::ProduceAck, 0x85, true),
         (MessageType::FetchResponse, 0x86, true),
+        (MessageType::RepairPartitionResponse, 0x87, true),
     ];
     assert_eq!(MessageType::ALL.len(), expected.len());
     for (message_type, value, is_response) in expected {
@@ -400,4 +407,39 @@ fn error_codes_and_retry_classes_are_stable() {
             assert_eq!(ErrorCode::from_u16(value), None, "{value} is not a code");
         }
     }
+}
+
+#[test]
+fn repair_partition_golden_bytes() {
+    check_golden(
+        include_str!("golden/frame_repair_partition_v1.hex"),
+        7,
+        RepairPartition {
+            stream: name("orders"),
+            partition: PartitionId::new(2),
+            discard_from: Some(Offset::new(300)),
+        }
+        .into(),
+    );
+}
+
+#[test]
+fn repair_partition_response_golden_bytes() {
+    check_golden(
+        include_str!("golden/frame_repair_partition_response_v1.hex"),
+        7,
+        RepairPartitionResponse {
+            stream: name("orders"),
+            partition: PartitionId::new(2),
+            repaired: true,
+            discard_from: Offset::new(300),
+            discarded_bytes: 70_000,
+            discarded_segments: 1,
+            restart: false,
+            segment: "00000000000000000000.log".into(),
+            position: 25_000,
+            damage: "checksum mismatch".into(),
+        }
+        .into(),
+    );
 }

@@ -23,7 +23,7 @@ use proptest::prelude::*;
 
 const LIMITS: FrameLimits = FrameLimits::FORMAT_MAX;
 
-const GOLDEN: [&str; 13] = [
+const GOLDEN: [&str; 15] = [
     include_str!("golden/frame_hello_v1.hex"),
     include_str!("golden/frame_hello_ack_v1.hex"),
     include_str!("golden/frame_metadata_request_v1.hex"),
@@ -37,6 +37,8 @@ const GOLDEN: [&str; 13] = [
     include_str!("golden/frame_fetch_v1.hex"),
     include_str!("golden/frame_fetch_response_v1.hex"),
     include_str!("golden/frame_error_v1.hex"),
+    include_str!("golden/frame_repair_partition_v1.hex"),
+    include_str!("golden/frame_repair_partition_response_v1.hex"),
 ];
 
 /// A valid frame header with one byte replaced.
@@ -128,7 +130,7 @@ fn unknown_version_is_rejected() {
 
 #[test]
 fn unknown_message_type_is_rejected() {
-    for message_type in [0x00u8, 0x07, 0x7f, 0x87, 0xff] {
+    for message_type in [0x00u8, 0x08, 0x7f, 0x88, 0xff] {
         assert_eq!(
             header_error(header_with(5, message_type)),
             FrameError::UnknownMessageType { message_type }
@@ -794,6 +796,7 @@ fn partition(id: u32) -> PartitionMetadata {
         local_start: Offset::new(0),
         tier_end: Offset::new(0),
         upload_backlog: UploadBacklog::default(),
+        damaged: None,
     }
 }
 
@@ -842,7 +845,7 @@ fn metadata_partitions_must_be_ordered_and_in_range_both_ways() {
         // After the partition count: six absent settings, then the entry count.
         let first_id_at = HEADER_LEN + 4 + 8 + 2 + 1 + 4 + 6 + 4;
         for (index, partition) in partitions.iter().enumerate() {
-            bytes[first_id_at + index * (25 + 4 * 8)..][..4]
+            bytes[first_id_at + index * (25 + 4 * 8 + 1)..][..4]
                 .copy_from_slice(&partition.id.get().to_le_bytes());
         }
         let frame = decode_one(&Bytes::from(bytes), &LIMITS);

@@ -8,6 +8,20 @@
 use std::path::{Path, PathBuf};
 
 use floe_hot_log::LogError;
+use serde::{Deserialize, Serialize};
+
+/// The file in a partition's log directory that keeps its corrupt state across restarts,
+/// when damage was found in data that opening the log does not check (a sealed segment
+/// with its index, found damaged by an upload).
+const MARKER_FILE: &str = "corrupt.json";
+
+/// The marker's content: the damaged segment by name, within the log's directory.
+#[derive(Debug, Serialize, Deserialize)]
+struct Marker {
+    segment: String,
+    position: u64,
+    reason: String,
+}
 
 /// Where a partition's log is damaged, as its open reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +86,93 @@ impl CorruptPartition {
         }
     }
 
+    /// Narrows the damaged offsets to start at the damaged batch rather than at its
+    /// segment's base: the batches before it in the segment are whole (a repair keeps them).
+    pub(crate) fn find_first_damaged_offset(&mut self, config: &floe_hot_log::LogConfig) {
+        let Some(dir) = self.file.parent() else {
+            return;
+        };
+        if self.offsets_start.is_none() {
+            return;
+        }
+        let plan = floe_hot_log::Log::plan_repair(
+            &floe_hot_log::FsStorage,
+            dir,
+            config,
+            &self.file,
+            self.position,
+            floe_wire::Offset::ZERO,
+        );
+        if let Ok(plan) = plan {
+            self.offsets_start = Some(plan.discard_from.get());
+        }
+    }
+
+    /// The corrupt state recorded in the partition's log directory `dir`, if any. A marker
+    /// that cannot be read still holds the partition corrupt, naming the marker.
+    pub(crate) fn read_marker(stream: &str, partition: u32, dir: &Path) -> Option<Self> {
+        let path = dir.join(MARKER_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                let reason = format!("its corrupt marker cannot be read: {e}");
+                return Some(CorruptPartition::in_segment(
+                    stream, partition, path, 0, reason,
+                ));
+            }
+        };
+        Some(match serde_json::from_slice::<Marker>(&bytes) {
+            Ok(marker) if is_plain_name(&marker.segment) => CorruptPartition::in_segment(
+                stream,
+                partition,
+                dir.join(&marker.segment),
+                marker.position,
+                marker.reason,
+            ),
+            _ => CorruptPartition::in_segment(
+                stream,
+                partition,
+                path,
+                0,
+                "its corrupt marker is unreadable".into(),
+            ),
+        })
+    }
+
+    /// Records this state in the partition's log directory `dir`, durably, so that a
+    /// restart holds the partition corrupt too.
+    pub(crate) fn write_marker(&self, dir: &Path) -> Result<(), crate::state_file::StateFileError> {
+        let marker = Marker {
+            segment: self
+                .file
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            position: self.position,
+            reason: self.reason.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&marker).unwrap_or_default();
+        crate::state_file::write_atomically(&dir.join(MARKER_FILE), &bytes)
+    }
+
+    /// Removes the marker from the log directory `dir`, durably; none there is fine.
+    pub(crate) fn remove_marker(dir: &Path) -> std::io::Result<()> {
+        match std::fs::remove_file(dir.join(MARKER_FILE)) {
+            Ok(()) => crate::state_file::sync_dir(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The damaged range, as clients are told it.
+    pub(crate) fn damaged_range(&self) -> Option<floe_wire::frame::DamagedRange> {
+        Some(floe_wire::frame::DamagedRange {
+            start: floe_wire::Offset::new(self.offsets_start?),
+            end: self.offsets_end.map(floe_wire::Offset::new),
+        })
+    }
+
     /// What a client is told: the stream, the partition and the offsets, never the server's
     /// file (its log has that).
     pub(crate) fn client_message(&self) -> String {
@@ -86,6 +187,11 @@ impl CorruptPartition {
             self.stream, self.partition
         )
     }
+}
+
+/// A file name with no directory in it.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
 }
 
 /// The base offset a segment file's name (`{base:020}.log`) gives.

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use floe_client::rest::RestError;
 use floe_wire::admin::{CreateStreamRequest, RetentionSettings, SegmentSettings};
 use floe_wire::frame::{
-    CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, Message,
-    MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
-    StreamSettings, UploadBacklog,
+    CreateStream, CreateStreamResponse, DamagedRange, DeleteStream, DeleteStreamResponse, Message,
+    MetadataRequest, MetadataResponse, PartitionMetadata, RepairPartition, RepairPartitionResponse,
+    StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
 };
 use floe_wire::{Endpoint, LeaderEpoch, Offset, PartitionId, StreamName};
 use std::time::Duration;
@@ -16,6 +16,7 @@ use std::time::Duration;
 use super::{Broker, Refusal};
 use crate::auth::Caller;
 use crate::catalog::StreamEntry;
+use crate::partition::corrupt::CorruptPartition;
 use crate::partition::{LOCAL_EPOCH, Partition};
 use crate::partitions::StreamError;
 use crate::session::Session;
@@ -96,13 +97,14 @@ fn stream_info(state: &Broker, name: &StreamName, entry: &StreamEntry) -> Stream
                     segments: backlog.segments,
                     bytes: backlog.bytes,
                 },
+                damaged: None,
             }
         })
         .collect();
     partitions.extend(
         (0..entry.partitions)
-            .filter(|&id| state.partitions.corrupt(name.as_str(), id).is_some())
-            .map(|id| corrupt_partition(state, id)),
+            .filter_map(|id| state.partitions.corrupt(name.as_str(), id))
+            .map(|corrupt| corrupt_partition(state, &corrupt)),
     );
     partitions.sort_by_key(|p| p.id);
     let effective = state.partitions.effective(entry);
@@ -122,10 +124,11 @@ fn stream_info(state: &Broker, name: &StreamName, entry: &StreamEntry) -> Stream
 }
 
 /// A partition in the `corrupt` state, as metadata: this broker holds it, so clients come here
-/// and are told it is corrupt (`CorruptData`); its offsets are not known (all zero).
-fn corrupt_partition(state: &Broker, id: u32) -> PartitionMetadata {
+/// and are told it is corrupt (`CorruptData`); its log's offsets are not known (all zero),
+/// the damaged range is.
+fn corrupt_partition(state: &Broker, corrupt: &CorruptPartition) -> PartitionMetadata {
     PartitionMetadata {
-        id: PartitionId::new(id),
+        id: PartitionId::new(corrupt.partition),
         leader: Some(state.advertised.clone()),
         leader_epoch: LOCAL_EPOCH,
         log_start: Offset::ZERO,
@@ -133,6 +136,44 @@ fn corrupt_partition(state: &Broker, id: u32) -> PartitionMetadata {
         local_start: Offset::ZERO,
         tier_end: Offset::ZERO,
         upload_backlog: UploadBacklog::default(),
+        // A damaged file that is not a segment (a state file): the whole log is in doubt.
+        damaged: corrupt.damaged_range().or(Some(DamagedRange {
+            start: Offset::ZERO,
+            end: None,
+        })),
+    }
+}
+
+/// An operator's repair of a corrupt partition held here: what it discards, and, once they
+/// acknowledged that, the repair itself.
+pub(crate) async fn repair_partition(state: &Broker, request: RepairPartition) -> Message {
+    let outcome = state
+        .partitions
+        .repair(
+            request.stream.as_str(),
+            request.partition.get(),
+            request.discard_from,
+        )
+        .await;
+    match outcome {
+        Ok(outcome) => Message::RepairPartitionResponse(RepairPartitionResponse {
+            stream: request.stream,
+            partition: request.partition,
+            repaired: outcome.repaired,
+            discard_from: outcome.plan.discard_from,
+            discarded_bytes: outcome.plan.discarded_bytes,
+            discarded_segments: u32::try_from(outcome.plan.discarded_segments).unwrap_or(u32::MAX),
+            restart: outcome.plan.restart,
+            segment: outcome
+                .corrupt
+                .file
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            position: outcome.plan.position,
+            damage: outcome.corrupt.reason,
+        }),
+        Err(e) => Refusal::from(e).into(),
     }
 }
 

@@ -124,6 +124,7 @@ impl Service for Broker {
             Message::MetadataRequest(request) => admin::metadata(broker, request),
             Message::CreateStream(request) => admin::create_stream(broker, caller, *request).await,
             Message::DeleteStream(request) => admin::delete_stream(broker, caller, request).await,
+            Message::RepairPartition(request) => admin::repair_partition(broker, request).await,
             Message::Produce(request) => produce::produce(broker, request, started, turn).await,
             Message::Fetch(request) => fetch::fetch(broker, request, started).await,
             other => Refusal::NotARequest(other.message_type()).into(),

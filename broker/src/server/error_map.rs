@@ -14,6 +14,7 @@ use floe_wire::frame::{
 use floe_wire::{Offset, StreamName};
 
 use crate::partition::corrupt::CorruptPartition;
+use crate::partitions::RepairError;
 use crate::partitions::StreamError;
 use floe_wire::ErrorChain;
 
@@ -68,6 +69,8 @@ pub(crate) enum Refusal {
     PartitionCorrupt(CorruptPartition),
     #[error("the disk is past its high-water mark; retry once tiering frees space")]
     DiskHighWater,
+    #[error(transparent)]
+    Repair(#[from] RepairError),
     #[error(transparent)]
     Stream(#[from] StreamError),
     #[error(
@@ -130,6 +133,14 @@ impl Refusal {
             Refusal::NotLeader { .. } | Refusal::FetchesOnly => ErrorCode::NotLeader,
             Refusal::PartitionCorrupt(_) => ErrorCode::CorruptData,
             Refusal::DiskHighWater => ErrorCode::DiskHighWater,
+            Refusal::Repair(e) => match e {
+                RepairError::NotCorrupt { .. }
+                | RepairError::Replicated { .. }
+                | RepairError::NotAcknowledged { .. } => ErrorCode::InvalidRequest,
+                RepairError::Stream(e) => stream_code(e),
+                RepairError::Log { source, .. } => log_code(source),
+                RepairError::Task(_) => ErrorCode::Internal,
+            },
             Refusal::Stream(e) => stream_code(e),
             Refusal::ObjectsLeft(_) => ErrorCode::StreamExists,
             Refusal::TierCheck { .. } => ErrorCode::TierUnavailable,
@@ -225,6 +236,17 @@ impl Refusal {
             | Refusal::Unreadable { .. } => Told::Everything,
             Refusal::PartitionCorrupt(corrupt) => Told::Corrupt(corrupt.client_message()),
             Refusal::Stream(e) => stream_message(e),
+            Refusal::Repair(e) => match e {
+                RepairError::NotCorrupt { .. }
+                | RepairError::Replicated { .. }
+                | RepairError::NotAcknowledged { .. }
+                | RepairError::Task(_) => Told::Everything,
+                RepairError::Stream(e) => stream_message(e),
+                RepairError::Log { source, .. } => Told::Less(format!(
+                    "{e}: {}",
+                    log_message(source).unwrap_or_else(|| source.to_string())
+                )),
+            },
             Refusal::Log(e) => log_message(e).map_or(Told::Everything, Told::Less),
             Refusal::TierCheck { stream, source } => Told::Less(format!(
                 "checking object storage for stream {stream}: {}",

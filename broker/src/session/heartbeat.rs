@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use floe_wire::admin::{
-    ApiErrorCode, BrokerState as LeaseState, HeartbeatRequest, OffsetRange, PartitionReport,
-    ReplicaLag,
+    ApiErrorCode, BrokerState as LeaseState, CorruptReport, HeartbeatRequest, OffsetRange,
+    PartitionReport, ReplicaLag,
 };
 use floe_wire::{BrokerId, PartitionId, StreamName};
 use tokio::sync::watch;
@@ -75,6 +75,7 @@ pub(crate) async fn heartbeat(
             let request = HeartbeatRequest {
                 partitions: reports(&partitions, &managed, lease),
                 history_read_bytes_per_second: history.per_second(&metrics),
+                corrupt: corrupt_reports(&partitions),
             };
             match managed
                 .controlplane
@@ -111,6 +112,37 @@ pub(crate) async fn heartbeat(
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
     }
+}
+
+/// The partitions this broker holds in the `corrupt` state.
+fn corrupt_reports(partitions: &Partitions) -> Vec<CorruptReport> {
+    partitions
+        .corrupt_partitions()
+        .into_iter()
+        .filter_map(|c| {
+            let mut reason = c.reason.clone();
+            if reason.len() > 4096 {
+                let mut cut = 4096;
+                while !reason.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                reason.truncate(cut);
+            }
+            Some(CorruptReport {
+                stream: StreamName::new(c.stream.clone()).ok()?,
+                partition: PartitionId::new(c.partition),
+                segment: c
+                    .file
+                    .file_name()
+                    .map(|name| name.to_string_lossy().chars().take(255).collect())
+                    .unwrap_or_default(),
+                position: c.position,
+                damaged_start: c.offsets_start,
+                damaged_end: c.offsets_end,
+                reason,
+            })
+        })
+        .collect()
 }
 
 /// What this broker knows of the partitions it leads.

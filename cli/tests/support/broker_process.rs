@@ -5,7 +5,6 @@
 
 #![allow(dead_code)] // Each test binary uses its own share of these.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,6 +16,8 @@ const START_DEADLINE: Duration = Duration::from_secs(30);
 pub struct BrokerProcess {
     child: Child,
     dir: tempfile::TempDir,
+    binary: PathBuf,
+    read_replicas: u32,
 }
 
 impl BrokerProcess {
@@ -36,26 +37,26 @@ impl BrokerProcess {
             binary.display()
         );
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let log = File::create(dir.path().join("broker.log")).expect("a log file");
-        let child = Command::new(binary)
-            .arg("dev")
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
-            .args(["--controlplane-listen", "127.0.0.1:0"])
-            .arg("--profile")
-            .arg(dir.path().join("profile.json"))
-            .env("FLOE_LOG", "info")
-            .env("FLOE_DEV_READ_REPLICAS", read_replicas.to_string())
-            .env("FLOE_DEV_MAX_READ_REPLICAS", read_replicas.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("the broker starts");
-        let mut broker = BrokerProcess { child, dir };
+        let child = spawn(binary, dir.path(), read_replicas);
+        let mut broker = BrokerProcess {
+            child,
+            dir,
+            binary: binary.to_path_buf(),
+            read_replicas,
+        };
         broker.wait_for_profile();
         broker
+    }
+
+    /// SIGKILLs the broker, lets `between` change its files (`between` gets its data
+    /// directory), and starts it again on them.
+    pub fn kill_and_restart(&mut self, between: impl FnOnce(&Path)) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        between(&self.dir.path().join("data"));
+        let _ = std::fs::remove_file(self.profile());
+        self.child = spawn(&self.binary, self.dir.path(), self.read_replicas);
+        self.wait_for_profile();
     }
 
     /// The client profile the broker wrote.
@@ -86,6 +87,31 @@ impl BrokerProcess {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// Starts `floe-broker dev` from `binary` with its files under `dir`.
+fn spawn(binary: &Path, dir: &Path, read_replicas: u32) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("broker.log"))
+        .expect("a log file");
+    Command::new(binary)
+        .arg("dev")
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .args(["--controlplane-listen", "127.0.0.1:0"])
+        .arg("--profile")
+        .arg(dir.join("profile.json"))
+        .env("FLOE_LOG", "info")
+        .env("FLOE_DEV_READ_REPLICAS", read_replicas.to_string())
+        .env("FLOE_DEV_MAX_READ_REPLICAS", read_replicas.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("the broker starts")
 }
 
 impl Drop for BrokerProcess {

@@ -1,10 +1,10 @@
 //! Stream administration and metadata over the client protocol: create, delete, describe.
 
 use floe_wire::frame::{
-    CreateStream, DeleteStream, ErrorCode, Message, MetadataRequest, StreamInfo, StreamMetadata,
-    StreamSettings,
+    CreateStream, DeleteStream, ErrorCode, Message, MetadataRequest, RepairPartition,
+    RepairPartitionResponse, StreamInfo, StreamMetadata, StreamSettings,
 };
-use floe_wire::{AckMode, StreamName};
+use floe_wire::{AckMode, Offset, PartitionId, StreamName};
 
 use super::Client;
 use super::exchange::type_name;
@@ -39,6 +39,33 @@ impl Client {
         match self.request(request).await? {
             Message::DeleteStreamResponse(_) => Ok(()),
             other => Err(unexpected("DeleteStream", &other)),
+        }
+    }
+
+    /// Repairs a partition in the `corrupt` state, on the broker that holds it. Without
+    /// `discard_from` nothing changes: the answer says what a repair discards (every record
+    /// from its `discard_from` on). With it — which must be exactly that offset — the broker
+    /// cuts the damaged log there and the partition serves again. A partition that is not
+    /// corrupt, or has replicas, is refused (`InvalidRequest`).
+    pub async fn repair_partition(
+        &self,
+        stream: &StreamName,
+        partition: PartitionId,
+        discard_from: Option<Offset>,
+    ) -> Result<RepairPartitionResponse, Error> {
+        let request = Message::RepairPartition(RepairPartition {
+            stream: stream.clone(),
+            partition,
+            discard_from,
+        });
+        match self
+            .for_partition(stream, partition)
+            .await?
+            .request(request)
+            .await?
+        {
+            Message::RepairPartitionResponse(response) => Ok(response),
+            other => Err(unexpected("RepairPartition", &other)),
         }
     }
 

@@ -114,6 +114,7 @@ fn response_type(request: MessageType) -> Option<MessageType> {
         MessageType::DeleteStream => MessageType::DeleteStreamResponse,
         MessageType::Produce => MessageType::ProduceAck,
         MessageType::Fetch => MessageType::FetchResponse,
+        MessageType::RepairPartition => MessageType::RepairPartitionResponse,
         MessageType::Error
         | MessageType::ReplicaAppend
         | MessageType::ReplicaAck
@@ -124,7 +125,8 @@ fn response_type(request: MessageType) -> Option<MessageType> {
         | MessageType::CreateStreamResponse
         | MessageType::DeleteStreamResponse
         | MessageType::ProduceAck
-        | MessageType::FetchResponse => return None,
+        | MessageType::FetchResponse
+        | MessageType::RepairPartitionResponse => return None,
     })
 }
 
@@ -143,6 +145,8 @@ pub(crate) fn type_name(message_type: MessageType) -> &'static str {
         MessageType::ProduceAck => "ProduceAck",
         MessageType::Fetch => "Fetch",
         MessageType::FetchResponse => "FetchResponse",
+        MessageType::RepairPartition => "RepairPartition",
+        MessageType::RepairPartitionResponse => "RepairPartitionResponse",
         MessageType::Error => "Error",
         MessageType::ReplicaAppend => "ReplicaAppend",
         MessageType::ReplicaAck => "ReplicaAck",

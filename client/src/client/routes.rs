@@ -240,6 +240,7 @@ mod tests {
             local_start: Offset::ZERO,
             tier_end: Offset::ZERO,
             upload_backlog: UploadBacklog::default(),
+            damaged: None,
         }
     }
 

@@ -137,6 +137,21 @@ pub(super) async fn heartbeat<S: Store>(
             MAX_REPLICATION_FACTOR
         )));
     }
+    if request.corrupt.len() > MAX_REPORTS {
+        return Err(Failure::Invalid(format!(
+            "a heartbeat reports at most {MAX_REPORTS} corrupt partitions"
+        )));
+    }
+    if let Some(report) = request
+        .corrupt
+        .iter()
+        .find(|r| r.segment.len() > 255 || r.reason.len() > 4096)
+    {
+        return Err(Failure::Invalid(format!(
+            "corrupt partition {}/{}: a segment name has at most 255 bytes and a reason 4096",
+            report.stream, report.partition
+        )));
+    }
     if i64::try_from(request.history_read_bytes_per_second).is_err() {
         return Err(Failure::Invalid(format!(
             "history_read_bytes_per_second must be at most {}",
@@ -165,6 +180,7 @@ pub(super) async fn heartbeat<S: Store>(
         broker
     };
     cluster.record_history_reads(id, request.history_read_bytes_per_second);
+    cluster.record_corrupt(id, &request.corrupt);
     Ok(Json(HeartbeatResponse {
         state: broker.state,
         lease_ms,

@@ -343,6 +343,7 @@ fn partition_description() -> Value {
             ("high_watermark", nullable(u64_schema())),
             ("replica_lag", array(reference("ReplicaLag"))),
             ("previous_replicas", array(u32_schema())),
+            ("corrupt", array(reference("CorruptReplica"))),
         ],
         &[
             "partition",
@@ -423,10 +424,19 @@ fn broker_lease_schemas() -> Schemas {
                 &[
                     ("partitions", array(reference("PartitionReport"))),
                     ("history_read_bytes_per_second", u64_schema()),
+                    ("corrupt", array(reference("CorruptReport"))),
                 ],
                 &[],
                 true,
             ),
+        ),
+        (
+            "CorruptReport",
+            corrupt_schema(&[("stream", name_schema()), ("partition", u32_schema())]),
+        ),
+        (
+            "CorruptReplica",
+            corrupt_schema(&[("broker_id", u32_schema())]),
         ),
         (
             "HeartbeatResponse",
@@ -441,6 +451,21 @@ fn broker_lease_schemas() -> Schemas {
             ),
         ),
     ]
+}
+
+/// A partition held in the `corrupt` state: `first`, then where its log is damaged.
+fn corrupt_schema(first: &[(&str, Value)]) -> Value {
+    let mut properties: Vec<(&str, Value)> = first.to_vec();
+    let mut required: Vec<&str> = first.iter().map(|(name, _)| *name).collect();
+    properties.extend([
+        ("segment", json!({ "type": "string", "maxLength": 255 })),
+        ("position", u64_schema()),
+        ("damaged_start", u64_schema()),
+        ("damaged_end", u64_schema()),
+        ("reason", json!({ "type": "string", "maxLength": 4096 })),
+    ]);
+    required.extend(["segment", "position", "reason"]);
+    object(&properties, &required, true)
 }
 
 /// A leader's report on one partition, sent with its heartbeat.

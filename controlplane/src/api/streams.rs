@@ -270,7 +270,10 @@ pub(super) async fn describe<S: Store>(
 ) -> Result<Json<StreamDescription>, Failure> {
     let name = stream_name(name)?;
     match cluster.store.describe_stream(&name).await? {
-        Some(description) => Ok(Json(description)),
+        Some(mut description) => {
+            cluster.add_corrupt(&mut description);
+            Ok(Json(description))
+        }
         None => Err(StoreError::StreamNotFound { name }.into()),
     }
 }

@@ -49,6 +49,46 @@ pub struct HeartbeatRequest {
     /// and the autoscaler's signal to start the first one.
     #[serde(default)]
     pub history_read_bytes_per_second: u64,
+    /// Partitions this broker holds in the `corrupt` state: their logs hold damaged data it
+    /// would not cut, and they refuse publishes and fetches until an operator repairs them.
+    /// Every heartbeat carries the whole list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corrupt: Vec<CorruptReport>,
+}
+
+/// One partition in the `corrupt` state, as the broker holding it reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorruptReport {
+    pub stream: StreamName,
+    pub partition: PartitionId,
+    /// The damaged segment's file name (never a path).
+    pub segment: String,
+    /// Its first damaged byte.
+    pub position: u64,
+    /// The offsets the damaged segment holds: from `damaged_start`, to `damaged_end`
+    /// (exclusive) or the log's end; absent when the damaged file is not a segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged_start: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged_end: Option<u64>,
+    /// What was found there.
+    pub reason: String,
+}
+
+/// A replica of a partition held in the `corrupt` state by its broker, in a stream's
+/// description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorruptReplica {
+    pub broker_id: BrokerId,
+    pub segment: String,
+    pub position: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged_start: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged_end: Option<u64>,
+    pub reason: String,
 }
 
 /// What a leader knows of one partition. Ignored unless the sender leads it in `epoch`.

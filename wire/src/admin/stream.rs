@@ -255,6 +255,11 @@ pub struct PartitionDescription {
     /// the set being left; empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_replicas: Vec<BrokerId>,
+    /// Replicas whose brokers hold the partition in the `corrupt` state (damaged data not
+    /// cut; it refuses publishes and fetches there until an operator repairs it), as their
+    /// last heartbeats reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corrupt: Vec<crate::admin::CorruptReplica>,
 }
 
 impl SegmentSettings {

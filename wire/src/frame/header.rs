@@ -46,6 +46,7 @@ pub enum MessageType {
     DeleteStream = 0x04,
     Produce = 0x05,
     Fetch = 0x06,
+    RepairPartition = 0x07,
     /// Peer protocol (replication): one-way, never answered.
     ReplicaAppend = 0x10,
     ReplicaAck = 0x11,
@@ -58,17 +59,19 @@ pub enum MessageType {
     DeleteStreamResponse = 0x84,
     ProduceAck = 0x85,
     FetchResponse = 0x86,
+    RepairPartitionResponse = 0x87,
 }
 
 impl MessageType {
     /// Every message type, in discriminant order.
-    pub const ALL: [MessageType; 17] = [
+    pub const ALL: [MessageType; 19] = [
         MessageType::Hello,
         MessageType::MetadataRequest,
         MessageType::CreateStream,
         MessageType::DeleteStream,
         MessageType::Produce,
         MessageType::Fetch,
+        MessageType::RepairPartition,
         MessageType::ReplicaAppend,
         MessageType::ReplicaAck,
         MessageType::ReplicaMismatch,
@@ -80,6 +83,7 @@ impl MessageType {
         MessageType::DeleteStreamResponse,
         MessageType::ProduceAck,
         MessageType::FetchResponse,
+        MessageType::RepairPartitionResponse,
     ];
 
     /// The type with discriminant `value` in `version`, if there is one.

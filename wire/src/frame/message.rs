@@ -10,6 +10,7 @@ mod fetch;
 mod handshake;
 mod metadata;
 mod produce;
+mod repair;
 mod replica;
 mod stream_admin;
 
@@ -17,9 +18,11 @@ pub use error_response::{ErrorDetails, ErrorResponse};
 pub use fetch::{Fetch, FetchPosition, FetchResponse};
 pub use handshake::{AuthToken, Hello, HelloAck};
 pub use metadata::{
-    MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata, UploadBacklog,
+    DamagedRange, MetadataRequest, MetadataResponse, PartitionMetadata, StreamInfo, StreamMetadata,
+    UploadBacklog,
 };
 pub use produce::{BatchAck, Produce, ProduceAck};
+pub use repair::{RepairPartition, RepairPartitionResponse};
 pub use replica::{ReplicaAck, ReplicaAppend, ReplicaMismatch, ReplicaStale};
 pub use stream_admin::{
     CreateStream, CreateStreamResponse, DeleteStream, DeleteStreamResponse, StreamSettings,
@@ -49,6 +52,8 @@ pub enum Message {
     ProduceAck(ProduceAck),
     Fetch(Fetch),
     FetchResponse(FetchResponse),
+    RepairPartition(RepairPartition),
+    RepairPartitionResponse(RepairPartitionResponse),
     Error(ErrorResponse),
     /// The peer protocol (replication), one-way on the peer port.
     ReplicaAppend(ReplicaAppend),
@@ -107,6 +112,8 @@ impl Message {
             Message::ProduceAck(_) => MessageType::ProduceAck,
             Message::Fetch(_) => MessageType::Fetch,
             Message::FetchResponse(_) => MessageType::FetchResponse,
+            Message::RepairPartition(_) => MessageType::RepairPartition,
+            Message::RepairPartitionResponse(_) => MessageType::RepairPartitionResponse,
             Message::Error(_) => MessageType::Error,
             Message::ReplicaAppend(_) => MessageType::ReplicaAppend,
             Message::ReplicaAck(_) => MessageType::ReplicaAck,
@@ -211,6 +218,8 @@ impl Message {
                 Message::ProduceAck(m) => m.write(out),
                 Message::Fetch(m) => m.write(out),
                 Message::FetchResponse(m) => m.write(out),
+                Message::RepairPartition(m) => m.write(out),
+                Message::RepairPartitionResponse(m) => m.write(out),
                 Message::Error(m) => m.write(out),
                 Message::ReplicaAppend(m) => m.write(out),
                 Message::ReplicaAck(m) => m.write(out),
@@ -269,6 +278,10 @@ impl Message {
             MessageType::ProduceAck => Message::ProduceAck(ProduceAck::read(input)?),
             MessageType::Fetch => Message::Fetch(Fetch::read(input)?),
             MessageType::FetchResponse => Message::FetchResponse(FetchResponse::read(input)?),
+            MessageType::RepairPartition => Message::RepairPartition(RepairPartition::read(input)?),
+            MessageType::RepairPartitionResponse => {
+                Message::RepairPartitionResponse(RepairPartitionResponse::read(input)?)
+            }
             MessageType::Error => Message::Error(ErrorResponse::read(input)?),
             MessageType::ReplicaAppend => Message::ReplicaAppend(ReplicaAppend::read(input)?),
             MessageType::ReplicaAck => Message::ReplicaAck(ReplicaAck::read(input)?),
@@ -300,6 +313,8 @@ from_message!(
     ProduceAck(ProduceAck),
     Fetch(Fetch),
     FetchResponse(FetchResponse),
+    RepairPartition(RepairPartition),
+    RepairPartitionResponse(RepairPartitionResponse),
     Error(ErrorResponse),
     ReplicaAppend(ReplicaAppend),
     ReplicaAck(ReplicaAck),

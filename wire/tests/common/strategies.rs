@@ -2,11 +2,12 @@
 
 use bytes::Bytes;
 use floe_wire::frame::{
-    AuthToken, BatchAck, ConnectionLimits, CreateStream, CreateStreamResponse, DeleteStream,
-    DeleteStreamResponse, ErrorDetails, ErrorResponse, FRAME_OVERHEAD_BYTES, Fetch, FetchPosition,
-    FetchResponse, Hello, HelloAck, MAX_FRAME_BYTES, MetadataRequest, MetadataResponse,
-    PartitionMetadata, Produce, ProduceAck, ProtocolVersion, ReplicaAck, ReplicaAppend,
-    ReplicaMismatch, ReplicaStale, StreamInfo, StreamMetadata, StreamSettings, UploadBacklog,
+    AuthToken, BatchAck, ConnectionLimits, CreateStream, CreateStreamResponse, DamagedRange,
+    DeleteStream, DeleteStreamResponse, ErrorDetails, ErrorResponse, FRAME_OVERHEAD_BYTES, Fetch,
+    FetchPosition, FetchResponse, Hello, HelloAck, MAX_FRAME_BYTES, MetadataRequest,
+    MetadataResponse, PartitionMetadata, Produce, ProduceAck, ProtocolVersion, RepairPartition,
+    RepairPartitionResponse, ReplicaAck, ReplicaAppend, ReplicaMismatch, ReplicaStale, StreamInfo,
+    StreamMetadata, StreamSettings, UploadBacklog,
 };
 use floe_wire::{
     AckMode, BatchBuilder, BrokerId, Endpoint, ErrorCode, LeaderEpoch, Message, Offset,
@@ -142,11 +143,13 @@ fn partition(id: u32) -> impl Strategy<Value = PartitionMetadata> {
     (
         (option::of(endpoint()), leader_epoch(), offset(), offset()),
         (offset(), offset(), any::<u64>(), any::<u64>()),
+        option::of((offset(), option::of(offset()))),
     )
         .prop_map(
             move |(
                 (leader, leader_epoch, log_start, high_watermark),
                 (local_start, tier_end, segments, bytes),
+                damaged,
             )| PartitionMetadata {
                 id: PartitionId::new(id),
                 leader,
@@ -156,6 +159,7 @@ fn partition(id: u32) -> impl Strategy<Value = PartitionMetadata> {
                 local_start,
                 tier_end,
                 upload_backlog: UploadBacklog { segments, bytes },
+                damaged: damaged.map(|(start, end)| DamagedRange { start, end }),
             },
         )
 }
@@ -228,6 +232,42 @@ pub fn delete_stream() -> impl Strategy<Value = DeleteStream> {
 
 pub fn delete_stream_response() -> impl Strategy<Value = DeleteStreamResponse> {
     stream_name().prop_map(|name| DeleteStreamResponse { name })
+}
+
+pub fn repair_partition() -> impl Strategy<Value = RepairPartition> {
+    (stream_name(), any::<u32>(), option::of(offset())).prop_map(
+        |(stream, partition, discard_from)| RepairPartition {
+            stream,
+            partition: PartitionId::new(partition),
+            discard_from,
+        },
+    )
+}
+
+pub fn repair_partition_response() -> impl Strategy<Value = RepairPartitionResponse> {
+    (
+        (stream_name(), any::<u32>(), any::<bool>(), offset()),
+        (any::<u64>(), any::<u32>(), any::<bool>()),
+        ("[a-z0-9.]{0,30}", any::<u64>(), "[ -~]{0,60}"),
+    )
+        .prop_map(
+            |(
+                (stream, partition, repaired, discard_from),
+                (discarded_bytes, discarded_segments, restart),
+                (segment, position, damage),
+            )| RepairPartitionResponse {
+                stream,
+                partition: PartitionId::new(partition),
+                repaired,
+                discard_from,
+                discarded_bytes,
+                discarded_segments,
+                restart,
+                segment,
+                position,
+                damage,
+            },
+        )
 }
 
 pub fn produce() -> impl Strategy<Value = Produce> {
@@ -327,6 +367,8 @@ pub fn message() -> impl Strategy<Value = Message> {
         produce_ack().prop_map(Message::from),
         fetch().prop_map(Message::from),
         fetch_response().prop_map(Message::from),
+        repair_partition().prop_map(Message::from),
+        repair_partition_response().prop_map(Message::from),
         error_response().prop_map(Message::from),
         replica_append().prop_map(Message::from),
         replica_ack().prop_map(Message::from),

@@ -286,6 +286,8 @@ fn partition_from_row(row: &AnyRow) -> Result<PartitionDescription, StoreError> 
             "partitions.previous_replicas",
             row.try_get("previous_replicas")?,
         )?,
+        // Reported by brokers in their heartbeats, not stored: the API adds it.
+        corrupt: Vec::new(),
     })
 }
 

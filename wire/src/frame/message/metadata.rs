@@ -11,7 +11,9 @@
 //!   partition entry  u32 id, option<string leader endpoint>, u32 leader_epoch,
 //!                    u64 log_start, u64 high_watermark,
 //!                    u64 local_start, u64 tier_end,
-//!                    u64 upload_backlog_segments, u64 upload_backlog_bytes
+//!                    u64 upload_backlog_segments, u64 upload_backlog_bytes,
+//!                    option<damaged range>
+//!   damaged range    u64 start, option<u64 end>     (the partition is corrupt)
 //! ```
 
 use crate::frame::StreamSettings;
@@ -25,7 +27,7 @@ const MIN_NAME_LEN: usize = 2 + 1;
 /// Smallest stream entry: a name and an error code.
 const MIN_STREAM_ENTRY_LEN: usize = MIN_NAME_LEN + 2;
 /// Smallest partition entry: every fixed field and an absent leader.
-const MIN_PARTITION_ENTRY_LEN: usize = 4 + 1 + 4 + 8 + 8 + 4 * 8;
+const MIN_PARTITION_ENTRY_LEN: usize = 4 + 1 + 4 + 8 + 8 + 4 * 8 + 1;
 
 /// Asks for the metadata of some streams, or of all of them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -80,6 +82,18 @@ pub struct PartitionMetadata {
     pub tier_end: Offset,
     /// Sealed, committed data waiting to be tiered.
     pub upload_backlog: UploadBacklog,
+    /// The partition is in the `corrupt` state: its log holds damaged data that was not cut,
+    /// at these offsets. It refuses publishes and fetches (`CorruptData`) until an operator
+    /// repairs it ([`RepairPartition`](crate::frame::RepairPartition)).
+    pub damaged: Option<DamagedRange>,
+}
+
+/// The offsets a corrupt partition's damaged segment holds: from `start` to `end`
+/// (exclusive), or to the log's end when `end` is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DamagedRange {
+    pub start: Offset,
+    pub end: Option<Offset>,
 }
 
 /// Sealed data of a partition waiting for upload to object storage.
@@ -185,6 +199,14 @@ fn read_info(input: &mut PayloadReader) -> Result<StreamInfo, PayloadError> {
                 segments: input.u64("upload_backlog_segments")?,
                 bytes: input.u64("upload_backlog_bytes")?,
             },
+            damaged: input.option("damaged", |input| {
+                Ok(DamagedRange {
+                    start: Offset::new(input.u64("damaged_start")?),
+                    end: input.option("damaged_end", |input| {
+                        Ok(Offset::new(input.u64("damaged_end")?))
+                    })?,
+                })
+            })?,
         });
     }
     let info = StreamInfo {
@@ -212,5 +234,11 @@ fn write_partition(
     out.u64(partition.tier_end.get());
     out.u64(partition.upload_backlog.segments);
     out.u64(partition.upload_backlog.bytes);
-    Ok(())
+    out.option(partition.damaged.as_ref(), |out, damaged| {
+        out.u64(damaged.start.get());
+        out.option(damaged.end.as_ref(), |out, end| {
+            out.u64(end.get());
+            Ok(())
+        })
+    })
 }
