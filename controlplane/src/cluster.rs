@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{MutexGuard as BallotsGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use floe_wire::BrokerId;
 use floe_wire::admin::{CorruptReplica, CorruptReport, Role, StreamDescription};
+use floe_wire::{BrokerId, PartitionId, StreamName};
 use tokio::sync::{Mutex, MutexGuard, Notify, mpsc, watch};
 
 use crate::api::PendingCommit;
@@ -211,14 +211,36 @@ impl<S: Store> Cluster<S> {
         }
     }
 
-    /// Records the partitions broker `id` holds in the `corrupt` state (all of them).
-    pub(crate) fn record_corrupt(&self, id: BrokerId, reports: &[CorruptReport]) {
+    /// Records the partitions broker `id` holds in the `corrupt` state (all of them); true
+    /// when one of them was not reported before.
+    pub(crate) fn record_corrupt(&self, id: BrokerId, reports: &[CorruptReport]) -> bool {
         let mut corrupt = self.corrupt.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = |r: &CorruptReport, before: &[CorruptReport]| {
+            before
+                .iter()
+                .any(|b| b.stream == r.stream && b.partition == r.partition)
+        };
+        let before = corrupt.get(&id).map(Vec::as_slice).unwrap_or_default();
+        let new = reports.iter().any(|r| !known(r, before));
         if reports.is_empty() {
             corrupt.remove(&id);
         } else {
             corrupt.insert(id, reports.to_vec());
         }
+        new
+    }
+
+    /// Every replica its broker last reported corrupt: `(broker, stream, partition)`.
+    pub(crate) fn corrupt_members(&self) -> Vec<(BrokerId, StreamName, PartitionId)> {
+        let corrupt = self.corrupt.lock().unwrap_or_else(PoisonError::into_inner);
+        corrupt
+            .iter()
+            .flat_map(|(broker, reports)| {
+                reports
+                    .iter()
+                    .map(|r| (*broker, r.stream.clone(), r.partition))
+            })
+            .collect()
     }
 
     /// Adds to `description` the replicas its brokers last reported corrupt.

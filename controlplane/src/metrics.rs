@@ -104,6 +104,7 @@ pub(crate) struct Metrics {
     pub(crate) replica_replacements: Counter,
     /// Leaders deposed for losing contact with a majority of their replicas.
     pub(crate) leaders_cut_off: Counter,
+    pub(crate) leaders_corrupt: Counter,
     /// Always 1, labelled with the version and commit (`floe_build_info`).
     build_info: Family<BuildLabels, Gauge>,
     replicas: Family<StateLabels, Gauge>,
@@ -132,6 +133,7 @@ impl Metrics {
             driver_errors: Counter::default(),
             replica_replacements: Counter::default(),
             leaders_cut_off: Counter::default(),
+            leaders_corrupt: Counter::default(),
             build_info: Family::default(),
             replicas: Family::default(),
             bytes_served: Family::default(),
@@ -246,6 +248,11 @@ impl Metrics {
             "Partition leaders replaced because they lost contact with a majority of their \
              replicas while still reaching the controlplane",
             self.leaders_cut_off.clone(),
+        );
+        registry.register(
+            "partition_leaders_corrupt",
+            "Partition leaders replaced because they hold the partition in the corrupt state",
+            self.leaders_corrupt.clone(),
         );
     }
 

@@ -118,6 +118,22 @@ impl Placer {
         leader: Option<BrokerId>,
         replication_factor: u32,
     ) -> Placement {
+        self.place_excluding(keep, leader, replication_factor, &[])
+    }
+
+    /// [`Placer::place`], never adding a broker of `excluded` (members being replaced).
+    #[must_use]
+    pub fn place_excluding(
+        &mut self,
+        keep: &[BrokerId],
+        leader: Option<BrokerId>,
+        replication_factor: u32,
+        excluded: &[BrokerId],
+    ) -> Placement {
+        let excluded: Vec<usize> = excluded
+            .iter()
+            .filter_map(|id| self.index.get(id).copied())
+            .collect();
         let mut chosen: Vec<usize> = Vec::with_capacity(replication_factor as usize);
         for id in keep {
             if let Some(&slot) = self.index.get(id)
@@ -127,7 +143,7 @@ impl Placer {
             }
         }
         while chosen.len() < replication_factor as usize {
-            let Some(slot) = self.best_addition(&chosen) else {
+            let Some(slot) = self.best_addition(&chosen, &excluded) else {
                 break;
             };
             self.candidates[slot].replicas += 1;
@@ -161,11 +177,11 @@ impl Placer {
 
     /// The best broker to add to `chosen`: an unused zone first, then the fewest replicas,
     /// then the lowest id.
-    fn best_addition(&self, chosen: &[usize]) -> Option<usize> {
+    fn best_addition(&self, chosen: &[usize], excluded: &[usize]) -> Option<usize> {
         self.candidates
             .iter()
             .enumerate()
-            .filter(|(slot, _)| !chosen.contains(slot))
+            .filter(|(slot, _)| !chosen.contains(slot) && !excluded.contains(slot))
             .min_by_key(|(_, candidate)| {
                 let zone_used = chosen
                     .iter()

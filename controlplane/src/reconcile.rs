@@ -287,7 +287,9 @@ fn new_set(
         .filter(|id| !out.contains(id) && !live_kept.contains(id))
         .collect();
     let target = u32::try_from(old.len().max(factor) - waiting.len()).unwrap_or(u32::MAX);
-    let placement = placer.place(&live_kept, Some(leader), target);
+    // A member replaced is never placed again in its own stead (a live broker holding the
+    // partition corrupt is one).
+    let placement = placer.place_excluding(&live_kept, Some(leader), target, out);
     let size = placement.replicas.len() + waiting.len();
     if size < old.len() {
         // Not enough live brokers outside the set: stay as it is rather than shrink.
@@ -312,7 +314,7 @@ fn new_set(
 async fn repair<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreError> {
     cluster.set_replacement_due(u64::MAX);
     let misplaced = cluster.store.misplaced_partitions().await?;
-    if misplaced.is_empty() {
+    if misplaced.is_empty() && cluster.corrupt_members().is_empty() {
         return Ok(());
     }
     let brokers = cluster.store.brokers().await?;
@@ -321,9 +323,10 @@ async fn repair<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreErr
         .filter(|broker| broker.state == BrokerState::Live)
         .count();
     let mut placer = live_placer(&brokers);
-    let (members, mut misplaced): (Vec<_>, Vec<_>) = misplaced
+    let (mut members, mut misplaced): (Vec<_>, Vec<_>) = misplaced
         .into_iter()
         .partition(|p| p.replication_factor > 1 && !p.replicas.is_empty());
+    let corrupt = add_corrupt_members(cluster, &mut members).await?;
     let dead_since = |id: BrokerId| {
         brokers
             .iter()
@@ -333,10 +336,23 @@ async fn repair<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreErr
     let replace_after = millis(cluster.config.replace_dead_after);
     let mut replacements = Vec::new();
     let mut next_due = u64::MAX;
+    if corrupt
+        .iter()
+        .any(|(s, p)| !members.iter().any(|m| &m.stream == s && m.partition == *p))
+    {
+        // A partition with a corrupt member is electing: look again shortly.
+        next_due = next_due.min(now.saturating_add(CORRUPT_RETRY_MS));
+    }
     for partition in &members {
         match replace_members(&mut placer, partition, dead_since, now, replace_after) {
             Replacement::Now(change) => replacements.push(change),
             Replacement::Later(at) => next_due = next_due.min(at),
+            // A corrupt member waits for an election, or for a broker to copy to: look again.
+            Replacement::No
+                if corrupt.contains(&(partition.stream.clone(), partition.partition)) =>
+            {
+                next_due = next_due.min(now.saturating_add(CORRUPT_RETRY_MS));
+            }
             Replacement::No => {}
         }
     }
@@ -372,6 +388,69 @@ async fn repair<S: Store>(cluster: &Cluster<S>, now: u64) -> Result<(), StoreErr
     }
     Ok(())
 }
+
+/// Adds to `members` the replicated partitions with a member its live broker reported
+/// corrupt, that member marked out (as if draining), so that [`replace_members`] replaces
+/// it by a copy made from the other replicas. Its own broker cannot be trusted to copy the
+/// damaged range back itself: cutting one replica's log could lose what a majority
+/// acknowledged, were that replica counted in an election before it caught up.
+///
+/// Returns the partitions that have such a member.
+async fn add_corrupt_members<S: Store>(
+    cluster: &Cluster<S>,
+    members: &mut Vec<MisplacedPartition>,
+) -> Result<HashSet<(StreamName, PartitionId)>, StoreError> {
+    let mut corrupt = HashSet::new();
+    for (broker, stream, partition) in cluster.corrupt_members() {
+        let at = members
+            .iter()
+            .position(|m| m.stream == stream && m.partition == partition);
+        let at = match at {
+            Some(at) => at,
+            None => {
+                let leadership = match cluster.store.partition_leadership(&stream, partition).await
+                {
+                    Ok(leadership) => leadership,
+                    Err(
+                        StoreError::StreamNotFound { .. } | StoreError::PartitionNotFound { .. },
+                    ) => {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                if leadership.replication_factor <= 1 {
+                    continue;
+                }
+                if leadership.electing {
+                    // Replaced once led: look again then.
+                    corrupt.insert((stream.clone(), partition));
+                    continue;
+                }
+                members.push(MisplacedPartition {
+                    stream: leadership.stream,
+                    partition: leadership.partition,
+                    replication_factor: leadership.replication_factor,
+                    epoch: leadership.epoch,
+                    leader: leadership.leader,
+                    replicas: leadership.replicas,
+                    previous: leadership.previous,
+                });
+                members.len() - 1
+            }
+        };
+        for member in &mut members[at].replicas {
+            if member.0 == broker && member.1 == BrokerState::Live {
+                member.1 = BrokerState::Draining;
+                corrupt.insert((stream.clone(), partition));
+            }
+        }
+    }
+    Ok(corrupt)
+}
+
+/// How soon a replica-set change that a corrupt member needs, and that could not start, is
+/// tried again.
+const CORRUPT_RETRY_MS: u64 = 1_000;
 
 /// A placer over the live brokers, with their current loads.
 pub(crate) fn live_placer(brokers: &[BrokerInfo]) -> Placer {

@@ -8,7 +8,8 @@
 //!
 //! A partition with replicas is not repaired here: cutting one replica's log could lose
 //! records that a majority acknowledged, should that replica then be counted in an
-//! election; its leader serves from the other replicas meanwhile.
+//! election. Its broker reports it corrupt, and the controlplane replaces that replica by a
+//! copy made from the others (electing another leader first if it led).
 
 use std::sync::Arc;
 
@@ -25,8 +26,9 @@ pub enum RepairError {
     NotCorrupt { stream: String, partition: u32 },
     #[error(
         "stream {stream} partition {partition} has replicas: cutting one replica's log could \
-         lose records a majority acknowledged, so it is not repaired here; its leader serves \
-         from the other replicas"
+         lose records a majority acknowledged, so it is not repaired here; the controlplane \
+         replaces this replica by a copy made from the others, once a broker outside the \
+         replica set is live to take it"
     )]
     Replicated { stream: String, partition: u32 },
     #[error(

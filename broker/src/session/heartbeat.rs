@@ -75,7 +75,7 @@ pub(crate) async fn heartbeat(
             let request = HeartbeatRequest {
                 partitions: reports(&partitions, &managed, lease),
                 history_read_bytes_per_second: history.per_second(&metrics),
-                corrupt: corrupt_reports(&partitions),
+                corrupt: corrupt_reports(&partitions, &managed),
             };
             match managed
                 .controlplane
@@ -114,8 +114,9 @@ pub(crate) async fn heartbeat(
     }
 }
 
-/// The partitions this broker holds in the `corrupt` state.
-fn corrupt_reports(partitions: &Partitions) -> Vec<CorruptReport> {
+/// The partitions this broker holds in the `corrupt` state, with the epoch of those its
+/// assignment says it leads.
+fn corrupt_reports(partitions: &Partitions, managed: &Session) -> Vec<CorruptReport> {
     partitions
         .corrupt_partitions()
         .into_iter()
@@ -131,6 +132,7 @@ fn corrupt_reports(partitions: &Partitions) -> Vec<CorruptReport> {
             Some(CorruptReport {
                 stream: StreamName::new(c.stream.clone()).ok()?,
                 partition: PartitionId::new(c.partition),
+                epoch: managed.epoch(&c.stream, c.partition),
                 segment: c
                     .file
                     .file_name()

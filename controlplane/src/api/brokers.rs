@@ -14,6 +14,7 @@ use floe_wire::auth::PrincipalKind;
 use serde::Deserialize;
 
 use crate::api::Caller;
+use crate::api::election_reports::{Deposed, depose_leader};
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams, QueryParams};
 use crate::cluster::{Cluster, now_ms};
@@ -175,12 +176,22 @@ pub(super) async fn heartbeat<S: Store>(
             cluster.announce(version);
         }
         for report in request.partitions.iter().filter(|r| r.quorum_lost) {
-            super::election_reports::depose_cut_off_leader(&cluster, id, report).await?;
+            let partition = (&report.stream, report.partition, report.epoch);
+            depose_leader(&cluster, id, partition, Deposed::CutOff).await?;
+        }
+        for report in &request.corrupt {
+            if let Some(epoch) = report.epoch {
+                let partition = (&report.stream, report.partition, epoch);
+                depose_leader(&cluster, id, partition, Deposed::Corrupt).await?;
+            }
         }
         broker
     };
     cluster.record_history_reads(id, request.history_read_bytes_per_second);
-    cluster.record_corrupt(id, &request.corrupt);
+    if cluster.record_corrupt(id, &request.corrupt) {
+        // A replica newly corrupt is replaced from the others.
+        cluster.request_repair();
+    }
     Ok(Json(HeartbeatResponse {
         state: broker.state,
         lease_ms,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use floe_wire::admin::{BrokerState, ElectionReport, PartitionReport};
-use floe_wire::{BrokerId, LeaderEpoch};
+use floe_wire::admin::{BrokerState, ElectionReport};
+use floe_wire::{BrokerId, LeaderEpoch, PartitionId, StreamName};
 
 use crate::api::error::Failure;
 use crate::api::extract::{Body, PathParams};
@@ -118,27 +118,34 @@ async fn restart<S: Store>(
     Ok(())
 }
 
-/// Replaces the leader of `report`'s partition when it says it has lost contact with a
-/// majority of its replicas (see [`partition_election::depose`]): starts an election at the
-/// next epoch in which its own report does not count. Called under the write lock.
-pub(super) async fn depose_cut_off_leader<S: Store>(
+/// Why a leader is deposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Deposed {
+    /// It lost contact with a majority of its replicas.
+    CutOff,
+    /// Its copy of the partition is corrupt: it cannot serve it.
+    Corrupt,
+}
+
+/// Replaces the leader of `stream`'s `partition` in `epoch`, `reporter`, when it says it
+/// has lost contact with a majority of its replicas or holds the partition corrupt (see
+/// [`partition_election::depose`]): starts an election at the next epoch in which its own
+/// report does not count. Called under the write lock.
+pub(super) async fn depose_leader<S: Store>(
     cluster: &Cluster<S>,
     reporter: BrokerId,
-    report: &PartitionReport,
+    (stream, partition, epoch): (&StreamName, PartitionId, LeaderEpoch),
+    why: Deposed,
 ) -> Result<(), Failure> {
-    let partition = match cluster
-        .store
-        .partition_leadership(&report.stream, report.partition)
-        .await
-    {
-        Ok(partition) => partition,
+    let leadership = match cluster.store.partition_leadership(stream, partition).await {
+        Ok(leadership) => leadership,
         // Deleted meanwhile: nothing to lead.
         Err(StoreError::StreamNotFound { .. } | StoreError::PartitionNotFound { .. }) => {
             return Ok(());
         }
         Err(e) => return Err(e.into()),
     };
-    let Some(start) = partition_election::depose(&partition, reporter, report.epoch) else {
+    let Some(start) = partition_election::depose(&leadership, reporter, epoch) else {
         return Ok(());
     };
     let version = cluster
@@ -151,14 +158,28 @@ pub(super) async fn depose_cut_off_leader<S: Store>(
         now_ms(),
         reporter,
     );
-    cluster.metrics.leaders_cut_off.inc();
-    tracing::warn!(
-        stream = %start.stream,
-        partition = start.partition.get(),
-        leader = reporter.get(),
-        epoch = start.epoch.get(),
-        "the leader lost contact with a majority of its replicas; electing another"
-    );
+    match why {
+        Deposed::CutOff => {
+            cluster.metrics.leaders_cut_off.inc();
+            tracing::warn!(
+                stream = %start.stream,
+                partition = start.partition.get(),
+                leader = reporter.get(),
+                epoch = start.epoch.get(),
+                "the leader lost contact with a majority of its replicas; electing another"
+            );
+        }
+        Deposed::Corrupt => {
+            cluster.metrics.leaders_corrupt.inc();
+            tracing::warn!(
+                stream = %start.stream,
+                partition = start.partition.get(),
+                leader = reporter.get(),
+                epoch = start.epoch.get(),
+                "the leader holds the partition corrupt; electing another among its replicas"
+            );
+        }
+    }
     cluster.announce(version);
     Ok(())
 }

@@ -456,7 +456,11 @@ fn broker_lease_schemas() -> Schemas {
 /// A partition held in the `corrupt` state: `first`, then where its log is damaged.
 fn corrupt_schema(first: &[(&str, Value)]) -> Value {
     let mut properties: Vec<(&str, Value)> = first.to_vec();
-    let mut required: Vec<&str> = first.iter().map(|(name, _)| *name).collect();
+    let mut required: Vec<&str> = first
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| *name != "epoch")
+        .collect();
     properties.extend([
         ("segment", json!({ "type": "string", "maxLength": 255 })),
         ("position", u64_schema()),

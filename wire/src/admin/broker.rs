@@ -62,6 +62,10 @@ pub struct HeartbeatRequest {
 pub struct CorruptReport {
     pub stream: StreamName,
     pub partition: PartitionId,
+    /// The epoch in which the sender leads the partition, when its assignment says it does:
+    /// the controlplane then elects another leader among the other replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<LeaderEpoch>,
     /// The damaged segment's file name (never a path).
     pub segment: String,
     /// Its first damaged byte.
