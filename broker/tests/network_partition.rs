@@ -218,7 +218,7 @@ async fn a_retried_record_the_successor_inherited_is_acknowledged_without_new_tr
     let deadline = Instant::now() + Duration::from_secs(10);
     while !followers
         .iter()
-        .all(|&i| stored_under(&cluster.brokers[i].dir.join("data"), b"the-inherited-tail"))
+        .all(|&i| stored_under(&cluster.brokers[i].data_dir, b"the-inherited-tail"))
     {
         assert!(
             Instant::now() < deadline,
