@@ -345,4 +345,5 @@ pub fn metric(text: &str, series: &str) -> f64 {
 pub mod cluster;
 pub mod moto;
 pub mod port_block;
+pub mod small_disk;
 pub mod write_refusing_bucket;
