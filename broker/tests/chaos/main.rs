@@ -30,7 +30,8 @@
 //! `FLOE_TEST_MOTO_SERVER` (scripts/test.sh sets it) nothing runs.
 //!
 //! The figures of the last run (cycles, faults of each kind, records acknowledged, lost,
-//! duplicated) end the output, also as one JSON line starting `chaos-tally`.
+//! duplicated) end the output, also as one JSON line starting `chaos-tally`; every full read
+//! prints the figures so far (`chaos-tally-so-far`).
 
 mod checker;
 #[path = "../common/mod.rs"]
@@ -300,6 +301,13 @@ async fn acknowledged_records_survive_kills_cuts_frozen_storage_and_full_disks()
             check.took.as_secs_f64(),
             cycle_started.elapsed().as_secs_f64(),
         );
+        if full && cycle < settings.cycles {
+            // The figures so far, for a long run stopped before its end.
+            eprintln!(
+                "chaos-tally-so-far {}",
+                tally.json(settings.seed, started.elapsed())
+            );
+        }
         if !check.violations.is_clean() {
             eprintln!("{context}: {}", check.report);
             eprintln!("{}", cluster.diagnostics());
