@@ -27,11 +27,13 @@ echo "serving on $FLOE_TEST_POSTGRES_URL"
 # how full the build machine's disk happens to be. (The test of the mark sets its own.)
 export FLOE_DISK_HIGH_WATER="${FLOE_DISK_HIGH_WATER:-64GiB}"
 
-# The network-partition test cuts a broker's peer port with nftables: root only.
+# The network-partition test and the fault-injection harness (broker/tests/chaos/) cut a
+# broker's peer port with nftables: root only. The harness and broker/tests/full_disk.rs
+# also mount a small tmpfs to fill (root only; they say so and leave it out otherwise).
 if [ "$(id -u)" = 0 ] && command -v nft >/dev/null && nft list tables >/dev/null 2>&1; then
   export FLOE_TEST_NFT=1
 else
-  echo "note: not root or no usable nft: broker/tests/network_partition.rs will skip"
+  echo "note: not root or no usable nft: broker/tests/network_partition.rs will skip, and broker/tests/chaos/ will cut no ports"
 fi
 
 echo "== cargo test --no-run (workspace build) (at ${SECONDS}s) =="

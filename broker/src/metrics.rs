@@ -116,6 +116,8 @@ pub struct Metrics {
     /// Uncommitted tails truncated, and whole logs reset, on this broker's replicas.
     pub replica_truncations: Counter,
     pub replica_resets: Counter,
+    /// Replicas paused by a full disk, to recover from their logs once space is freed.
+    pub replica_disk_full_pauses: Counter,
     /// Peer connections refused because a peer is not the broker its certificate names (or
     /// the one dialed), by reason.
     pub peer_identity_mismatches: Family<ReasonLabels, Counter>,
@@ -171,6 +173,7 @@ impl Metrics {
             replica_leaderships: Counter::default(),
             replica_truncations: Counter::default(),
             replica_resets: Counter::default(),
+            replica_disk_full_pauses: Counter::default(),
             peer_identity_mismatches: Family::default(),
             build_info: Family::default(),
             scrape_hook: OnceLock::new(),
@@ -247,6 +250,11 @@ impl Metrics {
             "replica_resets",
             "Replica logs reset to their leader's log start",
             self.replica_resets.clone(),
+        );
+        registry.register(
+            "replica_disk_full_pauses",
+            "Replicas paused by a full disk, to recover from their logs once space is freed",
+            self.replica_disk_full_pauses.clone(),
         );
         registry.register(
             "peer_identity_mismatches",

@@ -34,6 +34,9 @@ const PROMISE_FILE: &str = "replica-promise";
 const TICK: Duration = Duration::from_millis(10);
 /// How often the high watermark is checkpointed to disk when it moved.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// How long a replica stopped by a full disk waits before it recovers from its log and
+/// tries again.
+const DISK_FULL_PAUSE: Duration = Duration::from_secs(1);
 
 /// What every replica driver of this broker shares, and the way to start one: a partition's
 /// replica is started on its first assignment.
@@ -103,7 +106,8 @@ impl peer::Inbox for Replication {
 }
 
 /// Why a replica's driver stopped: a fault it cannot carry out. The replica takes no
-/// further part until the partition is opened again; the others go on without it.
+/// further part until the partition is opened again, the others going on without it; a
+/// full disk only pauses it ([`Fault::is_disk_full`]).
 #[derive(Debug, thiserror::Error)]
 enum Fault {
     #[error("cannot read the replica's promise {path}")]
@@ -126,6 +130,21 @@ enum Fault {
         #[source]
         source: floe_hot_log::LogError,
     },
+}
+
+impl Fault {
+    /// A full disk, which changed nothing: the log stays writable (an append or a state
+    /// file refused before it was replaced), so the replica can recover from it in place
+    /// once space is freed, as after a restart. Any other fault, a full disk part-way
+    /// through a truncation or reset included (the log then refuses writes until it is
+    /// reopened), stops the replica until the partition is opened again.
+    fn is_disk_full(&self) -> bool {
+        match self {
+            Fault::Log { source, .. } => matches!(source, floe_hot_log::LogError::DiskFull { .. }),
+            Fault::PersistPromise { source, .. } => source.is_disk_full(),
+            Fault::ReadPromise { .. } | Fault::BadPromise { .. } => false,
+        }
+    }
 }
 
 fn log_fault(op: impl Into<String>) -> impl FnOnce(floe_hot_log::LogError) -> Fault {
@@ -174,48 +193,69 @@ struct Driver {
     failed: Option<Fault>,
 }
 
+/// Runs a partition's replica until it is stopped or meets a fault. A full disk pauses it:
+/// it waits, then recovers from its log (as a restarted broker would, in a new incarnation)
+/// and takes up the controlplane's latest assignment again, until space is freed.
 async fn run(partition: Arc<Partition>, inbox: DriverInbox, context: Replication) {
     let DriverInbox { mut events, shared } = inbox;
-    let Some(mut driver) = recover(partition, shared, context).await else {
-        return;
-    };
-    let mut synced = driver.partition.log().sync_status();
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let shared = driver.shared.clone();
-    while driver.failed.is_none() {
-        tokio::select! {
-            event = events.recv() => match event {
-                None | Some(Event::Stop) => break,
-                Some(Event::Assign(assignment)) => driver.assign(&assignment),
-                Some(Event::Peer { from, message, bytes }) => {
-                    shared.peer_budget.release(bytes);
-                    driver.step(|replica, log| replica.on_message(from, message, log));
+    // The controlplane's latest word on the partition, applied again after a pause.
+    let mut assignment = None;
+    loop {
+        let Some(mut driver) = recover(partition.clone(), shared.clone(), context.clone()).await
+        else {
+            break;
+        };
+        if let Some(assignment) = &assignment {
+            driver.assign(assignment);
+        }
+        let fault = driver.serve(&mut events, &mut assignment).await;
+        stand_down(&shared);
+        match fault {
+            None => return,
+            Some(reason) if reason.is_disk_full() => {
+                tracing::warn!(stream = %driver.stream, partition = partition.id(), reason = %ErrorChain(&reason), "replica paused: the disk is full; it recovers from its log once space is freed");
+                context.metrics.replica_disk_full_pauses.inc();
+                if !pause(&mut events, &mut assignment, &shared).await {
+                    return;
                 }
-            },
-            () = shared.appended.notified() => driver.step(|_, _| Vec::new()),
-            changed = synced.changed() => {
-                if changed.is_err() {
-                    break;
-                }
-                let end = driver.partition.log().synced_end().get();
-                driver.step(|replica, _| replica.on_synced(end));
             }
-            _ = tick.tick() => {
-                let now = clock::now_ms_unsigned();
-                driver.step(|replica, log| replica.tick(now, log));
-                driver.checkpoint();
+            Some(reason) => {
+                tracing::error!(stream = %driver.stream, partition = partition.id(), reason = %ErrorChain(&reason), "replica stopped");
+                return;
             }
         }
     }
-    if let Some(reason) = &driver.failed {
-        tracing::error!(stream = %driver.stream, partition = driver.partition.id(), reason = %ErrorChain(reason), "replica stopped");
-    }
+    stand_down(&shared);
+}
+
+/// What producers, consumers and heartbeats see of a replica that takes no part: it leads
+/// nothing, and waiting acks fail.
+fn stand_down(shared: &Shared) {
     *shared.lock() = None;
     shared
         .quorum_contact_age_ms
         .store(u64::MAX, Ordering::Relaxed);
     shared.commit.send_modify(|c| c.leading = None);
+}
+
+/// Waits [`DISK_FULL_PAUSE`], keeping the latest assignment and dropping peer messages (the
+/// leader sends again). False when the replica is stopped meanwhile.
+async fn pause(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<Event>,
+    assignment: &mut Option<Assignment>,
+    shared: &Shared,
+) -> bool {
+    let until = tokio::time::Instant::now() + DISK_FULL_PAUSE;
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                None | Some(Event::Stop) => return false,
+                Some(Event::Assign(latest)) => *assignment = Some(latest),
+                Some(Event::Peer { bytes, .. }) => shared.peer_budget.release(bytes),
+            },
+            () = tokio::time::sleep_until(until) => return true,
+        }
+    }
 }
 
 /// Builds the state machine from the durable log and the promise file.
@@ -269,6 +309,48 @@ async fn recover(
 }
 
 impl Driver {
+    /// Feeds the state machine until the replica is stopped (`None`) or meets a fault,
+    /// keeping the latest assignment in `assignment`.
+    async fn serve(
+        &mut self,
+        events: &mut tokio::sync::mpsc::UnboundedReceiver<Event>,
+        assignment: &mut Option<Assignment>,
+    ) -> Option<Fault> {
+        let mut synced = self.partition.log().sync_status();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let shared = self.shared.clone();
+        while self.failed.is_none() {
+            tokio::select! {
+                event = events.recv() => match event {
+                    None | Some(Event::Stop) => return None,
+                    Some(Event::Assign(latest)) => {
+                        self.assign(&latest);
+                        *assignment = Some(latest);
+                    }
+                    Some(Event::Peer { from, message, bytes }) => {
+                        shared.peer_budget.release(bytes);
+                        self.step(|replica, log| replica.on_message(from, message, log));
+                    }
+                },
+                () = shared.appended.notified() => self.step(|_, _| Vec::new()),
+                changed = synced.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    let end = self.partition.log().synced_end().get();
+                    self.step(|replica, _| replica.on_synced(end));
+                }
+                _ = tick.tick() => {
+                    let now = clock::now_ms_unsigned();
+                    self.step(|replica, log| replica.tick(now, log));
+                    self.checkpoint();
+                }
+            }
+        }
+        self.failed.take()
+    }
+
     fn assign(&mut self, assignment: &Assignment) {
         let epoch = assignment.epoch;
         let me = self.context.me;
@@ -496,6 +578,12 @@ impl Driver {
         match blocking(|| log.store_high_watermark(Offset::new(checkpoint))) {
             Ok(()) => {
                 self.checkpointed = checkpoint;
+                self.last_checkpoint = Instant::now();
+            }
+            // The checkpoint only spares a restart some catching up, and the older one is
+            // untouched: try again in a while.
+            Err(floe_hot_log::LogError::DiskFull { .. }) => {
+                tracing::debug!(stream = %self.stream, partition = self.partition.id(), "no space to checkpoint the high watermark");
                 self.last_checkpoint = Instant::now();
             }
             Err(e) => self.failed = Some(log_fault("checkpoint the high watermark")(e)),

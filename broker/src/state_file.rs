@@ -14,6 +14,23 @@ pub struct StateFileError {
     pub source: std::io::Error,
 }
 
+impl StateFileError {
+    /// A full disk (or a spent quota) before the rename: the old content is untouched, and
+    /// the next attempt writes the temp file afresh.
+    pub fn is_disk_full(&self) -> bool {
+        use std::io::ErrorKind;
+        matches!(
+            self.source.kind(),
+            ErrorKind::StorageFull | ErrorKind::QuotaExceeded
+        ) && matches!(self.op, OP_CREATE | OP_WRITE | OP_SYNC)
+    }
+}
+
+/// The steps before the rename, named in [`StateFileError::op`].
+const OP_CREATE: &str = "create";
+const OP_WRITE: &str = "write";
+const OP_SYNC: &str = "sync";
+
 fn failed(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateFileError + use<> {
     let path = path.to_path_buf();
     move |source| StateFileError { op, path, source }
@@ -44,9 +61,9 @@ fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StateFile
         .create_new(true)
         .mode(mode)
         .open(&temp)
-        .map_err(failed("create", &temp))?;
-    file.write_all(bytes).map_err(failed("write", &temp))?;
-    file.sync_all().map_err(failed("sync", &temp))?;
+        .map_err(failed(OP_CREATE, &temp))?;
+    file.write_all(bytes).map_err(failed(OP_WRITE, &temp))?;
+    file.sync_all().map_err(failed(OP_SYNC, &temp))?;
     std::fs::rename(&temp, path).map_err(failed("rename a file to", path))?;
     sync_dir(dir).map_err(failed("sync the directory", dir))
 }

@@ -18,71 +18,16 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, Timing, check_acknowledged, read_from_start};
+use common::port_block::{self, PortBlock};
 use floe_client::{Client, PartitionId, Producer, ProducerConfig, ProducerRecord, StreamName};
 
 const STREAM: &str = "cut";
 
 fn name() -> StreamName {
     StreamName::new(STREAM).expect("name")
-}
-
-/// An nftables table dropping all UDP to and from one port on this host; removed on drop.
-struct PortBlock {
-    table: String,
-}
-
-fn nft(args: &[&str]) {
-    let output = Command::new("nft").args(args).output().expect("run nft");
-    assert!(
-        output.status.success(),
-        "nft {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-impl PortBlock {
-    /// Drops UDP to and from `port`.
-    fn udp(port: u16) -> PortBlock {
-        PortBlock::rules(port, &["sport", "dport"])
-    }
-
-    /// Drops UDP to `port` only: a broker's peers still hear it, and it hears nothing.
-    fn udp_to(port: u16) -> PortBlock {
-        PortBlock::rules(port, &["dport"])
-    }
-
-    fn rules(port: u16, directions: &[&str]) -> PortBlock {
-        let table = format!("floe_test_{}_{port}", std::process::id());
-        let port = port.to_string();
-        nft(&["add", "table", "inet", &table]);
-        nft(&[
-            "add",
-            "chain",
-            "inet",
-            &table,
-            "out",
-            "{ type filter hook output priority 0 ; policy accept ; }",
-        ]);
-        for direction in directions {
-            nft(&[
-                "add", "rule", "inet", &table, "out", "udp", direction, &port, "drop",
-            ]);
-        }
-        PortBlock { table }
-    }
-}
-
-impl Drop for PortBlock {
-    fn drop(&mut self) {
-        let _ = Command::new("nft")
-            .args(["delete", "table", "inet", &self.table])
-            .status();
-    }
 }
 
 /// Publishes `count` records labelled `label` through `client`; returns the acknowledged
@@ -120,7 +65,7 @@ async fn publish(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_its_replicas_is_replaced_and_nothing_acknowledged_is_lost() {
-    if std::env::var_os("FLOE_TEST_NFT").is_none() {
+    if !port_block::enabled() {
         eprintln!(
             "FLOE_TEST_NFT is not set: skipping (needs root and nft; scripts/test.sh sets it)"
         );
@@ -236,7 +181,7 @@ fn stored_under(dir: &std::path::Path, needle: &[u8]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_record_the_successor_inherited_is_acknowledged_without_new_traffic() {
-    if std::env::var_os("FLOE_TEST_NFT").is_none() {
+    if !port_block::enabled() {
         eprintln!(
             "FLOE_TEST_NFT is not set: skipping (needs root and nft; scripts/test.sh sets it)"
         );
@@ -273,7 +218,7 @@ async fn a_retried_record_the_successor_inherited_is_acknowledged_without_new_tr
     let deadline = Instant::now() + Duration::from_secs(10);
     while !followers
         .iter()
-        .all(|&i| stored_under(&cluster.brokers[i].dir.join("data"), b"the-inherited-tail"))
+        .all(|&i| stored_under(&cluster.brokers[i].data_dir, b"the-inherited-tail"))
     {
         assert!(
             Instant::now() < deadline,

@@ -30,13 +30,13 @@ pub(crate) async fn produce(
     if state.disk.is_reached() {
         // Nothing is appended: the producer retries once tiering and local retention have
         // freed space.
-        return refuse_all(&Refusal::DiskHighWater, request.batches.len());
+        return refuse_all(state, &Refusal::DiskHighWater, request.batches.len());
     }
     let replica = match (partition.is_replicated(), partition.replica()) {
         (false, _) => None,
         (true, Some(replica)) => Some(replica),
         (true, None) => {
-            return refuse_all(&not_leader(&partition), request.batches.len());
+            return refuse_all(state, &not_leader(&partition), request.batches.len());
         }
     };
     let appends = append_batches(state, &partition, replica, &request.batches);
@@ -93,6 +93,7 @@ fn append_batches(
     let mut failed = None;
     for batch in batches {
         if let Some(code) = failed {
+            count_refused(state, code, 1);
             appends.results.push(Err(code));
             continue;
         }
@@ -151,14 +152,19 @@ fn refused(state: &Broker, partition: &Partition, refusal: &Refusal) -> ErrorCod
     if let Refusal::Log(e) = refusal {
         tracing::debug!(stream = partition.stream(), partition = partition.id(), error = %e, "produce refused");
     }
+    count_refused(state, code, 1);
+    code
+}
+
+/// Counts `batches` refused with `code` in `floe_publish_refused_batches_total`.
+fn count_refused(state: &Broker, code: ErrorCode, batches: usize) {
     state
         .metrics
         .publish_refused
         .get_or_create(&ErrorLabels {
             code: format!("{code:?}"),
         })
-        .inc();
-    code
+        .inc_by(batches as u64);
 }
 
 /// Waits until every offset below `end` is as durable as the stream's ack mode asks: synced
@@ -204,10 +210,12 @@ fn replica_refusal(error: ReplicaError, partition: &Partition) -> Refusal {
     }
 }
 
-/// Every batch refused with `code`, none appended: the disk is above its high-water mark, or
-/// this broker holds the partition but does not lead it (now).
-fn refuse_all(refusal: &Refusal, batches: usize) -> Message {
+/// Every batch refused with `code`, none appended, and counted: the disk is above its
+/// high-water mark, or this broker holds the partition but does not lead it (now).
+fn refuse_all(state: &Broker, refusal: &Refusal, batches: usize) -> Message {
+    let code = refusal.code();
+    count_refused(state, code, batches);
     Message::ProduceAck(ProduceAck {
-        results: vec![Err(refusal.code()); batches],
+        results: vec![Err(code); batches],
     })
 }

@@ -137,10 +137,23 @@ pub enum PeerCertificates {
     Static,
 }
 
+/// What one broker process gets beyond the cluster's own settings.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerSetup {
+    /// Its data directory, instead of `b{i}/data` under the cluster's directory: e.g. a
+    /// small filesystem the test mounted for it.
+    pub data_dir: Option<PathBuf>,
+    /// More `floe-broker serve` flags: ones the cluster does not give (a flag given twice
+    /// stops the start), such as `--disk-high-water`, which wins over the environment.
+    pub args: Vec<String>,
+}
+
 /// One `floe-broker serve` process; killed on drop.
 pub struct BrokerProcess {
     child: Option<Child>,
+    /// Its log (`broker.log`) and, unless its setup names another, its data directory.
     pub dir: PathBuf,
+    pub data_dir: PathBuf,
 }
 
 impl BrokerProcess {
@@ -151,8 +164,10 @@ impl BrokerProcess {
         peer_certificate: Option<floe_broker::tls::CertificatePaths>,
         controlplane: &str,
         objects: &Bucket,
+        setup: &BrokerSetup,
     ) -> BrokerProcess {
         std::fs::create_dir_all(dir).expect("broker directory");
+        let data_dir = setup.data_dir.clone().unwrap_or_else(|| dir.join("data"));
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -170,7 +185,7 @@ impl BrokerProcess {
         }
         let child = command
             .arg("--data-dir")
-            .arg(dir.join("data"))
+            .arg(&data_dir)
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", ports.0))
             .arg("--peer-listen")
@@ -189,6 +204,7 @@ impl BrokerProcess {
             .arg("--insecure-no-auth")
             .args(["--tier-cache-disk", "0", "--tier-upload-interval", "200ms"])
             .args(objects.args())
+            .args(&setup.args)
             .envs(objects.env())
             .env("FLOE_LOG", log_filter)
             .stdout(Stdio::null())
@@ -198,6 +214,7 @@ impl BrokerProcess {
         BrokerProcess {
             child: Some(child),
             dir: dir.to_path_buf(),
+            data_dir,
         }
     }
 
@@ -236,7 +253,7 @@ impl BrokerProcess {
 
     /// The id the controlplane gave this broker, once it registered.
     pub fn broker_id(&self) -> Option<BrokerId> {
-        let bytes = std::fs::read(self.dir.join("data").join("broker.json")).ok()?;
+        let bytes = std::fs::read(self.data_dir.join("broker.json")).ok()?;
         let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
         let id = value.get("broker_id")?.as_u64()?;
         Some(BrokerId::new(u32::try_from(id).ok()?))
@@ -259,6 +276,8 @@ pub struct Cluster {
     peer_certificates: PeerCertificates,
     pub objects: Bucket,
     pub brokers: Vec<BrokerProcess>,
+    /// Each broker process's own settings, by index.
+    setups: Vec<BrokerSetup>,
     /// Each broker's client, peer and metrics ports, kept across restarts as a deployment
     /// keeps them.
     ports: Vec<(u16, u16, u16)>,
@@ -288,7 +307,26 @@ impl Cluster {
 
     /// [`Cluster::start`] with the brokers tiering to `bucket` rather than a directory.
     pub async fn start_on_bucket(n: usize, timing: Timing, bucket: Bucket) -> Cluster {
-        Cluster::start_inner(n, timing, None, PeerCertificates::Issued, Some(bucket)).await
+        Cluster::start_with_setup(n, timing, bucket, Vec::new()).await
+    }
+
+    /// [`Cluster::start_on_bucket`] with broker process `i` started with `setups[i]` (the
+    /// defaults for those it does not reach).
+    pub async fn start_with_setup(
+        n: usize,
+        timing: Timing,
+        bucket: Bucket,
+        setups: Vec<BrokerSetup>,
+    ) -> Cluster {
+        Cluster::start_inner_with(
+            n,
+            timing,
+            None,
+            PeerCertificates::Issued,
+            Some(bucket),
+            setups,
+        )
+        .await
     }
 
     /// [`Cluster::start`] with peer certificates from `source`.
@@ -313,7 +351,19 @@ impl Cluster {
         peer_certificates: PeerCertificates,
         bucket: Option<Bucket>,
     ) -> Cluster {
+        Cluster::start_inner_with(n, timing, autoscale, peer_certificates, bucket, Vec::new()).await
+    }
+
+    async fn start_inner_with(
+        n: usize,
+        timing: Timing,
+        autoscale: Option<Duration>,
+        peer_certificates: PeerCertificates,
+        bucket: Option<Bucket>,
+        mut setups: Vec<BrokerSetup>,
+    ) -> Cluster {
         install_crypto();
+        setups.resize_with(n, BrokerSetup::default);
         let dir = tempfile::tempdir().expect("tempdir");
         let certificates =
             ClusterCertificates::ensure(&dir.path().join("tls")).expect("certificates");
@@ -383,6 +433,7 @@ impl Cluster {
             peer_certificates,
             objects,
             brokers: Vec::new(),
+            setups,
             ports: (0..n)
                 .map(|_| (free_port(), free_port(), free_tcp_port()))
                 .collect(),
@@ -424,6 +475,7 @@ impl Cluster {
             peer_certificate,
             &self.url,
             &self.objects,
+            &self.setups[i],
         )
     }
 
@@ -453,6 +505,7 @@ impl Cluster {
             Some(peer_certificate),
             &self.url,
             &self.objects,
+            &self.setups[i],
         );
     }
 
