@@ -343,4 +343,5 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 pub mod cluster;
+pub mod link;
 pub mod write_refusing_bucket;
