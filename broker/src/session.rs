@@ -13,8 +13,9 @@
 mod assignments;
 mod heartbeat;
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use floe_client::rest::{Controlplane, RestError};
@@ -23,7 +24,6 @@ use floe_wire::{BrokerId, Endpoint, LeaderEpoch};
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::lease::Lease;
 use crate::state_file::{StateFileError, write_atomically};
 
 pub(crate) use assignments::{Holdings, follow_assignments};
@@ -98,9 +98,8 @@ pub(crate) struct Session {
     controlplane: Controlplane,
     broker_id: BrokerId,
     registration: RegisterBrokerRequest,
-    /// The lease, and the epoch of every partition this broker leads from the assignments
-    /// last received: what lets it write its partitions without replicas.
-    lease: Arc<Lease>,
+    /// The epoch of every partition this broker leads, from the assignments last applied.
+    epochs: Mutex<HashMap<(String, u32), LeaderEpoch>>,
     /// The assignment version last applied in full; `None` before the first.
     applied: watch::Sender<Option<u64>>,
 }
@@ -122,7 +121,6 @@ impl Session {
         data_dir: &Path,
         client_endpoint: Endpoint,
         named: Option<BrokerId>,
-        lease: Arc<Lease>,
     ) -> Result<Session, SessionError> {
         let controlplane = Controlplane::with_ca(
             &settings.url,
@@ -172,7 +170,7 @@ impl Session {
             controlplane,
             broker_id,
             registration,
-            lease,
+            epochs: Mutex::new(HashMap::new()),
             applied,
         })
     }
@@ -210,7 +208,8 @@ impl Session {
     }
 
     fn epoch(&self, stream: &str, partition: u32) -> Option<LeaderEpoch> {
-        self.lease.epoch(stream, partition)
+        let epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
+        epochs.get(&(stream.to_string(), partition)).copied()
     }
 }
 
