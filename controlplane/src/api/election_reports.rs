@@ -158,28 +158,25 @@ pub(super) async fn depose_leader<S: Store>(
         now_ms(),
         reporter,
     );
-    match why {
-        Deposed::CutOff => {
-            cluster.metrics.leaders_cut_off.inc();
-            tracing::warn!(
-                stream = %start.stream,
-                partition = start.partition.get(),
-                leader = reporter.get(),
-                epoch = start.epoch.get(),
-                "the leader lost contact with a majority of its replicas; electing another"
-            );
-        }
-        Deposed::Corrupt => {
-            cluster.metrics.leaders_corrupt.inc();
-            tracing::warn!(
-                stream = %start.stream,
-                partition = start.partition.get(),
-                leader = reporter.get(),
-                epoch = start.epoch.get(),
-                "the leader holds the partition corrupt; electing another among its replicas"
-            );
-        }
-    }
+    let (counter, why) = match why {
+        Deposed::CutOff => (
+            &cluster.metrics.leaders_cut_off,
+            "it lost contact with a majority of its replicas",
+        ),
+        Deposed::Corrupt => (
+            &cluster.metrics.leaders_corrupt,
+            "it holds the partition corrupt",
+        ),
+    };
+    counter.inc();
+    tracing::warn!(
+        stream = %start.stream,
+        partition = start.partition.get(),
+        leader = reporter.get(),
+        epoch = start.epoch.get(),
+        why,
+        "deposing the leader; electing another among its replicas"
+    );
     cluster.announce(version);
     Ok(())
 }
