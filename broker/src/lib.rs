@@ -23,6 +23,7 @@ mod clock;
 pub mod dev;
 pub mod disk;
 pub mod history_read_cap;
+mod lease;
 pub mod metrics;
 pub mod operators;
 mod partition;

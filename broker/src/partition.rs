@@ -8,18 +8,24 @@
 pub(crate) mod corrupt;
 pub(crate) mod recent;
 pub(crate) mod replica;
+mod tenure;
 
 use std::collections::BTreeSet;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use floe_hot_log::{Log, RetentionPolicy};
 use floe_tier::{PartitionPath, TierRetention, Uploader};
 use floe_wire::{AckMode, LeaderEpoch, Offset};
 
+use crate::lease::Lease;
 use replica::ReplicaHandle;
 
-/// The leader epoch a partition without replicas is written and tiered in: its one broker
-/// is its leader for good, and only a partition with replicas has elections.
+pub use tenure::TakeError;
+
+/// The leader epoch a partition without replicas is written and tiered in on a broker
+/// without a controlplane: its one broker is its writer for good. A managed broker writes
+/// such a partition in the epoch its controlplane gave it ([`Partition::take`]).
 pub const LOCAL_EPOCH: LeaderEpoch = LeaderEpoch::ZERO;
 
 /// One partition of a stream held by this broker.
@@ -42,6 +48,13 @@ pub(crate) struct Partition {
     /// Base offsets of the sealed segments being repaired from the tier (at most one
     /// repair per segment at a time; bounded by the segments of the log).
     repairs: Mutex<BTreeSet<Offset>>,
+    /// For a partition without replicas on a managed broker: the broker's lease, without
+    /// which it writes nothing. `None`: replicated, or no controlplane.
+    lease: Option<Arc<Lease>>,
+    /// The epoch this broker took the partition in ([`Partition::take`]): the manifest is
+    /// fenced at it and the log continues the history the tier holds. Writes go only in the
+    /// epoch the assignments give, once taken in it.
+    taken: Mutex<Option<LeaderEpoch>>,
 }
 
 /// What a partition is opened with.
@@ -56,6 +69,8 @@ pub(crate) struct PartitionParts {
     pub tier_path: PartitionPath,
     pub uploader: Uploader,
     pub replicated: bool,
+    /// The broker's lease, for a partition without replicas on a managed broker.
+    pub lease: Option<Arc<Lease>>,
 }
 
 impl Partition {
@@ -71,6 +86,8 @@ impl Partition {
             replicated: parts.replicated,
             replica: OnceLock::new(),
             repairs: Mutex::new(BTreeSet::new()),
+            lease: parts.lease.filter(|_| !parts.replicated),
+            taken: Mutex::new(None),
         }
     }
 
@@ -155,13 +172,38 @@ impl Partition {
     }
 
     /// Whether this broker writes the partition's tier, and in which epoch: the leader of a
-    /// replicated partition, or the only holder of an unreplicated one.
+    /// replicated partition, or the holder of an unreplicated one while it may write it
+    /// ([`Partition::write_epoch`]).
     pub(crate) fn tiers_here(&self) -> Option<LeaderEpoch> {
         if self.replicated {
             self.replica()?.commit().leading
         } else {
-            Some(LOCAL_EPOCH)
+            self.write_epoch(Instant::now())
         }
+    }
+
+    /// The epoch a partition without replicas may be written in at `now`, if any: on a
+    /// broker without a controlplane, [`LOCAL_EPOCH`] always; on a managed one, the epoch
+    /// its assignments give it, once the partition is taken in that epoch and while the
+    /// broker's lease holds. Asked before appending and again before acknowledging, so that
+    /// nothing is acknowledged once the controlplane may have moved the partition.
+    pub(crate) fn write_epoch(&self, now: Instant) -> Option<LeaderEpoch> {
+        let Some(lease) = &self.lease else {
+            return Some(LOCAL_EPOCH);
+        };
+        let taken = self.taken()?;
+        (lease.write_epoch(&self.stream, self.id, now)? == taken).then_some(taken)
+    }
+
+    /// The epoch the partition was taken in, if it was.
+    pub(crate) fn taken(&self) -> Option<LeaderEpoch> {
+        *self.taken.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a managed broker takes this partition (one without replicas) at the epochs
+    /// its assignments give.
+    pub(crate) fn is_leased(&self) -> bool {
+        self.lease.is_some()
     }
 
     /// Sealed, committed data this broker has yet to tier, as of now: counted from the log,

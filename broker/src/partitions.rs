@@ -18,6 +18,8 @@ mod repair;
 pub(crate) use repair::RepairError;
 
 use crate::catalog::{Catalog, CatalogError, StreamEntry};
+use crate::lease::Lease;
+pub use crate::partition::TakeError;
 use crate::partition::corrupt::CorruptPartition;
 use crate::partition::{Partition, PartitionParts};
 
@@ -58,6 +60,10 @@ pub(crate) struct Partitions {
     stream_defaults: StreamDefaults,
     tier: TierStore,
     uploader: UploaderConfig,
+    /// A managed broker's lease: its partitions without replicas are taken in the epochs
+    /// their assignments give, and written only while it holds. `None` without a
+    /// controlplane.
+    lease: Option<Arc<Lease>>,
 }
 
 /// Why a stream operation was refused.
@@ -96,6 +102,13 @@ pub enum StreamError {
     },
     #[error("a stream operation's task failed")]
     Task(#[source] tokio::task::JoinError),
+    #[error("cannot take stream {stream} partition {partition}")]
+    Take {
+        stream: String,
+        partition: u32,
+        #[source]
+        source: TakeError,
+    },
     #[error("cannot open stream {stream} partition {partition}")]
     Log {
         stream: String,
@@ -108,13 +121,16 @@ pub enum StreamError {
 type Result<T, E = StreamError> = std::result::Result<T, E>;
 
 impl Partitions {
-    /// Opens every partition the catalog in `data_dir` lists; they tier into `tier`.
-    pub async fn open(
+    /// Opens every partition the catalog in `data_dir` lists; they tier into `tier`. A
+    /// managed broker passes its `lease`: its partitions without replicas are written only
+    /// once an assignment gave their epoch ([`Partitions::set_stream`]).
+    pub(crate) async fn open(
         data_dir: &Path,
         log_defaults: LogConfig,
         stream_defaults: StreamDefaults,
         tier: TierStore,
         uploader: UploaderConfig,
+        lease: Option<Arc<Lease>>,
     ) -> Result<Partitions> {
         crate::state_file::create_dir_all(data_dir).map_err(|source| StreamError::Io {
             op: "create",
@@ -133,6 +149,7 @@ impl Partitions {
             tier,
             uploader,
             catalog: Mutex::new(catalog),
+            lease,
         };
         for (name, entry) in &streams {
             if !entry.deleting {
@@ -259,6 +276,7 @@ impl Partitions {
             tier_path,
             uploader,
             replicated: entry.replication_factor.is_some_and(|factor| factor > 1),
+            lease: self.lease.clone(),
         }));
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert((name.to_string(), id), partition);
@@ -387,6 +405,7 @@ impl Partitions {
             );
         }
         self.forget_corrupt(name, |id| held.contains(&id));
+        let mut untaken = Ok(());
         for id in held {
             match self.get(name, id) {
                 Some(open) => self.apply_settings(&open, &entry),
@@ -399,8 +418,33 @@ impl Partitions {
                     }
                 }
             }
+            // The others are still taken when one cannot be (its object store is down).
+            if let Err(e) = self.take(name, id).await
+                && untaken.is_ok()
+            {
+                untaken = Err(e);
+            }
         }
-        Ok(())
+        untaken
+    }
+
+    /// Takes an open partition without replicas in the epoch the assignments give it, on a
+    /// managed broker ([`Partition::take`]); nothing to do otherwise.
+    async fn take(&self, name: &str, id: u32) -> Result<(), StreamError> {
+        let (Some(lease), Some(partition)) = (&self.lease, self.get(name, id)) else {
+            return Ok(());
+        };
+        let Some(epoch) = lease.epoch(name, id).filter(|_| partition.is_leased()) else {
+            return Ok(());
+        };
+        partition
+            .take(epoch)
+            .await
+            .map_err(|source| StreamError::Take {
+                stream: name.to_string(),
+                partition: id,
+                source,
+            })
     }
 
     /// Applies a stream's settings, which may have changed, to one of its open partitions:

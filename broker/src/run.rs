@@ -20,6 +20,7 @@ use crate::auth::Access;
 pub use crate::disk::DiskHighWater;
 use crate::disk::DiskWatch;
 use crate::history_read_cap::HistoryReadCap;
+use crate::lease::Lease;
 use crate::metrics::{KindLabels, Metrics};
 use crate::partitions::{Partitions, StreamDefaults, fsync_observer};
 use crate::peer::Peers;
@@ -199,7 +200,12 @@ pub async fn start(settings: Settings) -> Result<Running> {
         .map_err(|e| StartError::Limits(e.to_string()))?;
     check_client_limits(&settings)?;
     let metrics = Metrics::new();
-    let (partitions, tiering, syncs) = open_partitions(&settings, &metrics).await?;
+    // A managed broker writes its partitions without replicas only while its lease holds.
+    let lease = settings
+        .controlplane
+        .as_ref()
+        .map(|_| Arc::new(Lease::default()));
+    let (partitions, tiering, syncs) = open_partitions(&settings, &metrics, lease.clone()).await?;
 
     let ClientPort {
         endpoint,
@@ -207,7 +213,8 @@ pub async fn start(settings: Settings) -> Result<Running> {
         advertised,
         reset_key,
     } = bind_client_port(&settings)?;
-    let (session, peer_port) = join_cluster(&settings, &reset_key, &advertised, &metrics).await?;
+    let (session, peer_port) =
+        join_cluster(&settings, &reset_key, &advertised, &metrics, lease).await?;
     let broker_id = broker_id(&settings, session.as_ref());
 
     let (shutdown, shutdown_rx) = watch::channel(false);
@@ -505,6 +512,7 @@ struct PeerServer {
 async fn open_partitions(
     settings: &Settings,
     metrics: &Arc<Metrics>,
+    lease: Option<Arc<Lease>>,
 ) -> Result<(Arc<Partitions>, Arc<Tiering>, Arc<SyncActivity>)> {
     let mut log = settings.log.clone();
     log.sync_observer = Some(fsync_observer(metrics.fsync_latency.clone()));
@@ -518,7 +526,8 @@ async fn open_partitions(
     uploader.yield_to = Some(YieldToSyncs::new(sync_activity.clone()));
     uploader.commit_window_ms = settings.tier.commit_window_ms();
     let (store, defaults) = (tiering.store().clone(), settings.stream_defaults);
-    let partitions = Partitions::open(&settings.data_dir, log, defaults, store, uploader).await?;
+    let partitions =
+        Partitions::open(&settings.data_dir, log, defaults, store, uploader, lease).await?;
     Ok((Arc::new(partitions), Arc::new(tiering), sync_activity))
 }
 
@@ -543,6 +552,7 @@ async fn join_cluster(
     reset_key: &[u8],
     advertised: &Endpoint,
     metrics: &Arc<Metrics>,
+    lease: Option<Arc<Lease>>,
 ) -> Result<(Option<Arc<Session>>, Option<PeerPort>)> {
     let opened = match (&settings.peer, &settings.controlplane) {
         (Some(peer), Some(_)) => Some(open_peer_port(peer, reset_key, metrics)?),
@@ -562,8 +572,15 @@ async fn join_cluster(
     let named = opened
         .as_ref()
         .and_then(|(_, _, credentials)| credentials.broker());
-    let session =
-        Session::connect(&controlplane, &settings.data_dir, advertised.clone(), named).await?;
+    let lease = lease.unwrap_or_default();
+    let session = Session::connect(
+        &controlplane,
+        &settings.data_dir,
+        advertised.clone(),
+        named,
+        lease,
+    )
+    .await?;
     let session = Arc::new(session);
     let Some((endpoint, client, credentials)) = opened else {
         return Ok((Some(session), None));

@@ -13,9 +13,8 @@
 mod assignments;
 mod heartbeat;
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use floe_client::rest::{Controlplane, RestError};
@@ -24,6 +23,7 @@ use floe_wire::{BrokerId, Endpoint, LeaderEpoch};
 use serde::Deserialize;
 use tokio::sync::watch;
 
+use crate::lease::Lease;
 use crate::state_file::{StateFileError, write_atomically};
 
 pub(crate) use assignments::{Holdings, follow_assignments};
@@ -98,8 +98,9 @@ pub(crate) struct Session {
     controlplane: Controlplane,
     broker_id: BrokerId,
     registration: RegisterBrokerRequest,
-    /// The epoch of every partition this broker leads, from the assignments last applied.
-    epochs: Mutex<HashMap<(String, u32), LeaderEpoch>>,
+    /// The lease, and the epoch of every partition this broker leads from the assignments
+    /// last received: what lets it write its partitions without replicas.
+    lease: Arc<Lease>,
     /// The assignment version last applied in full; `None` before the first.
     applied: watch::Sender<Option<u64>>,
 }
@@ -121,6 +122,7 @@ impl Session {
         data_dir: &Path,
         client_endpoint: Endpoint,
         named: Option<BrokerId>,
+        lease: Arc<Lease>,
     ) -> Result<Session, SessionError> {
         let controlplane = Controlplane::with_ca(
             &settings.url,
@@ -170,7 +172,7 @@ impl Session {
             controlplane,
             broker_id,
             registration,
-            epochs: Mutex::new(HashMap::new()),
+            lease,
             applied,
         })
     }
@@ -208,8 +210,7 @@ impl Session {
     }
 
     fn epoch(&self, stream: &str, partition: u32) -> Option<LeaderEpoch> {
-        let epochs = self.epochs.lock().unwrap_or_else(|e| e.into_inner());
-        epochs.get(&(stream.to_string(), partition)).copied()
+        self.lease.epoch(stream, partition)
     }
 }
 

@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{MutexGuard as BallotsGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{MutexGuard as BallotsGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use floe_wire::admin::{CorruptReplica, CorruptReport, Role, StreamDescription};
 use floe_wire::{BrokerId, PartitionId, StreamName};
@@ -103,7 +103,17 @@ impl<S: Store> Cluster<S> {
     }
 
     /// Becomes the leader: reload what the previous leader may have changed, then serve.
+    ///
+    /// Every live broker's lease is counted afresh from now: the previous leader's clock
+    /// wrote the expiries, and this one may run ahead of it (another machine, or this one
+    /// after its clock was stepped while the controlplane was down). A broker counts its
+    /// lease from the heartbeat the previous leader answered, so it has stopped writing
+    /// before this leader can declare it dead.
     pub(crate) async fn take_over(&self) -> Result<(), StoreError> {
+        let lease_ms = u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX);
+        self.store
+            .extend_leases(now_ms().saturating_add(lease_ms))
+            .await?;
         let version = self.store.assignment_version().await?;
         self.versions.send_replace(version);
         self.ballots().clear();
@@ -298,11 +308,22 @@ impl<S: Store> Cluster<S> {
     }
 }
 
-/// Milliseconds since the Unix epoch, from the wall clock: the shell's only clock.
+/// Milliseconds since the Unix epoch: the shell's only clock. The wall clock is read once,
+/// when this process first asks, and advanced by the monotonic clock from then on, so that a
+/// step of the system clock never reaches it: a forward jump would otherwise expire every
+/// broker's lease at once, before the brokers — which count their leases on their own
+/// monotonic clocks — have stopped writing (`docs/controlplane.md`, "Fencing partitions
+/// without replicas"). It parts from the wall clock only by the steps made since.
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        })
+    static START: OnceLock<(u64, Instant)> = OnceLock::new();
+    let (wall_ms, at) = START.get_or_init(|| {
+        let wall_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| {
+                u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+            });
+        (wall_ms, Instant::now())
+    });
+    let elapsed = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
+    wall_ms.saturating_add(elapsed)
 }

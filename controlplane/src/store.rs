@@ -253,6 +253,13 @@ pub trait MetadataStore: Send + Sync + 'static {
         state: BrokerState,
     ) -> impl Future<Output = Result<BrokerInfo, StoreError>> + Send;
 
+    /// Extends every lease of a broker not declared dead to at least `lease_expires_at_ms`
+    /// (a controlplane taking over counts every lease afresh on its own clock).
+    fn extend_leases(
+        &self,
+        lease_expires_at_ms: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Declares dead every broker not yet dead whose lease expired at or before `now_ms`;
     /// returns them.
     fn expire_leases(

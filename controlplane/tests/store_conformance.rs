@@ -63,6 +63,7 @@ conformance!(
     a_replicated_partition_elects_its_leader_once_per_epoch,
     a_leader_that_is_not_live_leaves_its_partition_leaderless,
     the_next_lease_expiry_is_the_earliest_of_brokers_not_dead,
+    a_controlplane_taking_over_extends_the_leases_of_brokers_not_dead,
     a_replica_set_changes_in_two_steps,
     principals_are_created_rotated_listed_and_revoked,
 );
@@ -1135,6 +1136,35 @@ async fn the_next_lease_expiry_is_the_earliest_of_brokers_not_dead(store: &SqlSt
     assert_eq!(store.next_lease_expiry().await.expect("ok"), Some(5_000));
     store.expire_leases(5_000).await.expect("expire");
     assert_eq!(store.next_lease_expiry().await.expect("ok"), Some(9_000));
+}
+
+async fn a_controlplane_taking_over_extends_the_leases_of_brokers_not_dead(store: &SqlStore) {
+    for (port, expires) in [(7100, 2_000), (7200, 5_000), (7300, 9_000)] {
+        store
+            .register_broker(&registration(None, port, expires))
+            .await
+            .expect("register");
+    }
+    assert_eq!(store.expire_leases(2_000).await.expect("expire"), ids(&[1]));
+    store.extend_leases(6_000).await.expect("extend");
+    let leases: Vec<(u32, BrokerState, u64)> = store
+        .brokers()
+        .await
+        .expect("list")
+        .iter()
+        .map(|b| (b.broker_id.get(), b.state, b.lease_expires_at_ms))
+        .collect();
+    assert_eq!(
+        leases,
+        [
+            (1, BrokerState::Dead, 2_000),
+            (2, BrokerState::Live, 6_000),
+            (3, BrokerState::Live, 9_000),
+        ],
+        "a dead broker stays dead, a longer lease is kept"
+    );
+    assert!(store.expire_leases(5_999).await.expect("expire").is_empty());
+    assert_eq!(store.expire_leases(6_000).await.expect("expire"), ids(&[2]));
 }
 
 async fn principals_are_created_rotated_listed_and_revoked(store: &SqlStore) {

@@ -40,6 +40,6 @@ pub use retention::{TierRetention, apply_tier_retention, plan_removal};
 pub use retry::RetryPolicy;
 pub use segment::{UploadSettings, YieldToSyncs};
 pub use uploader::{
-    Backlog, BeforeCommit, COMMIT_WINDOW_MS_DEFAULT, PlannedUpload, UploadClock, UploadReport,
-    Uploader, UploaderConfig, plan_uploads,
+    Backlog, BeforeCommit, COMMIT_WINDOW_MS_DEFAULT, Fence, PlannedUpload, UploadClock,
+    UploadReport, Uploader, UploaderConfig, plan_uploads,
 };

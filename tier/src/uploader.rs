@@ -212,6 +212,16 @@ pub fn plan_uploads(
     Ok(plan)
 }
 
+/// What [`Uploader::fence`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    /// The newest epoch committed before the fence (the fence's own when the manifest was at
+    /// it already).
+    pub before: LeaderEpoch,
+    /// Where the tier ends, for good as far as older epochs go.
+    pub tier_end: Offset,
+}
+
 /// Tiers one partition. The driving contract: call [`Uploader::run`] whenever segments were
 /// sealed or the high watermark moved (one run at a time; concurrent calls queue); let local
 /// retention delete only what [`Uploader::is_tiered`] confirms; export [`Uploader::waiting`].
@@ -297,6 +307,29 @@ impl Uploader {
         };
         *known = Some(progress.state);
         result.map(|()| report)
+    }
+
+    /// Makes `epoch` the manifest's epoch before this writer writes in it
+    /// ([`ManifestLog::fence`]): from then on no writer of an older epoch commits, so the
+    /// tier's end it returns is final for them. A partition's new owner fences before it
+    /// takes writes. Fails with [`TierError::Fenced`] when a newer epoch committed already.
+    pub async fn fence(&self, epoch: LeaderEpoch) -> Result<Fence, TierError> {
+        let mut known = self.known.lock().await;
+        let retry = &self.config.retry;
+        let now_ms = self.config.clock.now_ms();
+        let (before, state) = retry
+            .run(
+                |e| self.store.worth_retrying(e),
+                || self.manifest.fence(known.clone(), epoch, now_ms),
+            )
+            .await?;
+        self.note_state(&state);
+        let fence = Fence {
+            before,
+            tier_end: state.tier_end(),
+        };
+        *known = Some(state);
+        Ok(fence)
     }
 
     /// Reads the manifest's newer versions, e.g. after tier retention committed a removal,

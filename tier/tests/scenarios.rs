@@ -135,6 +135,74 @@ async fn a_writer_with_an_older_epoch_is_fenced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_writer_fences_older_epochs_out_before_it_writes() {
+    let s = common::local_store();
+    let old = ManifestLog::new(s.store.clone(), partition());
+    old.commit(None, &add(1, vec![fake_segment(0, 10, 1)]))
+        .await
+        .expect("epoch 1 commits");
+    // The new writer fences at epoch 3 before it takes writes: it learns who wrote last and
+    // where the tier ends, and that end is final for older writers.
+    let new = ManifestLog::new(s.store.clone(), partition());
+    let (before, fenced) = new
+        .fence(None, LeaderEpoch::new(3), 5)
+        .await
+        .expect("fence");
+    assert_eq!(before, LeaderEpoch::new(1));
+    assert_eq!((fenced.version, fenced.epoch), (2, LeaderEpoch::new(3)));
+    assert_eq!(fenced.tier_end(), Offset::new(10));
+    let stale = old
+        .commit(None, &add(1, vec![fake_segment(10, 20, 1)]))
+        .await;
+    assert!(
+        matches!(stale, Err(TierError::Fenced { committed, .. }) if committed == LeaderEpoch::new(3)),
+        "{stale:?}"
+    );
+    // Fencing again at the same epoch writes nothing; at an older one it is fenced itself.
+    let (again, state) = new
+        .fence(None, LeaderEpoch::new(3), 6)
+        .await
+        .expect("fence");
+    assert_eq!((again, state.version), (LeaderEpoch::new(3), 2));
+    assert!(matches!(
+        new.fence(None, LeaderEpoch::new(2), 7).await,
+        Err(TierError::Fenced { .. })
+    ));
+    // Readers replay the fence like any version; the new writer continues the tier.
+    let next = new
+        .commit(Some(state), &add(3, vec![fake_segment(10, 20, 3)]))
+        .await
+        .expect("epoch 3 commits");
+    assert_eq!(old.load().await.expect("load"), next);
+    // A change of no segment at the manifest's own epoch is still refused.
+    assert_eq!(
+        next.apply(&add(3, Vec::new())),
+        Err(ChangeError::Empty),
+        "an empty change that raises nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploader_fences_and_reports_the_tier_it_continues() {
+    let s = common::local_store();
+    let log = ManifestLog::new(s.store.clone(), partition());
+    log.commit(None, &add(2, vec![fake_segment(0, 10, 2)]))
+        .await
+        .expect("epoch 2 commits");
+    let uploader = Uploader::new(s.store.clone(), partition(), UploaderConfig::default());
+    let fence = uploader.fence(LeaderEpoch::new(4)).await.expect("fence");
+    assert_eq!(fence.before, LeaderEpoch::new(2));
+    assert_eq!(fence.tier_end, Offset::new(10));
+    assert_eq!(uploader.tier_end(), Offset::new(10));
+    assert!(matches!(
+        uploader
+            .run(&[], Offset::new(10), LeaderEpoch::new(3))
+            .await,
+        Err(TierError::Fenced { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_bound_the_replay_and_old_versions_are_collected() {
     let s = common::local_store();
     let log = ManifestLog::new(s.store.clone(), partition()).with_checkpoint_interval(10);

@@ -156,6 +156,8 @@ impl Partitions {
             let mut held = self.corrupt.write().unwrap_or_else(|e| e.into_inner());
             held.remove(&(stream.to_string(), id));
         }
+        // Written again only in the epoch its assignment gives (a managed broker).
+        self.take(stream, id).await?;
         tracing::info!(stream, partition = id, log_end = %plan.discard_from, "repaired partition serves again");
         Ok(RepairOutcome {
             corrupt,

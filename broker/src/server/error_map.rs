@@ -13,6 +13,7 @@ use floe_wire::frame::{
 };
 use floe_wire::{Offset, StreamName};
 
+use crate::partition::TakeError;
 use crate::partition::corrupt::CorruptPartition;
 use crate::partitions::RepairError;
 use crate::partitions::StreamError;
@@ -312,6 +313,14 @@ fn stream_message(error: &StreamError) -> Told {
             "{error}: {}",
             log_message(source).unwrap_or_else(|| source.to_string())
         )),
+        StreamError::Take { source, .. } => Told::Less(format!(
+            "{error}: {}",
+            match source {
+                TakeError::Fence { source, .. } => tier_message(source),
+                TakeError::Reset { source, .. } =>
+                    log_message(source).unwrap_or_else(|| source.to_string()),
+            }
+        )),
     }
 }
 
@@ -383,6 +392,10 @@ fn stream_code(error: &StreamError) -> ErrorCode {
         | StreamError::Task(_)
         | StreamError::Log { .. } => ErrorCode::Internal,
         StreamError::Manifest { .. } => ErrorCode::TierUnavailable,
+        StreamError::Take { source, .. } => match source {
+            TakeError::Fence { .. } => ErrorCode::TierUnavailable,
+            TakeError::Reset { .. } => ErrorCode::Internal,
+        },
     }
 }
 

@@ -2,7 +2,10 @@
 //! mode. With `leader`, the acknowledgement waits for the fdatasync covering the last batch;
 //! with `quorum` on a replicated partition, for the high watermark to pass it (a majority
 //! holds it durably). A replicated partition takes appends only on its leader, in the
-//! leader's epoch.
+//! leader's epoch. A partition without replicas on a managed broker takes appends only while
+//! the broker's lease holds, in the epoch its controlplane gave it, and acknowledges them
+//! only if the lease still holds once they are durable: otherwise `NotLeader`, and the
+//! producer retries where the partition went.
 
 use std::time::Instant;
 
@@ -12,8 +15,8 @@ use floe_wire::{AckMode, BatchHeader, LeaderEpoch, Offset};
 use super::order::Turn;
 use super::{Broker, Refusal, admin};
 use crate::metrics::{ErrorLabels, StreamLabels};
+use crate::partition::Partition;
 use crate::partition::replica::{ReplicaError, ReplicaHandle};
-use crate::partition::{LOCAL_EPOCH, Partition};
 
 /// `turn` is this request's place in its connection's order of appends; it is given up once
 /// the batches are appended, before waiting for their sync.
@@ -32,22 +35,39 @@ pub(crate) async fn produce(
         // freed space.
         return refuse_all(state, &Refusal::DiskHighWater, request.batches.len());
     }
-    let replica = match (partition.is_replicated(), partition.replica()) {
-        (false, _) => None,
-        (true, Some(replica)) => Some(replica),
+    let writer = match (partition.is_replicated(), partition.replica()) {
+        (false, _) => match partition.write_epoch(Instant::now()) {
+            Some(epoch) => Writer::Local(epoch),
+            None => return refuse_all(state, &not_leader(&partition), request.batches.len()),
+        },
+        (true, Some(replica)) => Writer::Replica(replica),
         (true, None) => {
             return refuse_all(state, &not_leader(&partition), request.batches.len());
         }
     };
-    let appends = append_batches(state, &partition, replica, &request.batches);
+    let appends = append_batches(state, &partition, writer, &request.batches);
     drop(turn);
-    if let Some(replica) = replica {
-        replica.appended();
-    }
+    let replica = match writer {
+        Writer::Replica(replica) => {
+            replica.appended();
+            Some(replica)
+        }
+        Writer::Local(_) => None,
+    };
     let mut results = appends.results;
-    if let Some(end) = appends.durable_at
-        && let Err(code) = wait_durable(state, &partition, replica, end, appends.leader_epoch).await
+    let mut durable = match appends.durable_at {
+        Some(end) => wait_durable(state, &partition, replica, end, appends.leader_epoch).await,
+        None => Ok(()),
+    };
+    if let Writer::Local(epoch) = writer
+        && durable.is_ok()
+        && partition.write_epoch(Instant::now()) != Some(epoch)
     {
+        // Durable, but the lease lapsed meanwhile (or the partition moved): the controlplane
+        // may have given the partition to another broker, whose history this is not in.
+        durable = Err(not_leader(&partition).code());
+    }
+    if let Err(code) = durable {
         for result in &mut results {
             if result.is_ok() {
                 *result = Err(code);
@@ -62,6 +82,15 @@ pub(crate) async fn produce(
         .publish_latency
         .observe(started.elapsed().as_secs_f64());
     Message::ProduceAck(ProduceAck { results })
+}
+
+/// Who appends a request's batches.
+#[derive(Clone, Copy)]
+enum Writer<'a> {
+    /// A partition without replicas, in this epoch.
+    Local(LeaderEpoch),
+    /// A replicated partition, through its replica (in the leader's epoch).
+    Replica(&'a ReplicaHandle),
 }
 
 /// What appending a request's batches came to, before any wait for durability.
@@ -79,7 +108,7 @@ struct Appends {
 fn append_batches(
     state: &Broker,
     partition: &Partition,
-    replica: Option<&ReplicaHandle>,
+    writer: Writer<'_>,
     batches: &[bytes::Bytes],
 ) -> Appends {
     let labels = StreamLabels {
@@ -97,12 +126,9 @@ fn append_batches(
             appends.results.push(Err(code));
             continue;
         }
-        let appended = match replica {
-            None => partition
-                .log()
-                .append(batch, LOCAL_EPOCH)
-                .map_err(Refusal::Log),
-            Some(replica) => match replica.append(partition.log(), batch) {
+        let appended = match writer {
+            Writer::Local(epoch) => partition.log().append(batch, epoch).map_err(Refusal::Log),
+            Writer::Replica(replica) => match replica.append(partition.log(), batch) {
                 Ok((appended, epoch)) => {
                     appends.leader_epoch = Some(epoch);
                     Ok(appended)

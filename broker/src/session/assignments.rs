@@ -119,7 +119,7 @@ async fn apply(holdings: &Holdings, managed: &Session, assignments: Assignments)
         }
         wanted.insert(stream.name.to_string(), entry(stream, me));
     }
-    *managed.epochs.lock().unwrap_or_else(|e| e.into_inner()) = epochs;
+    managed.lease.assigned(assignments.version, epochs);
 
     let mut complete = retire_streams(partitions, managed, &wanted).await;
     if !serve_streams(partitions, wanted).await {

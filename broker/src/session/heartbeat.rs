@@ -57,7 +57,10 @@ pub(crate) async fn heartbeat(
     let mut failing = false;
     let mut history = HistoryDemand::new(&metrics);
     loop {
+        // The lease is counted from when each call was sent: the controlplane counts it from
+        // when the call arrived, later.
         if !registered {
+            let sent = Instant::now();
             match managed
                 .controlplane
                 .register_broker(&managed.registration)
@@ -67,7 +70,11 @@ pub(crate) async fn heartbeat(
                     registered = true;
                     interval = Duration::from_millis(answer.heartbeat_interval_ms.max(100));
                     lease = Duration::from_millis(answer.lease_ms);
+                    managed.lease.registered(sent, lease);
                     tracing::info!(broker_id = answer.broker_id.get(), "lease taken");
+                    // Heartbeat at once: its answer names the assignments to know before
+                    // writing again.
+                    continue;
                 }
                 Err(e) => note_failure(&mut failing, "registering", &e),
             }
@@ -77,6 +84,7 @@ pub(crate) async fn heartbeat(
                 history_read_bytes_per_second: history.per_second(&metrics),
                 corrupt: corrupt_reports(&partitions, &managed),
             };
+            let sent = Instant::now();
             match managed
                 .controlplane
                 .heartbeat(managed.broker_id, &request)
@@ -89,9 +97,13 @@ pub(crate) async fn heartbeat(
                         failing = false;
                     }
                     if answer.state == LeaseState::Dead {
+                        managed.lease.lost();
                         registered = false;
                         continue;
                     }
+                    managed
+                        .lease
+                        .renewed(sent, lease, answer.assignment_version);
                 }
                 Err(e)
                     if matches!(
@@ -100,6 +112,7 @@ pub(crate) async fn heartbeat(
                     ) =>
                 {
                     tracing::warn!(error = %e, "lease lost; registering again");
+                    managed.lease.lost();
                     registered = false;
                     continue;
                 }

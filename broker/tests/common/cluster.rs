@@ -13,6 +13,7 @@ use floe_wire::admin::{BrokerState, CreateStreamRequest, OffsetRange, PartitionD
 use floe_wire::{BrokerId, LeaderEpoch};
 
 use super::install_crypto;
+use super::link::Link;
 
 /// How long a cluster operation may take before a test fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -281,6 +282,9 @@ pub struct Cluster {
     /// Each broker's client, peer and metrics ports, kept across restarts as a deployment
     /// keeps them.
     ports: Vec<(u16, u16, u16)>,
+    /// Each broker's relay to the controlplane, when the cluster was started with them
+    /// ([`Cluster::start_with_links`]); empty otherwise: brokers call the controlplane directly.
+    links: Vec<Link>,
 }
 
 /// A TCP port free at the moment.
@@ -302,7 +306,14 @@ fn free_port() -> u16 {
 impl Cluster {
     /// Starts the controlplane and `n` brokers and waits until all hold a lease.
     pub async fn start(n: usize, timing: Timing) -> Cluster {
-        Cluster::start_inner(n, timing, None, PeerCertificates::Issued, None).await
+        Cluster::start_inner(n, timing, None, PeerCertificates::Issued, None, false).await
+    }
+
+    /// [`Cluster::start`] with each broker calling the controlplane through a relay of its
+    /// own, so that a test can cut one broker off from the controlplane while its clients
+    /// and peers still reach it ([`Cluster::cut_from_controlplane`]).
+    pub async fn start_with_links(n: usize, timing: Timing) -> Cluster {
+        Cluster::start_inner(n, timing, None, PeerCertificates::Issued, None, true).await
     }
 
     /// [`Cluster::start`] with the brokers tiering to `bucket` rather than a directory.
@@ -325,6 +336,7 @@ impl Cluster {
             PeerCertificates::Issued,
             Some(bucket),
             setups,
+            false,
         )
         .await
     }
@@ -335,13 +347,21 @@ impl Cluster {
         timing: Timing,
         source: PeerCertificates,
     ) -> Cluster {
-        Cluster::start_inner(n, timing, None, source, None).await
+        Cluster::start_inner(n, timing, None, source, None, false).await
     }
 
     /// [`Cluster::start`] with the controlplane's autoscaler running read replicas as
     /// `floe-broker read-replica` child processes (the local driver), deciding every `interval`.
     pub async fn start_autoscaled(n: usize, timing: Timing, interval: Duration) -> Cluster {
-        Cluster::start_inner(n, timing, Some(interval), PeerCertificates::Issued, None).await
+        Cluster::start_inner(
+            n,
+            timing,
+            Some(interval),
+            PeerCertificates::Issued,
+            None,
+            false,
+        )
+        .await
     }
 
     async fn start_inner(
@@ -350,8 +370,18 @@ impl Cluster {
         autoscale: Option<Duration>,
         peer_certificates: PeerCertificates,
         bucket: Option<Bucket>,
+        links: bool,
     ) -> Cluster {
-        Cluster::start_inner_with(n, timing, autoscale, peer_certificates, bucket, Vec::new()).await
+        Cluster::start_inner_with(
+            n,
+            timing,
+            autoscale,
+            peer_certificates,
+            bucket,
+            Vec::new(),
+            links,
+        )
+        .await
     }
 
     async fn start_inner_with(
@@ -361,6 +391,7 @@ impl Cluster {
         peer_certificates: PeerCertificates,
         bucket: Option<Bucket>,
         mut setups: Vec<BrokerSetup>,
+        links: bool,
     ) -> Cluster {
         install_crypto();
         setups.resize_with(n, BrokerSetup::default);
@@ -425,6 +456,12 @@ impl Cluster {
             .expect("controlplane");
         let url = format!("http://{}", controlplane.local_addr());
         let rest = Controlplane::new(&url, None).expect("REST client");
+        let mut relays = Vec::new();
+        if links {
+            for _ in 0..n {
+                relays.push(Link::start(controlplane.local_addr()).await);
+            }
+        }
         let mut cluster = Cluster {
             controlplane: Some(controlplane),
             rest,
@@ -437,6 +474,7 @@ impl Cluster {
             ports: (0..n)
                 .map(|_| (free_port(), free_port(), free_tcp_port()))
                 .collect(),
+            links: relays,
             dir,
         };
         for i in 0..n {
@@ -473,10 +511,28 @@ impl Cluster {
             self.ports[i],
             &self.certificates,
             peer_certificate,
-            &self.url,
+            &self.controlplane_url(i),
             &self.objects,
             &self.setups[i],
         )
+    }
+
+    /// Where broker process `i` calls the controlplane: its relay, if it has one.
+    fn controlplane_url(&self, i: usize) -> String {
+        self.links
+            .get(i)
+            .map_or_else(|| self.url.clone(), Link::url)
+    }
+
+    /// Cuts broker process `i` off from the controlplane: its calls hang, while its clients
+    /// and peers still reach it. Needs [`Cluster::start_with_links`].
+    pub fn cut_from_controlplane(&self, i: usize) {
+        self.links[i].cut();
+    }
+
+    /// Ends [`Cluster::cut_from_controlplane`].
+    pub fn heal_link(&self, i: usize) {
+        self.links[i].heal();
     }
 
     /// SIGKILLs broker process `i`.
@@ -503,7 +559,7 @@ impl Cluster {
             self.ports[i],
             &self.certificates,
             Some(peer_certificate),
-            &self.url,
+            &self.controlplane_url(i),
             &self.objects,
             &self.setups[i],
         );

@@ -343,6 +343,7 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 pub mod cluster;
+pub mod link;
 pub mod moto;
 pub mod port_block;
 pub mod small_disk;

@@ -288,6 +288,10 @@ impl MetadataStore for SqlStore {
         brokers::set_state(self, id, state).await
     }
 
+    async fn extend_leases(&self, lease_expires_at_ms: u64) -> Result<(), StoreError> {
+        brokers::extend_leases(self, lease_expires_at_ms).await
+    }
+
     async fn expire_leases(&self, now_ms: u64) -> Result<Vec<BrokerId>, StoreError> {
         brokers::expire_leases(self, now_ms).await
     }

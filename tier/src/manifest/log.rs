@@ -5,6 +5,7 @@
 use crate::layout::{CHECKPOINT_EXT, PartitionPath, VERSION_EXT, parse_version};
 use crate::store::CreateOutcome;
 use crate::{TierError, TierStore};
+use floe_wire::LeaderEpoch;
 
 use super::file::{self, CheckpointFile};
 use super::state::{Change, ChangeError, ManifestState};
@@ -114,6 +115,38 @@ impl ManifestLog {
         known: Option<ManifestState>,
         change: &Change,
     ) -> Result<ManifestState, TierError> {
+        self.commit_after(known, change)
+            .await
+            .map(|(_, committed)| committed)
+    }
+
+    /// Fences the manifest at `epoch`: commits a version that changes no segment and raises
+    /// the epoch, so that no writer of an older epoch commits again. A partition's new
+    /// writer does so before it writes. Returns the newest epoch committed before, and the
+    /// state after; when the manifest is at `epoch` already, nothing is written and both
+    /// say so. Fails with [`TierError::Fenced`] once a newer epoch committed.
+    pub async fn fence(
+        &self,
+        known: Option<ManifestState>,
+        epoch: LeaderEpoch,
+        now_ms: i64,
+    ) -> Result<(LeaderEpoch, ManifestState), TierError> {
+        let change = Change {
+            epoch,
+            committed_at_ms: now_ms,
+            added: Vec::new(),
+            removed: Vec::new(),
+        };
+        let (before, after) = self.commit_after(known, &change).await?;
+        Ok((before.epoch, after))
+    }
+
+    /// [`ManifestLog::commit`], returning the state the change was committed on as well.
+    async fn commit_after(
+        &self,
+        known: Option<ManifestState>,
+        change: &Change,
+    ) -> Result<(ManifestState, ManifestState), TierError> {
         let mut state = match known {
             Some(state) => self.catch_up(state).await?,
             None => self.load().await?,
@@ -122,7 +155,7 @@ impl ManifestLog {
             let next = match state.apply(change) {
                 Ok(next) => next,
                 // An earlier attempt whose answer was lost may have won: the names are unique.
-                Err(_) if already_committed(&state, change) => return Ok(state),
+                Err(_) if already_committed(&state, change) => return Ok((state.clone(), state)),
                 Err(ChangeError::Fenced { writer, committed }) => {
                     return Err(TierError::Fenced { writer, committed });
                 }
@@ -133,7 +166,7 @@ impl ManifestLog {
             match self.store.put_if_absent(&key, file::encode(&doc)).await? {
                 CreateOutcome::Created => {
                     self.checkpoint_if_due(&next).await?;
-                    return Ok(next);
+                    return Ok((state, next));
                 }
                 CreateOutcome::AlreadyExists => state = self.catch_up(state).await?,
             }
@@ -191,6 +224,10 @@ impl ManifestLog {
 }
 
 fn already_committed(state: &ManifestState, change: &Change) -> bool {
+    if change.added.is_empty() && change.removed.is_empty() {
+        // A fence: the manifest is at its epoch.
+        return state.epoch == change.epoch;
+    }
     let pending = |name| state.pending_deletion.iter().any(|p| &p.name == name);
     let added = change.added.iter().all(|s| state.contains(&s.name));
     let removed = change

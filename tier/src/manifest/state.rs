@@ -74,7 +74,7 @@ pub enum ChangeError {
         writer: LeaderEpoch,
         committed: LeaderEpoch,
     },
-    #[error("the change neither adds nor removes a segment")]
+    #[error("the change neither adds nor removes a segment, nor raises the epoch")]
     Empty,
     #[error("the manifest has reached the last version number")]
     VersionsExhausted,
@@ -116,7 +116,10 @@ impl ManifestState {
                 committed: self.epoch,
             });
         }
-        if change.added.is_empty() && change.removed.is_empty() {
+        // A change of segments only, or a fence: a new writer raising the epoch before it
+        // writes, so that no writer of an older epoch commits again.
+        let fence = change.epoch > self.epoch;
+        if change.added.is_empty() && change.removed.is_empty() && !fence {
             return Err(ChangeError::Empty);
         }
         let mut next = self.clone();

@@ -130,6 +130,22 @@ pub(super) async fn set_state(
     broker.ok_or(StoreError::BrokerNotFound { id })
 }
 
+pub(super) async fn extend_leases(
+    store: &SqlStore,
+    lease_expires_at_ms: u64,
+) -> Result<(), StoreError> {
+    let mut tx = store.write_tx().await?;
+    sqlx::query(
+        "UPDATE brokers SET lease_expires_at_ms = $1 \
+         WHERE state <> 'dead' AND lease_expires_at_ms < $1",
+    )
+    .bind(to_db("lease_expires_at_ms", lease_expires_at_ms)?)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 pub(super) async fn expire_leases(
     store: &SqlStore,
     now_ms: u64,
