@@ -170,6 +170,13 @@ async fn upload(state: &Work, partition: &Arc<Partition>) {
     // majority holds.
     let (Some(epoch), Some(high_watermark)) = (partition.tiers_here(), partition.committed_end())
     else {
+        // Not tiered here, or not now (a partition without replicas waits for the broker's
+        // lease): its readers still need to know where the tier is.
+        if partition.uploader().tier_start().is_none()
+            && let Err(e) = partition.uploader().refresh().await
+        {
+            tracing::debug!(stream = partition.stream(), partition = partition.id(), error = %e, "reading the manifest of a partition not tiered here");
+        }
         return;
     };
     let sealed = partition.log().sealed_segments();
