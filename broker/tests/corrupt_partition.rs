@@ -43,16 +43,31 @@ fn hundred(publish: u32) -> Bytes {
     b.finish().expect("finish")
 }
 
-/// Publishes one batch of 100 records and waits for its acknowledgement.
+/// Publishes one batch of 100 records and waits for its acknowledgement. Like a producer,
+/// it tries again while the broker answers `NotLeader`: a restarted broker writes only once
+/// its first heartbeat's assignments are known (`docs/controlplane.md`, "Fencing partitions
+/// without replicas").
 async fn publish(conn: &quinn::Connection, stream: &StreamName, publish: u32) {
     let produce = Message::Produce(Produce {
         stream: stream.clone(),
         partition: PartitionId::new(0),
         batches: vec![hundred(publish)],
     });
-    match request(conn, &produce).await {
-        Message::ProduceAck(ack) => assert!(ack.results[0].is_ok(), "{:?}", ack.results),
-        other => panic!("publish {publish} to {stream} answered {other:?}"),
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match request(conn, &produce).await {
+            Message::ProduceAck(ack)
+                if matches!(ack.results[0], Err(ErrorCode::NotLeader))
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Message::ProduceAck(ack) => {
+                assert!(ack.results[0].is_ok(), "{:?}", ack.results);
+                return;
+            }
+            other => panic!("publish {publish} to {stream} answered {other:?}"),
+        }
     }
 }
 
