@@ -226,3 +226,45 @@ async fn a_broker_cut_off_from_the_controlplane_stops_writing_before_its_partiti
     new_client.close().await;
     cluster.shutdown().await;
 }
+
+/// Draining a broker moves its unreplicated partition nowhere: the records not yet tiered
+/// exist only on that broker, and a new owner would start from the tier's end. Before, the
+/// controlplane moved the partition to the other broker at a new epoch, and every
+/// acknowledged record of the old broker's active segment was gone. It stays, keeps
+/// serving, and moves only if its broker dies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_a_broker_keeps_its_unreplicated_partition_and_every_record() {
+    let timing = Timing::default();
+    let reconcile = timing.reconcile;
+    let cluster = Cluster::start(2, timing).await;
+    cluster.create_tiering_stream(STREAM).await;
+    let before = cluster.partition(STREAM, 0).await.expect("the partition");
+    let (owner, epoch) = (before.leader.expect("a leader"), before.epoch);
+    let client = cluster.client(owner).await;
+    let (mut acked, failed) = publish(&client, "before", 300, Duration::from_secs(10)).await;
+    assert_eq!(failed, 0, "a healthy broker acknowledges everything");
+
+    let drained = cluster.rest.drain_broker(owner).await.expect("drain");
+    assert_eq!(drained.state, floe_wire::admin::BrokerState::Draining);
+    // Many reconciliation passes, each of which would have moved it.
+    tokio::time::sleep(reconcile * 30).await;
+    let during = cluster.partition(STREAM, 0).await.expect("the partition");
+    assert_eq!(
+        (during.leader, during.epoch),
+        (Some(owner), epoch),
+        "an unreplicated partition moved off a draining broker: {during:?}\n{}",
+        cluster.diagnostics()
+    );
+
+    // Publishing goes on, and every acknowledged record reads back, once, in order.
+    let (more, failed) = publish(&client, "draining", 100, Duration::from_secs(10)).await;
+    assert_eq!(
+        failed, 0,
+        "a draining broker still serves its unreplicated partition"
+    );
+    acked.extend(more);
+    let log = read_from_start(&client, STREAM, |log| log.len() >= acked.len()).await;
+    check_acknowledged(&acked, &log);
+    client.close().await;
+    cluster.shutdown().await;
+}

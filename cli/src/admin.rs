@@ -556,8 +556,10 @@ pub async fn broker(controlplane: &Controlplane, command: BrokerCommand, json: b
                 print_json(&serde_json::to_value(&broker)?)?;
             } else {
                 print(&format!(
-                    "broker {id} is draining: its {} replicas move to other brokers where \
-                     there are any (`floe stream describe` shows them go); `floe broker \
+                    "broker {id} is draining: of its {} replicas, those of replicated \
+                     partitions move to other brokers where there are any (`floe stream \
+                     describe` shows them go); partitions without replicas stay, since \
+                     their records not yet tiered are only on this broker; `floe broker \
                      undrain {id}` ends the drain\n",
                     broker.replicas
                 ))?;

@@ -150,13 +150,20 @@ async fn elect<S: Store>(
 }
 
 /// Whether [`crate::placement::repair`] may re-place a partition, with `live_brokers` live.
-/// An unreplicated one, yes. A replicated one only while it has no replica at all, and then
-/// only once a full set of brokers is live, rather than settling on the first broker to
-/// register. A replicated partition with members changes them only through
-/// [`replace_members`].
+/// An unreplicated one, yes, unless its broker is draining: the records it has not tiered
+/// yet exist only on that broker, and a new owner would start from the tier's end without
+/// them. It stays, and moves only if its broker dies, like any unreplicated partition. A
+/// replicated one only while it has no replica at all, and then only once a full set of
+/// brokers is live, rather than settling on the first broker to register. A replicated
+/// partition with members changes them only through [`replace_members`].
 pub(crate) fn replaceable(partition: &MisplacedPartition, live_brokers: usize) -> bool {
-    partition.replication_factor <= 1
-        || (partition.replicas.is_empty() && live_brokers >= partition.replication_factor as usize)
+    if partition.replication_factor <= 1 {
+        return !partition
+            .replicas
+            .iter()
+            .any(|&(_, state)| state == BrokerState::Draining);
+    }
+    partition.replicas.is_empty() && live_brokers >= partition.replication_factor as usize
 }
 
 /// What to do about one replicated partition's members.
@@ -502,6 +509,22 @@ mod tests {
     /// Broker 3 died at 1,000; members are replaced 5,000 ms after their broker died.
     fn decide(p: &MisplacedPartition, live: &[u32], now: u64) -> Replacement {
         replace_members(&mut placer(live), p, |_| Some(1_000), now, 5_000)
+    }
+
+    #[test]
+    fn an_unreplicated_partition_stays_on_a_draining_broker_and_leaves_a_dead_one() {
+        let on_draining = partition(&[(1, BrokerState::Draining)], 1);
+        assert!(
+            !replaceable(&on_draining, 3),
+            "its untiered records are only there"
+        );
+        assert!(replaceable(&partition(&[(1, DEAD)], 1), 3));
+        let mut unplaced = partition(&[], 1);
+        unplaced.replication_factor = 1;
+        assert!(replaceable(&unplaced, 3));
+        // A replicated partition's draining member is replaced through the two-step change.
+        let replicated = partition(&[(1, LIVE), (2, BrokerState::Draining), (3, LIVE)], 1);
+        assert!(!replaceable(&replicated, 3));
     }
 
     #[test]
