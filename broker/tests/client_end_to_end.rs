@@ -142,6 +142,72 @@ async fn ten_thousand_records_come_back_in_order_with_the_offsets_their_producer
     producer.close().await.expect("closed cleanly");
 }
 
+/// `send_all` buffers many records in one call: more than the producer's buffer holds at
+/// once (it takes them a share at a time), across batches and partitions, in order. A call
+/// with one record that cannot be sent buffers none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_records_sent_in_one_call_come_back_with_their_offsets() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let broker = BrokerProcess::start(dir.path());
+    let client = connect(&broker).await;
+    let stream = name("bulk");
+    create(&client, &stream, 2).await;
+    let config = ProducerConfig {
+        max_batch_bytes: 16 * 1024,
+        // A quarter of one call's records: the call waits for room three times.
+        buffer_bytes: 64 * 1024,
+        ..ProducerConfig::default()
+    };
+    let producer = Producer::new(&client, stream.clone(), config)
+        .await
+        .expect("a producer");
+    let value = |i: usize| format!("bulk-{i:05}-{}", "v".repeat(40));
+    let records: Vec<ProducerRecord> = (0..4_000)
+        .map(|i| ProducerRecord::new(value(i)).with_partition(PartitionId::new((i % 2) as u32)))
+        .collect();
+
+    // One record too large for a batch: nothing of the call is buffered.
+    let mut refused = records[..10].to_vec();
+    refused.push(ProducerRecord::new(vec![0u8; 32 * 1024]));
+    let error = producer
+        .send_all(&refused)
+        .await
+        .expect_err("a record larger than a batch was buffered");
+    assert!(
+        matches!(error, floe_client::Error::InvalidRecord(_)),
+        "{error}"
+    );
+
+    let deliveries = producer.send_all(&records).await.expect("buffered");
+    assert_eq!(deliveries.len(), records.len());
+    let offsets = deliveries.await.expect("acknowledged");
+    let expected: Vec<Offset> = (0..records.len())
+        .map(|i| Offset::new((i / 2) as u64))
+        .collect();
+    assert_eq!(
+        offsets, expected,
+        "offsets in record order, none from the refused call"
+    );
+    for partition in 0..2u32 {
+        let read = read_all(&client, &stream, partition, records.len() / 2).await;
+        for (n, record) in read.iter().enumerate() {
+            assert_eq!(record.offset, Offset::new(n as u64));
+            assert_eq!(
+                &record.value[..],
+                value(n * 2 + partition as usize).as_bytes()
+            );
+        }
+    }
+    let info = client.stream(&stream).await.expect("metadata");
+    let ends: Vec<u64> = info
+        .partitions
+        .iter()
+        .map(|p| p.high_watermark.get())
+        .collect();
+    assert_eq!(ends, [2_000, 2_000], "each record stored once");
+    producer.close().await.expect("closed cleanly");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_from_latest_long_polls_and_receives_a_record_published_afterwards() {
     let dir = tempfile::tempdir().expect("a temporary directory");

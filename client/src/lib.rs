@@ -57,8 +57,8 @@ pub use error::{ConfigError, ConnectFailure, Error, ProtocolViolation};
 pub use floe_wire::admin::GroupPartition;
 pub use group::{GroupConfig, GroupConsumer, GroupRecord};
 pub use producer::{
-    DEFAULT_IN_FLIGHT_BATCHES, Delivery, MAX_IN_FLIGHT_BATCHES, Producer, ProducerConfig,
-    TimedDelivery, partition_for_key,
+    DEFAULT_IN_FLIGHT_BATCHES, Deliveries, Delivery, MAX_IN_FLIGHT_BATCHES, Producer,
+    ProducerConfig, TimedDeliveries, TimedDelivery, partition_for_key,
 };
 pub use record::{ConsumedRecord, ProducerRecord};
 

@@ -21,7 +21,7 @@ use floe_wire::StreamName;
 use tokio::task::JoinHandle;
 
 pub use config::{DEFAULT_IN_FLIGHT_BATCHES, MAX_IN_FLIGHT_BATCHES, ProducerConfig};
-pub use delivery::{Delivery, TimedDelivery};
+pub use delivery::{Deliveries, Delivery, TimedDeliveries, TimedDelivery};
 pub use partitioner::partition_for_key;
 
 use crate::client::Client;
@@ -132,6 +132,17 @@ impl Producer {
     /// record that cannot fit a batch or names a partition the stream does not have.
     pub async fn send(&self, record: ProducerRecord) -> Result<Delivery, Error> {
         self.shared.send(record).await
+    }
+
+    /// Buffers many records in one call, in order, as many [`Producer::send`] calls would:
+    /// for applications that already hold records together, it costs one clock read, one
+    /// buffer reservation and one lock per share of them that fits the buffer, and its
+    /// [`Deliveries`] hold one entry per batch rather than one per record. Values are copied
+    /// into their batches, so `records` may be reused once the call returns. Every record is
+    /// checked first: one that cannot be sent (too large, a partition the stream does not
+    /// have) fails the call and nothing is buffered. Waits while the buffer is full.
+    pub async fn send_all(&self, records: &[ProducerRecord]) -> Result<Deliveries, Error> {
+        self.shared.send_all(records).await
     }
 
     /// Sends everything buffered now and waits until every record sent before the call is

@@ -127,6 +127,111 @@ impl Future for TimedDelivery {
     }
 }
 
+/// The offsets of many records sent in one [`crate::Producer::send_all`] call, in the order
+/// they were given. Holds one entry per run of records that share a batch, not one per
+/// record. Resolves once every record's batch is acknowledged, to every offset, or to the
+/// first error in record order (later records may have been stored: a caller that must know
+/// which uses [`crate::Producer::send`] for each).
+#[derive(Debug, Default)]
+#[must_use = "deliveries report whether the records were stored"]
+pub struct Deliveries {
+    runs: Vec<Run>,
+    records: usize,
+    /// The run being awaited, and the offsets gathered so far.
+    next: usize,
+    slot: Option<usize>,
+    offsets: Vec<Offset>,
+    last_ack: Option<Instant>,
+}
+
+/// Consecutive records of one batch.
+#[derive(Debug)]
+struct Run {
+    outcome: Arc<BatchOutcome>,
+    first: u32,
+    count: u32,
+}
+
+impl Deliveries {
+    pub(crate) fn with_capacity(records: usize) -> Deliveries {
+        Deliveries {
+            offsets: Vec::with_capacity(records),
+            ..Deliveries::default()
+        }
+    }
+
+    /// Adds the record at `index` of the batch whose outcome is `outcome`.
+    pub(crate) fn push(&mut self, outcome: &Arc<BatchOutcome>, index: u32) {
+        self.records += 1;
+        if let Some(run) = self.runs.last_mut()
+            && Arc::ptr_eq(&run.outcome, outcome)
+            && run.first + run.count == index
+        {
+            run.count += 1;
+            return;
+        }
+        self.runs.push(Run {
+            outcome: outcome.clone(),
+            first: index,
+            count: 1,
+        });
+    }
+
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.records
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Resolves to the offsets together with the moment the last acknowledgement arrived.
+    pub fn timed(self) -> TimedDeliveries {
+        TimedDeliveries(self)
+    }
+
+    fn poll_all(&mut self, cx: &mut Context<'_>) -> Poll<Result<(Vec<Offset>, Instant), Error>> {
+        while let Some(run) = self.runs.get(self.next) {
+            let (base, at) = match run.outcome.poll_record(run.first, &mut self.slot, cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Ok(done)) => done,
+            };
+            self.offsets
+                .extend((0..u64::from(run.count)).map(|i| Offset::new(base.get() + i)));
+            self.last_ack = Some(self.last_ack.map_or(at, |last| last.max(at)));
+            self.next += 1;
+            self.slot = None;
+        }
+        let at = self.last_ack.unwrap_or_else(Instant::now);
+        Poll::Ready(Ok((std::mem::take(&mut self.offsets), at)))
+    }
+}
+
+impl Future for Deliveries {
+    type Output = Result<Vec<Offset>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut()
+            .poll_all(cx)
+            .map(|r| r.map(|(offsets, _)| offsets))
+    }
+}
+
+/// [`Deliveries`] that also report when the last acknowledgement arrived.
+#[derive(Debug)]
+#[must_use = "deliveries report whether the records were stored"]
+pub struct TimedDeliveries(Deliveries);
+
+impl Future for TimedDeliveries {
+    type Output = Result<(Vec<Offset>, Instant), Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().0.poll_all(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::task::Wake;
@@ -187,6 +292,76 @@ mod tests {
         let mut delivery = Delivery::new(outcome, 0).timed();
         assert!(matches!(
             Pin::new(&mut delivery).poll(&mut cx),
+            Poll::Ready(Err(Error::Closed))
+        ));
+    }
+
+    #[test]
+    fn many_records_resolve_in_order_across_batches_holding_one_entry_per_run() {
+        let (first, second) = (
+            Arc::new(BatchOutcome::default()),
+            Arc::new(BatchOutcome::default()),
+        );
+        let mut deliveries = Deliveries::with_capacity(5);
+        for index in 1..4 {
+            deliveries.push(&first, index);
+        }
+        deliveries.push(&second, 0);
+        deliveries.push(&second, 1);
+        assert_eq!((deliveries.len(), deliveries.runs.len()), (5, 2));
+        let waker = Waker::from(Arc::new(Flag(false.into())));
+        let mut cx = Context::from_waker(&waker);
+        let mut timed = deliveries.timed();
+        assert!(Pin::new(&mut timed).poll(&mut cx).is_pending());
+        let early = Instant::now();
+        second.complete(
+            Ok(BatchAck {
+                base_offset: Offset::new(20),
+                last_offset: Offset::new(21),
+            }),
+            early,
+        );
+        assert!(
+            Pin::new(&mut timed).poll(&mut cx).is_pending(),
+            "the first batch waits"
+        );
+        let late = early + std::time::Duration::from_millis(1);
+        first.complete(
+            Ok(BatchAck {
+                base_offset: Offset::new(10),
+                last_offset: Offset::new(13),
+            }),
+            late,
+        );
+        let Poll::Ready(Ok((offsets, at))) = Pin::new(&mut timed).poll(&mut cx) else {
+            panic!("resolved");
+        };
+        let offsets: Vec<u64> = offsets.iter().map(|o| o.get()).collect();
+        assert_eq!(offsets, vec![11, 12, 13, 20, 21]);
+        assert_eq!(at, late);
+    }
+
+    #[test]
+    fn many_records_fail_with_the_first_failed_batch() {
+        let (ok, failed) = (
+            Arc::new(BatchOutcome::default()),
+            Arc::new(BatchOutcome::default()),
+        );
+        let mut deliveries = Deliveries::with_capacity(2);
+        deliveries.push(&ok, 0);
+        deliveries.push(&failed, 0);
+        ok.complete(
+            Ok(BatchAck {
+                base_offset: Offset::new(0),
+                last_offset: Offset::new(0),
+            }),
+            Instant::now(),
+        );
+        failed.complete(Err(Error::Closed), Instant::now());
+        let waker = Waker::from(Arc::new(Flag(false.into())));
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(
+            Pin::new(&mut deliveries).poll(&mut cx),
             Poll::Ready(Err(Error::Closed))
         ));
     }

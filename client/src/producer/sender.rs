@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use super::accumulator::{Accumulator, RecordRef};
 use super::config::Settings;
-use super::delivery::{BatchOutcome, Delivery};
+use super::delivery::{BatchOutcome, Deliveries, Delivery};
 use super::partitioner::Partitioner;
 use super::window::{Completion, SequenceWindow};
 use crate::client::{Client, OpenRequest, ROUTED_OPEN_WAIT, points_elsewhere};
@@ -145,18 +145,102 @@ impl Shared {
 
     /// Buffers a record; waits while the buffer is full.
     pub async fn send(&self, record: ProducerRecord) -> Result<Delivery, Error> {
-        let headers: Vec<(&str, &[u8])> = record
-            .headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_ref()))
-            .collect();
-        let fields = RecordRef {
-            timestamp: record.timestamp.unwrap_or_else(now_ms),
-            key: record.key.as_deref(),
-            value: &record.value,
-            headers: &headers,
+        let headers = header_refs(&record);
+        let fields = record_fields(&record, &headers, now_ms);
+        let reserved = self.check(&record, fields.len())?;
+        self.reserve(reserved).await?;
+        let pushed = {
+            let mut state = self.lock();
+            if state.closing {
+                Err(Error::Closed)
+            } else {
+                state
+                    .push(&record, fields, reserved)
+                    .map(|(outcome, index, wake)| (Delivery::new(outcome.clone(), index), wake))
+            }
         };
-        let record_len = fields.len();
+        match pushed {
+            Ok((delivery, wake)) => {
+                if wake {
+                    self.wake.notify_one();
+                }
+                Ok(delivery)
+            }
+            Err(e) => {
+                self.memory.add_permits(reserved as usize);
+                Err(e)
+            }
+        }
+    }
+
+    /// Buffers `records` in order, as many [`Shared::send`] calls would, with one clock read,
+    /// one buffer reservation and one lock for each share of them that fits the buffer.
+    /// Every record is checked before any is buffered: one that cannot be sent fails the call
+    /// and buffers nothing.
+    pub async fn send_all(&self, records: &[ProducerRecord]) -> Result<Deliveries, Error> {
+        let now = now_ms();
+        let mut sizes = Vec::with_capacity(records.len());
+        for record in records {
+            let headers = header_refs(record);
+            let len = record_fields(record, &headers, || now).len();
+            sizes.push(self.check(record, len)?);
+        }
+        let mut deliveries = Deliveries::with_capacity(records.len());
+        let mut start = 0;
+        while start < records.len() {
+            // As many records as the buffer can hold at once, at least one.
+            let mut end = start;
+            let mut reserved: u32 = 0;
+            while let Some(&size) = sizes.get(end) {
+                if end > start
+                    && u64::from(reserved) + u64::from(size) > u64::from(self.settings.buffer_bytes)
+                {
+                    break;
+                }
+                reserved += size;
+                end += 1;
+            }
+            self.reserve(reserved).await?;
+            let mut wake = false;
+            let mut state = self.lock();
+            if state.closing {
+                drop(state);
+                self.memory.add_permits(reserved as usize);
+                return Err(Error::Closed);
+            }
+            for (record, &size) in records[start..end].iter().zip(&sizes[start..end]) {
+                let headers = header_refs(record);
+                let fields = record_fields(record, &headers, || now);
+                match state.push(record, fields, size) {
+                    Ok((outcome, index, opened)) => {
+                        deliveries.push(outcome, index);
+                        wake |= opened;
+                        reserved -= size;
+                    }
+                    Err(e) => {
+                        // Checked above, so only a timestamp too far from its batch's first
+                        // gets here. The records before it are buffered and will be sent.
+                        drop(state);
+                        self.memory.add_permits(reserved as usize);
+                        if wake {
+                            self.wake.notify_one();
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            drop(state);
+            if wake {
+                self.wake.notify_one();
+            }
+            start = end;
+        }
+        Ok(deliveries)
+    }
+
+    /// Checks that `record`, of `record_len` bytes in a batch, can be sent; returns the
+    /// buffer bytes it holds until it is done.
+    fn check(&self, record: &ProducerRecord, record_len: usize) -> Result<u32, Error> {
         if HEADER_LEN + record_len > self.settings.max_batch_bytes {
             return Err(Error::InvalidRecord(
                 floe_wire::batch::BuildError::TooLarge {
@@ -172,40 +256,25 @@ impl Shared {
                 partition_count: self.partition_count,
             });
         }
-        let reserved = u32::try_from(record_len)
+        Ok(u32::try_from(record_len)
             .unwrap_or(u32::MAX)
-            .min(self.settings.buffer_bytes);
+            .min(self.settings.buffer_bytes))
+    }
+
+    /// Takes `bytes` of the buffer, waiting while it is full.
+    async fn reserve(&self, bytes: u32) -> Result<(), Error> {
         // Room in the buffer is the common case: take it without building a waiting future.
-        match self.memory.try_acquire_many(reserved) {
+        match self.memory.try_acquire_many(bytes) {
             Ok(permit) => permit.forget(),
             Err(tokio::sync::TryAcquireError::Closed) => return Err(Error::Closed),
             Err(tokio::sync::TryAcquireError::NoPermits) => self
                 .memory
-                .acquire_many(reserved)
+                .acquire_many(bytes)
                 .await
                 .map_err(|_| Error::Closed)?
                 .forget(),
         }
-        let pushed = {
-            let mut state = self.lock();
-            if state.closing {
-                Err(Error::Closed)
-            } else {
-                state.push(&record, fields, reserved)
-            }
-        };
-        match pushed {
-            Ok((delivery, wake)) => {
-                if wake {
-                    self.wake.notify_one();
-                }
-                Ok(delivery)
-            }
-            Err(e) => {
-                self.memory.add_permits(reserved as usize);
-                Err(e)
-            }
-        }
+        Ok(())
     }
 
     /// Sends every buffered batch now and waits until each is done; the first error, if
@@ -312,14 +381,15 @@ impl Shared {
 }
 
 impl State {
-    /// Places a record in its partition's accumulator. Returns its delivery and whether the
-    /// task must look (a batch opened, so a linger timer starts, or one is full).
+    /// Places a record in its partition's accumulator. Returns its batch's outcome, its
+    /// index in the batch, and whether the task must look (a batch opened, so a linger timer
+    /// starts, or one is full).
     fn push(
         &mut self,
         record: &ProducerRecord,
         fields: RecordRef<'_>,
         reserved: u32,
-    ) -> Result<(Delivery, bool), Error> {
+    ) -> Result<(&Arc<BatchOutcome>, u32, bool), Error> {
         let partition = match (record.partition, &record.key) {
             (Some(partition), _) => partition,
             (None, Some(key)) => self.partitioner.choose(Some(key)),
@@ -346,8 +416,11 @@ impl State {
             .accumulator
             .push(fields, Instant::now, BatchHandle::default)?;
         pushed.attachment.reserved += reserved;
-        let delivery = Delivery::new(pushed.attachment.outcome.clone(), pushed.index);
-        Ok((delivery, pushed.opened || pushed.ready))
+        Ok((
+            &pushed.attachment.outcome,
+            pushed.index,
+            pushed.opened || pushed.ready,
+        ))
     }
 }
 
@@ -528,6 +601,29 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+/// A record's headers, borrowed (no allocation for a record without any).
+fn header_refs(record: &ProducerRecord) -> Vec<(&str, &[u8])> {
+    record
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_ref()))
+        .collect()
+}
+
+/// A record's fields as a batch stores them; `now` gives the timestamp of one without.
+fn record_fields<'a>(
+    record: &'a ProducerRecord,
+    headers: &'a [(&'a str, &'a [u8])],
+    now: impl FnOnce() -> i64,
+) -> RecordRef<'a> {
+    RecordRef {
+        timestamp: record.timestamp.unwrap_or_else(now),
+        key: record.key.as_deref(),
+        value: &record.value,
+        headers,
     }
 }
 
