@@ -129,6 +129,44 @@ fn a_closed_loop_publish_has_no_send_lag_and_keeps_its_linger() {
 }
 
 #[test]
+fn a_closed_loop_publish_hands_records_over_many_per_call() {
+    let broker = broker();
+    let run = floe(
+        &broker.profile(),
+        &[
+            "--json",
+            "bench",
+            "publish",
+            "--records",
+            "4096",
+            "--record-size",
+            "1KiB",
+            "--batch",
+            "512",
+        ],
+        None,
+    );
+    let figures = figures(&run.stdout);
+    assert_eq!(figures["batch"], 512);
+    assert_eq!(figures["records"], 4096, "{figures}");
+    assert_eq!(figures["records_sent"], 4096, "eight calls of 512: {figures}");
+    assert_eq!(figures["bytes"], 4096 * 1024);
+    assert_percentiles(&figures, "latency_ms", 10_000.0);
+    let refused = Child::spawn(
+        &broker.profile(),
+        &["bench", "publish", "--batch", "10", "--rate", "100"],
+        None,
+    )
+    .wait();
+    assert!(!refused.status.success());
+    assert!(
+        refused.stderr.contains("cannot be combined with --rate"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
 fn an_open_loop_consume_measures_end_to_end_from_the_intended_send() {
     let broker = broker();
     let run = floe(

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use floe_client::TimedDelivery;
+use floe_client::{TimedDeliveries, TimedDelivery};
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -20,14 +20,38 @@ pub(crate) const CHUNK: usize = 1024;
 /// Chunks queued for the collector before the sender waits.
 const CHUNKS_QUEUED: usize = 64;
 
-/// A published record whose acknowledgement is awaited.
+/// Published records whose acknowledgement is awaited: one, or the records of one
+/// `send_all` call (`--batch`).
 #[derive(Debug)]
 pub(crate) struct Pending {
-    /// Where its latency starts.
+    /// Where their latency starts.
     pub from: Instant,
     /// Counted in the figures (not part of the warm-up).
     pub measured: bool,
-    pub delivery: TimedDelivery,
+    pub delivery: Awaited,
+}
+
+#[derive(Debug)]
+pub(crate) enum Awaited {
+    One(TimedDelivery),
+    Many(TimedDeliveries),
+}
+
+impl Awaited {
+    fn records(&self) -> u64 {
+        match self {
+            Awaited::One(_) => 1,
+            Awaited::Many(deliveries) => deliveries.len() as u64,
+        }
+    }
+
+    /// When the (last) acknowledgement arrived.
+    async fn acknowledged(self) -> Result<Instant, floe_client::Error> {
+        match self {
+            Awaited::One(delivery) => delivery.await.map(|(_, at)| at),
+            Awaited::Many(deliveries) => deliveries.await.map(|(_, at)| at),
+        }
+    }
 }
 
 /// What the acknowledgements showed.
@@ -61,7 +85,7 @@ impl Acknowledged {
     }
 }
 
-/// Starts a collector. Send it chunks of at most [`CHUNK`] records in send order, then drop
+/// Starts a collector. Send it chunks of at most [`CHUNK`] entries in send order, then drop
 /// the sender; the task ends with the figures, or with the first record that failed.
 /// `acked` counts every acknowledged record (warm-up included), for the progress line.
 pub(crate) fn collect(
@@ -71,15 +95,20 @@ pub(crate) fn collect(
     let task = tokio::spawn(async move {
         let mut figures = Acknowledged::new()?;
         while let Some(chunk) = chunks.recv().await {
-            let count = chunk.len() as u64;
-            for record in chunk {
+            let mut count = 0;
+            for entry in chunk {
+                let records = entry.delivery.records();
+                count += records;
                 // The moment the acknowledgement arrived, not the moment it is looked at.
-                let (_, acknowledged) = record.delivery.await.context("a record failed")?;
-                if record.measured {
-                    figures.latency.saturating_record(micros(
-                        acknowledged.saturating_duration_since(record.from),
-                    ));
-                    figures.measured += 1;
+                let acknowledged = entry
+                    .delivery
+                    .acknowledged()
+                    .await
+                    .context("a record failed")?;
+                if entry.measured {
+                    let latency = micros(acknowledged.saturating_duration_since(entry.from));
+                    figures.latency.saturating_record_n(latency, records);
+                    figures.measured += records;
                     figures.last = figures.last.max(Some(acknowledged));
                 }
             }

@@ -257,6 +257,7 @@ impl Publisher {
             producers: vec![producer],
             window: args.pace.window(args.records),
             record_size,
+            batch: 1,
             pace: args.pace.schedule(),
             start: Instant::now(),
             clock,

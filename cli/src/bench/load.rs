@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
-use super::acknowledgements::{self, Acknowledged, CHUNK, Pending};
+use super::acknowledgements::{self, Acknowledged, Awaited, CHUNK, Pending};
 use super::schedule::{Phase, Schedule, Wait, Window};
 use super::stamp::{WallClock, stamp};
 use super::{micros, new_histogram};
@@ -29,6 +29,8 @@ pub(crate) struct Load {
     pub producers: Vec<Producer>,
     pub window: Window,
     pub record_size: usize,
+    /// Closed loop: records per producer call (`send_all` above 1, `send` at 1).
+    pub batch: usize,
     /// Open loop: the schedule (shared by the producers, round-robin) and how long before
     /// each due time to stop sleeping. Closed loop: `None`.
     pub pace: Option<(Schedule, Duration)>,
@@ -72,7 +74,7 @@ impl Load {
                 closed_loop(
                     self.producers,
                     self.window,
-                    self.record_size,
+                    (self.record_size, self.batch),
                     (self.start, self.clock),
                     acked,
                 )
@@ -170,7 +172,7 @@ impl Pacer {
             chunk.push(Pending {
                 from: intended,
                 measured: is_measured,
-                delivery: delivery.timed(),
+                delivery: Awaited::One(delivery.timed()),
             });
             index += 1;
             if chunk.len() == CHUNK
@@ -204,7 +206,7 @@ impl Pacer {
 async fn closed_loop(
     producers: Vec<Producer>,
     window: Window,
-    record_size: usize,
+    (record_size, batch): (usize, usize),
     (start, clock): (Instant, WallClock),
     acked: Arc<AtomicU64>,
 ) -> Result<Sent> {
@@ -217,7 +219,7 @@ async fn closed_loop(
             tokio::spawn(send_as_acknowledged(
                 producer,
                 window,
-                record_size,
+                (record_size, batch),
                 (start, clock),
                 pending,
             )),
@@ -243,15 +245,17 @@ async fn closed_loop(
 }
 
 /// Sends as fast as the producer takes records (its buffer and in-flight window are the
-/// only bound); latency from each actual send. Returns the records sent.
+/// only bound), `batch` records per call; latency from each actual send. Returns the
+/// records sent.
 async fn send_as_acknowledged(
     producer: Producer,
     window: Window,
-    record_size: usize,
+    (record_size, batch): (usize, usize),
     (start, clock): (Instant, WallClock),
     pending: mpsc::Sender<Vec<Pending>>,
 ) -> Result<u64> {
     let mut value = vec![b'x'; record_size];
+    let mut records_of_call: Vec<ProducerRecord> = Vec::with_capacity(batch);
     let mut chunk = Vec::with_capacity(CHUNK);
     let mut measured = 0;
     let mut records = 0;
@@ -262,17 +266,32 @@ async fn send_as_acknowledged(
             break;
         }
         stamp(&mut value, clock.micros_at(sent));
-        let delivery = producer
-            .send(ProducerRecord::new(Bytes::copy_from_slice(&value)))
-            .await
-            .context("publishing")?;
+        let (delivery, count) = if batch <= 1 {
+            let delivery = producer
+                .send(ProducerRecord::new(Bytes::copy_from_slice(&value)))
+                .await
+                .context("publishing")?;
+            (Awaited::One(delivery.timed()), 1)
+        } else {
+            // The records of one call share one stamped value: they are sent together.
+            let shared = Bytes::copy_from_slice(&value);
+            records_of_call.clear();
+            records_of_call.extend((0..batch).map(|_| ProducerRecord::new(shared.clone())));
+            let deliveries = producer
+                .send_all(&records_of_call)
+                .await
+                .context("publishing")?;
+            (Awaited::Many(deliveries.timed()), batch as u64)
+        };
         let is_measured = phase == Phase::Measured;
-        measured += u64::from(is_measured);
-        records += 1;
+        if is_measured {
+            measured += count;
+        }
+        records += count;
         chunk.push(Pending {
             from: sent,
             measured: is_measured,
-            delivery: delivery.timed(),
+            delivery,
         });
         if chunk.len() == CHUNK
             && pending

@@ -40,12 +40,22 @@ pub struct PublishBench {
     /// Largest batch.
     #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     batch_bytes: u64,
+    /// Records handed to the producer per call: above 1, `Producer::send_all` with this many
+    /// (as an application that already holds records together would); 1, `Producer::send`
+    /// per record. Closed loop only.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    batch: u32,
     #[command(flatten)]
     pace: Pace,
 }
 
 pub(super) async fn run(config: ClientConfig, args: PublishBench, json: bool) -> Result<()> {
     anyhow::ensure!(args.producers >= 1, "--producers must be at least 1");
+    anyhow::ensure!(
+        args.batch == 1 || args.pace.rate.is_none(),
+        "--batch sends many records per call as fast as the producer takes them: it cannot \
+         be combined with --rate, which sends each record at its own time"
+    );
     let stream = stream_name(&args.stream)?;
     let record_size = usize::try_from(args.record_size).context("--record-size")?;
     let client = crate::connect(config.clone()).await?;
@@ -75,6 +85,7 @@ pub(super) async fn run(config: ClientConfig, args: PublishBench, json: bool) ->
         producers,
         window,
         record_size,
+        batch: args.batch as usize,
         pace: args.pace.schedule(),
         start: Instant::now(),
         clock: WallClock::new(),
@@ -94,12 +105,17 @@ pub(super) async fn run(config: ClientConfig, args: PublishBench, json: bool) ->
     let report = Report {
         title: format!(
             "bench publish: {records} records of {record_size} B to {stream} ({} partitions, ack \
-             mode {}), {} producer(s), {} in flight per partition, {}",
+             mode {}), {} producer(s), {} in flight per partition, {}{}",
             info.partition_count,
             info.ack_mode.as_str(),
             args.producers,
             args.in_flight,
             args.pace.describe(args.records),
+            if args.batch > 1 {
+                format!(", {} records per send_all call", args.batch)
+            } else {
+                String::new()
+            },
         ),
         latency_label: if args.pace.rate.is_some() {
             "intended send to ack"
@@ -124,6 +140,7 @@ pub(super) async fn run(config: ClientConfig, args: PublishBench, json: bool) ->
                 "record_size": record_size,
                 "producers": args.producers,
                 "in_flight": args.in_flight,
+                "batch": args.batch,
                 "records_sent": sent.records,
             }),
             args.pace.fields(),

@@ -224,6 +224,17 @@ impl Future for Deliveries {
 #[must_use = "deliveries report whether the records were stored"]
 pub struct TimedDeliveries(Deliveries);
 
+impl TimedDeliveries {
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 impl Future for TimedDeliveries {
     type Output = Result<(Vec<Offset>, Instant), Error>;
 
