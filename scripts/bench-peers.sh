@@ -20,7 +20,7 @@
 # Floe's tier uploads are deferred (`--tier-upload-interval 1h`): `dev` tiers to a directory
 # on the same disk, which would write every byte twice where a deployment uploads to S3 over
 # the network; NATS uploads nothing either. A step that would not fit on the disk (its bytes,
-# with 5 GiB to spare) is not run, and the table says so.
+# with 5 GiB and 3 % of the disk to spare) is not run, and the table says so.
 #
 # Both measure the machine's limits first in each run (`floe-bench-peers limits`): 1 MiB
 # appends with fdatasync, a 4 KiB append + fdatasync's latency, and a 1 KiB QUIC round trip
@@ -132,7 +132,7 @@ start_floe() {
   FLOE_LOG=warn "$broker_bin" dev --data-dir "$server_dir/data" \
     --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --controlplane-listen 127.0.0.1:0 \
     --profile "$server_dir/profile.json" --read-replicas 0 --max-read-replicas 0 \
-    --tier-upload-interval 1h \
+    --tier-upload-interval 1h --disk-high-water 97% \
     </dev/null >/dev/null 2>"$server_dir/broker.log" &
   server_pid=$!
   for _ in $(seq 300); do
@@ -188,11 +188,15 @@ limits() { # run
 pace() { echo --duration "${secs}s" --warmup "${warmup}s"; }
 closed() { echo --records $((closed_mib * 1024)) --warmup "${warmup}s"; }
 
-# Whether $1 bytes fit on the disk under test with 5 GiB to spare.
+# Whether $1 bytes fit on the disk under test with 5 GiB and 3 % of it to spare (the
+# brokers refuse publishes past 97 %: `--disk-high-water`).
 fits() {
-  local free
+  local free size spare
   free=$(df --output=avail -B1 "$work" | tail -1)
-  [ "$1" -le $((free - (5 << 30))) ]
+  size=$(df --output=size -B1 "$work" | tail -1)
+  spare=$((size * 3 / 100))
+  [ "$spare" -ge $((5 << 30)) ] || spare=$((5 << 30))
+  [ "$1" -le $((free - spare)) ]
 }
 
 # The bytes an open-loop step at $1 records/s writes (records and their framing, ~1.1 KiB).
@@ -256,11 +260,14 @@ f = json.loads(sys.argv[1]); rate = float(sys.argv[2])
 sys.exit(0 if f["latency_ms"]["p99"] <= 50 and f["records_per_s"] >= 0.95 * rate else 1)' "$1" "$2"
 }
 
-# One open-loop step at a rate on a fresh broker; prints its figures ("{}" if it failed).
+# One open-loop step at a rate on a fresh broker; prints its figures, or {"error": …} with
+# what `floe` said if it failed.
 floe_at_rate() { # rate
   start_floe
-  floe bench publish --stream search --record-size "$record_size" $(pace) --rate "$1" ||
-    echo '{}'
+  floe bench publish --stream search --record-size "$record_size" $(pace) --rate "$1" \
+    2>"$server_dir/bench.err" ||
+    python3 -c 'import json, sys; print(json.dumps({"error": open(sys.argv[1]).read().strip()}))' \
+      "$server_dir/bench.err"
   stop_server
 }
 
