@@ -149,7 +149,10 @@ fn a_closed_loop_publish_hands_records_over_many_per_call() {
     let figures = figures(&run.stdout);
     assert_eq!(figures["batch"], 512);
     assert_eq!(figures["records"], 4096, "{figures}");
-    assert_eq!(figures["records_sent"], 4096, "eight calls of 512: {figures}");
+    assert_eq!(
+        figures["records_sent"], 4096,
+        "eight calls of 512: {figures}"
+    );
     assert_eq!(figures["bytes"], 4096 * 1024);
     assert_percentiles(&figures, "latency_ms", 10_000.0);
     let refused = Child::spawn(
