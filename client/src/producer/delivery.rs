@@ -136,7 +136,6 @@ impl Future for TimedDelivery {
 #[must_use = "deliveries report whether the records were stored"]
 pub struct Deliveries {
     runs: Vec<Run>,
-    records: usize,
     /// The run being awaited, and the offsets gathered so far.
     next: usize,
     slot: Option<usize>,
@@ -162,7 +161,6 @@ impl Deliveries {
 
     /// Adds the record at `index` of the batch whose outcome is `outcome`.
     pub(crate) fn push(&mut self, outcome: &Arc<BatchOutcome>, index: u32) {
-        self.records += 1;
         if let Some(run) = self.runs.last_mut()
             && Arc::ptr_eq(&run.outcome, outcome)
             && run.first + run.count == index
@@ -179,11 +177,11 @@ impl Deliveries {
 
     /// How many records.
     pub fn len(&self) -> usize {
-        self.records
+        self.runs.iter().map(|run| run.count as usize).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.records == 0
+        self.runs.is_empty()
     }
 
     /// Resolves to the offsets together with the moment the last acknowledgement arrived.
