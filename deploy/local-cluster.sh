@@ -20,7 +20,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 controlplane_addr=${FLOE_CONTROLPLANE_LISTEN:-127.0.0.1:7300}
 
 cargo build --release --manifest-path "$root/Cargo.toml" -p floe-broker -p floe-controlplane -p floe-cli --bins
-bin="$root/target/release"
+bin="${CARGO_TARGET_DIR:-$root/target}/release"
 mkdir -p "$dir/objects"
 "$bin/floe-broker" certs --dir "$dir/tls" >/dev/null
 # The administrator's token and the one brokers call the controlplane with (docs/security.md).

@@ -373,9 +373,16 @@ fn token(args: &ConnectionArgs, profile: Option<&ClientProfile>) -> Option<Secre
         .or_else(|| profile.and_then(|p| p.token.clone()))
 }
 
-/// The host part of `host:port` (without the brackets of an IPv6 address).
+/// The host part of `host:port` (without the brackets of an IPv6 address); of the first
+/// entry when `endpoint` lists several brokers (`host1:7100,host2:7100`), the one the client
+/// tries first, since one server name is checked on every broker of a cluster.
 pub(crate) fn host_of(endpoint: &str) -> &str {
-    let host = endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host);
+    let first = endpoint
+        .split(',')
+        .map(str::trim)
+        .find(|e| !e.is_empty())
+        .unwrap_or("");
+    let host = first.rsplit_once(':').map_or(first, |(host, _)| host);
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
@@ -515,6 +522,8 @@ mod tests {
         assert!(profile.is_err(), "a named profile must exist");
         assert_eq!(host_of("broker.example:7100"), "broker.example");
         assert_eq!(host_of("[::1]:7100"), "::1");
+        assert_eq!(host_of("10.0.0.1:7100, 10.0.0.2:7100"), "10.0.0.1");
+        assert_eq!(host_of(" ,b1.example:7100,b2.example:7100"), "b1.example");
         Ok(())
     }
 }
