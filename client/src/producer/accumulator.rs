@@ -10,27 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use floe_wire::batch::{BuildError, HEADER_LEN};
+use floe_wire::batch::{BuildError, HEADER_LEN, RecordFields};
 use floe_wire::{BatchBuilder, BufferPool};
 
 /// Smallest record: every fixed field, no key, empty value, no headers.
 const MIN_RECORD_LEN: usize = 26;
-
-/// A record's fields, borrowed.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RecordRef<'a> {
-    pub timestamp: i64,
-    pub key: Option<&'a [u8]>,
-    pub value: &'a [u8],
-    pub headers: &'a [(&'a str, &'a [u8])],
-}
-
-impl RecordRef<'_> {
-    /// Bytes the record takes in a batch.
-    pub fn len(&self) -> usize {
-        BatchBuilder::record_len(self.key, self.value, self.headers)
-    }
-}
 
 /// A batch being filled or waiting for room in the send window.
 #[derive(Debug)]
@@ -121,7 +105,7 @@ impl<T> Accumulator<T> {
     /// A record too large for an empty batch is refused and nothing changes.
     pub fn push(
         &mut self,
-        record: RecordRef<'_>,
+        record: RecordFields<'_>,
         now: impl FnOnce() -> Instant,
         open: impl FnOnce() -> T,
     ) -> Result<Pushed<'_, T>, BuildError> {
@@ -154,22 +138,21 @@ impl<T> Accumulator<T> {
         }
         let max_batch_bytes = self.max_batch_bytes;
         // Never `None`: a batch was opened above if none was open.
-        let pushed = self.batches.back_mut().map(|batch| {
-            let index = batch.builder.record_count();
-            batch
-                .builder
-                .push(record.timestamp, record.key, record.value, record.headers)
-                .map(|()| index)
-        });
+        let pushed = match self.batches.back_mut() {
+            Some(batch) => {
+                let index = batch.builder.record_count();
+                batch.builder.push_fields(&record).map(|()| index)
+            }
+            None => Err(BuildError::Empty),
+        };
         let index = match pushed {
-            Some(Ok(index)) => index,
-            Some(Err(e)) => {
+            Ok(index) => index,
+            Err(e) => {
                 if opened {
                     self.batches.pop_back();
                 }
                 return Err(e);
             }
-            None => return Err(BuildError::Empty),
         };
         let Some(batch) = self.batches.back_mut() else {
             return Err(BuildError::Empty);
@@ -245,13 +228,8 @@ impl<T> Accumulator<T> {
 mod tests {
     use super::*;
 
-    fn record(value: &[u8]) -> RecordRef<'_> {
-        RecordRef {
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value,
-            headers: &[],
-        }
+    fn record(value: &[u8]) -> RecordFields<'_> {
+        RecordFields::new(1_700_000_000_000, None, value, &[]).expect("no headers")
     }
 
     const LINGER: Duration = Duration::from_millis(5);

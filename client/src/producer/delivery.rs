@@ -160,6 +160,7 @@ impl Deliveries {
     }
 
     /// Adds the record at `index` of the batch whose outcome is `outcome`.
+    #[inline]
     pub(crate) fn push(&mut self, outcome: &Arc<BatchOutcome>, index: u32) {
         if let Some(run) = self.runs.last_mut()
             && Arc::ptr_eq(&run.outcome, outcome)

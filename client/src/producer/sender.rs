@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use floe_wire::batch::HEADER_LEN;
+use floe_wire::batch::{HEADER_LEN, RecordFields};
 use floe_wire::frame::{BatchAck, ErrorCode, Message, Produce};
 use floe_wire::{BufferPool, PartitionId, StreamName};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
-use super::accumulator::{Accumulator, RecordRef};
+use super::accumulator::Accumulator;
 use super::config::Settings;
 use super::delivery::{BatchOutcome, Deliveries, Delivery};
 use super::partitioner::Partitioner;
@@ -146,7 +146,7 @@ impl Shared {
     /// Buffers a record; waits while the buffer is full.
     pub async fn send(&self, record: ProducerRecord) -> Result<Delivery, Error> {
         let headers = header_refs(&record);
-        let fields = record_fields(&record, &headers, now_ms);
+        let fields = record_fields(&record, &headers, now_ms)?;
         let reserved = self.check(&record, fields.len())?;
         self.reserve(reserved).await?;
         let pushed = {
@@ -182,7 +182,7 @@ impl Shared {
         let mut sizes = Vec::with_capacity(records.len());
         for record in records {
             let headers = header_refs(record);
-            let len = record_fields(record, &headers, || now).len();
+            let len = record_fields(record, &headers, || now)?.len();
             sizes.push(self.check(record, len)?);
         }
         let mut deliveries = Deliveries::with_capacity(records.len());
@@ -210,8 +210,9 @@ impl Shared {
             }
             for (record, &size) in records[start..end].iter().zip(&sizes[start..end]) {
                 let headers = header_refs(record);
-                let fields = record_fields(record, &headers, || now);
-                match state.push(record, fields, size) {
+                let pushed = record_fields(record, &headers, || now)
+                    .and_then(|fields| state.push(record, fields, size));
+                match pushed {
                     Ok((outcome, index, opened)) => {
                         deliveries.push(outcome, index);
                         wake |= opened;
@@ -240,6 +241,7 @@ impl Shared {
 
     /// Checks that `record`, of `record_len` bytes in a batch, can be sent; returns the
     /// buffer bytes it holds until it is done.
+    #[inline]
     fn check(&self, record: &ProducerRecord, record_len: usize) -> Result<u32, Error> {
         if HEADER_LEN + record_len > self.settings.max_batch_bytes {
             return Err(Error::InvalidRecord(
@@ -387,7 +389,7 @@ impl State {
     fn push(
         &mut self,
         record: &ProducerRecord,
-        fields: RecordRef<'_>,
+        fields: RecordFields<'_>,
         reserved: u32,
     ) -> Result<(&Arc<BatchOutcome>, u32, bool), Error> {
         let partition = match (record.partition, &record.key) {
@@ -404,14 +406,14 @@ impl State {
             }
         };
         let partition_count = self.partitions.len() as u32;
-        let state =
-            self.partitions
-                .get_mut(partition.get() as usize)
-                .ok_or(Error::NoSuchPartition {
-                    stream: String::new(),
-                    partition: partition.get(),
-                    partition_count,
-                })?;
+        let state = self
+            .partitions
+            .get_mut(partition.get() as usize)
+            .ok_or_else(|| Error::NoSuchPartition {
+                stream: String::new(),
+                partition: partition.get(),
+                partition_count,
+            })?;
         let pushed = state
             .accumulator
             .push(fields, Instant::now, BatchHandle::default)?;
@@ -605,7 +607,11 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// A record's headers, borrowed (no allocation for a record without any).
+#[inline]
 fn header_refs(record: &ProducerRecord) -> Vec<(&str, &[u8])> {
+    if record.headers.is_empty() {
+        return Vec::new(); // most records: no iterator to drive, nothing to allocate
+    }
     record
         .headers
         .iter()
@@ -613,18 +619,20 @@ fn header_refs(record: &ProducerRecord) -> Vec<(&str, &[u8])> {
         .collect()
 }
 
-/// A record's fields as a batch stores them; `now` gives the timestamp of one without.
+/// A record's fields as a batch stores them, checked and measured; `now` gives the
+/// timestamp of one without.
 fn record_fields<'a>(
     record: &'a ProducerRecord,
     headers: &'a [(&'a str, &'a [u8])],
     now: impl FnOnce() -> i64,
-) -> RecordRef<'a> {
-    RecordRef {
-        timestamp: record.timestamp.unwrap_or_else(now),
-        key: record.key.as_deref(),
-        value: &record.value,
+) -> Result<RecordFields<'a>, Error> {
+    RecordFields::new(
+        record.timestamp.unwrap_or_else(now),
+        record.key.as_deref(),
+        &record.value,
         headers,
-    }
+    )
+    .map_err(Error::InvalidRecord)
 }
 
 /// Milliseconds since the Unix epoch.

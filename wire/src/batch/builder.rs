@@ -69,6 +69,59 @@ pub fn control_batch(kind: ControlKind, timestamp: i64) -> Bytes {
         .expect("a control record fits any batch limit")
 }
 
+/// A record's fields, borrowed, checked once for what any batch requires of them (header
+/// count and name lengths) and measured once: the bytes it takes in a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordFields<'a> {
+    timestamp: i64,
+    key: Option<&'a [u8]>,
+    value: &'a [u8],
+    headers: &'a [(&'a str, &'a [u8])],
+    len: usize,
+}
+
+impl<'a> RecordFields<'a> {
+    /// The fields of a record with an absolute timestamp in milliseconds; refused when no
+    /// batch could hold its headers.
+    #[inline]
+    pub fn new(
+        timestamp: i64,
+        key: Option<&'a [u8]>,
+        value: &'a [u8],
+        headers: &'a [(&'a str, &'a [u8])],
+    ) -> Result<RecordFields<'a>, BuildError> {
+        if headers.len() > u16::MAX as usize {
+            return Err(BuildError::TooManyHeaders(headers.len()));
+        }
+        if let Some((name, _)) = headers.iter().find(|(n, _)| n.len() > u16::MAX as usize) {
+            return Err(BuildError::HeaderNameTooLong(name.len()));
+        }
+        Ok(RecordFields {
+            timestamp,
+            key,
+            value,
+            headers,
+            len: BatchBuilder::record_len(key, value, headers),
+        })
+    }
+
+    /// Bytes the record takes in a batch.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never: a record takes at least [`MIN_RECORD_LEN`] bytes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Milliseconds since the Unix epoch.
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+}
+
 impl BatchBuilder {
     /// A builder whose batch may grow to `max_batch_bytes` (capped by the format's limit).
     pub fn new(max_batch_bytes: usize) -> BatchBuilder {
@@ -131,6 +184,7 @@ impl BatchBuilder {
     }
 
     /// Size a record takes in a batch.
+    #[inline]
     pub fn record_len(key: Option<&[u8]>, value: &[u8], headers: &[(&str, &[u8])]) -> usize {
         MIN_RECORD_LEN
             + key.map_or(0, <[u8]>::len)
@@ -150,19 +204,27 @@ impl BatchBuilder {
         value: &[u8],
         headers: &[(&str, &[u8])],
     ) -> Result<(), BuildError> {
-        let record_len = Self::record_len(key, value, headers);
+        self.push_fields(&RecordFields::new(timestamp, key, value, headers)?)
+    }
+
+    /// Appends a record already checked and measured ([`RecordFields::new`]): what a
+    /// producer uses when it needs the record's size before it picks a batch. On error
+    /// the batch is unchanged.
+    #[inline]
+    pub fn push_fields(&mut self, record: &RecordFields<'_>) -> Result<(), BuildError> {
+        let RecordFields {
+            timestamp,
+            key,
+            value,
+            headers,
+            len: record_len,
+        } = *record;
         let would_be = self.buf.len() + record_len;
         if would_be > self.limit {
             return Err(BuildError::TooLarge {
                 would_be,
                 limit: self.limit,
             });
-        }
-        if headers.len() > u16::MAX as usize {
-            return Err(BuildError::TooManyHeaders(headers.len()));
-        }
-        if let Some((name, _)) = headers.iter().find(|(n, _)| n.len() > u16::MAX as usize) {
-            return Err(BuildError::HeaderNameTooLong(name.len()));
         }
         let first = if self.record_count == 0 {
             timestamp
@@ -175,20 +237,30 @@ impl BatchBuilder {
         self.first_timestamp = first;
         self.max_timestamp = self.max_timestamp.max(timestamp);
         // The length prefix excludes itself; all lengths fit in u32 because the batch limit
-        // does.
-        self.buf.put_u32_le((record_len - 4) as u32);
-        self.buf.put_u32_le(self.record_count);
-        self.buf.put_i64_le(delta);
+        // does. Room for the whole record is taken once, and the fixed fields up to the
+        // value's length go in one write when there is no key (the common case).
+        self.buf.reserve(record_len);
+        let mut fixed = [0u8; 24];
+        fixed[0..4].copy_from_slice(&((record_len - 4) as u32).to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.record_count.to_le_bytes());
+        fixed[8..16].copy_from_slice(&delta.to_le_bytes());
         match key {
             Some(k) => {
-                self.buf.put_i32_le(k.len() as i32);
-                self.buf.put_slice(k);
+                fixed[16..20].copy_from_slice(&(k.len() as i32).to_le_bytes());
+                self.buf.extend_from_slice(&fixed[..20]);
+                self.buf.extend_from_slice(k);
+                self.buf
+                    .extend_from_slice(&(value.len() as u32).to_le_bytes());
             }
-            None => self.buf.put_i32_le(-1),
+            None => {
+                fixed[16..20].copy_from_slice(&(-1i32).to_le_bytes());
+                fixed[20..24].copy_from_slice(&(value.len() as u32).to_le_bytes());
+                self.buf.extend_from_slice(&fixed);
+            }
         }
-        self.buf.put_u32_le(value.len() as u32);
-        self.buf.put_slice(value);
-        self.buf.put_u16_le(headers.len() as u16);
+        self.buf.extend_from_slice(value);
+        self.buf
+            .extend_from_slice(&(headers.len() as u16).to_le_bytes());
         for (name, value) in headers {
             self.buf.put_u16_le(name.len() as u16);
             self.buf.put_slice(name.as_bytes());
@@ -233,5 +305,63 @@ impl BatchBuilder {
         };
         fields.write(&mut buf);
         Ok(buf.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RecordBatch;
+
+    const T: i64 = 1_700_000_000_000;
+
+    #[test]
+    fn fields_no_batch_could_hold_are_refused_before_any_batch() {
+        let name = "n".repeat(u16::MAX as usize + 1);
+        let long = [(name.as_str(), &b"v"[..])];
+        assert_eq!(
+            RecordFields::new(T, None, b"x", &long).expect_err("a 65,536-byte header name"),
+            BuildError::HeaderNameTooLong(u16::MAX as usize + 1)
+        );
+        let many = vec![("h", &b""[..]); u16::MAX as usize + 1];
+        assert_eq!(
+            RecordFields::new(T, None, b"x", &many).expect_err("65,536 headers"),
+            BuildError::TooManyHeaders(u16::MAX as usize + 1)
+        );
+    }
+
+    #[test]
+    fn a_records_measured_length_is_what_it_takes_in_the_batch() -> Result<(), BuildError> {
+        let headers = [("trace", &b"abc"[..]), ("", &b""[..])];
+        for (key, value, headers) in [
+            (None, &b""[..], &[][..]),
+            (Some(&b"user-1"[..]), &b"hello"[..], &headers[..]),
+            (Some(&b""[..]), &[7u8; 1024][..], &[][..]),
+        ] {
+            let fields = RecordFields::new(T, key, value, headers)?;
+            let mut builder = BatchBuilder::new(1 << 20);
+            let before = builder.len();
+            builder.push_fields(&fields)?;
+            assert_eq!(builder.len() - before, fields.len());
+            let batch = RecordBatch::decode(builder.finish()?).expect("a built batch decodes");
+            let record = batch.records().next().expect("one record");
+            assert_eq!((record.key, record.value), (key, value));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_record_over_the_batch_limit_leaves_the_batch_as_it_was() -> Result<(), BuildError> {
+        let value = [1u8; 100];
+        let fields = RecordFields::new(T, None, &value, &[])?;
+        let mut builder = BatchBuilder::new(HEADER_LEN + fields.len() + 10);
+        builder.push_fields(&fields)?;
+        let len = builder.len();
+        assert!(matches!(
+            builder.push_fields(&fields),
+            Err(BuildError::TooLarge { .. })
+        ));
+        assert_eq!((builder.len(), builder.record_count()), (len, 1));
+        Ok(())
     }
 }
