@@ -675,6 +675,16 @@ impl Cluster {
         Client::connect(config).await.expect("connect to a broker")
     }
 
+    /// Every broker process's client address, comma-separated: a client's `endpoint` that
+    /// finds any partition's leader.
+    pub fn client_endpoints(&self) -> String {
+        self.ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{}", p.0))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Where broker process `i` serves `/metrics`.
     pub fn metrics_addr(&self, i: usize) -> String {
         format!("127.0.0.1:{}", self.ports[i].2)

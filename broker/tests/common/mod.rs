@@ -308,7 +308,6 @@ pub async fn http_get(addr: &str, path: &str) -> String {
     http_request(addr, "GET", path).await
 }
 
-/// The value of one series in a Prometheus text exposition (0 when absent).
 /// Bytes of history a broker served from the tier, from its `/metrics`.
 pub async fn tier_bytes(metrics_addr: &str) -> f64 {
     metric(
@@ -336,6 +335,7 @@ pub async fn segment_spanning_producer(
         .expect("producer")
 }
 
+/// The value of one series in a Prometheus text exposition (0 when absent).
 pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series).map(str::trim))
