@@ -4,16 +4,22 @@
 //!
 //! `cargo bench -p floe-broker --bench read_replicas` runs a `floe-broker dev` process
 //! (release build; object storage in a local directory), publishes `FLOE_BENCH_MIB`
-//! (default 256) of 1 KiB records over 8 partitions with a local retention of 1 byte, so
-//! that all but each partition's active segment leaves the broker's disk for the tier, and
-//! measures:
-//! 1. the machine's limit: raw 4 MiB ranged GETs of every tiered segment object, one
-//!    partition's objects per task, all partitions at once;
+//! (default 256) of 1 KiB records over 8 partitions of `history`, with a local retention of
+//! 1 byte, so that all but each partition's active segment leaves the broker's disk for the
+//! tier, and as much again to `hot`, kept on the broker's disk (and tiered too; the benchmark
+//! waits for both uploads to end), and measures:
+//! 1. the machine's limits: raw 4 MiB ranged GETs of every tiered segment object, one
+//!    partition's objects per task, all partitions at once (8 GETs in flight, as many as a
+//!    read replica's tier reader allows); one raw QUIC stream on loopback carrying as many
+//!    bytes, with the brokers' transport and TLS (both ends on this machine's cores, as a
+//!    read replica and its consumers are); and a read of `hot` from the broker's local log,
+//!    one consumer per partition, as below (the second of two reads: from the page cache);
 //! 2. a cold read of every partition from offset 0, one consumer per partition, all at
 //!    once, through one `floe-broker read-replica` process with an empty cache — throughput, and
 //!    the CPU the dev process (broker and controlplane) and the replica spent;
 //! 3. the same read again through the same replica: its cache hit ratio (chunk lookups
-//!    answered from memory or disk, from its `/metrics`) and throughput;
+//!    answered from memory or disk, from its `/metrics`) and throughput, against the
+//!    hot-log read;
 //! 4. a cold read through two fresh replicas (each serves the partitions rendezvous hashing
 //!    gives it);
 //! 5. scaling: `FLOE_BENCH_SCALE_ROUNDS` (default 5) times, the policy goes from zero to one
@@ -26,6 +32,9 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[allow(dead_code)] // the publishing benchmark's limits; this one uses the QUIC transfer
+#[path = "publish/raw.rs"]
+mod raw;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -42,6 +51,7 @@ use floe_wire::frame::{Fetch, Message};
 const PARTITIONS: u32 = 8;
 const CHUNK: u64 = 4 * 1024 * 1024;
 const STREAM: &str = "history";
+const HOT_STREAM: &str = "hot";
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -213,7 +223,26 @@ async fn run() -> anyhow::Result<()> {
         .create_stream(&stream, PARTITIONS, AckMode::Leader, settings)
         .await?;
     publish(&client, &stream, total_mib * 1024).await?;
+    // The same segments, kept on the broker's disk: tiered too, but read from the local log.
+    let hot = StreamName::new(HOT_STREAM)?;
+    let hot_settings = StreamSettings {
+        segment_bytes: Some(8 << 20),
+        ..StreamSettings::default()
+    };
+    client
+        .create_stream(&hot, PARTITIONS, AckMode::Leader, hot_settings)
+        .await?;
+    publish(&client, &hot, total_mib * 1024).await?;
     let ends = wait_until_tiered(&client, &stream).await?;
+    // No upload runs while the hot log is read.
+    wait_until_tiered(&client, &hot).await?;
+    let hot_ends: Vec<u64> = client
+        .stream(&hot)
+        .await?
+        .partitions
+        .iter()
+        .map(|p| p.high_watermark.get())
+        .collect();
     client.close().await;
     let objects = url::Url::from_directory_path(dev.data_dir.join("objects").canonicalize()?)
         .map_err(|()| anyhow::anyhow!("object directory"))?
@@ -233,36 +262,57 @@ async fn run() -> anyhow::Result<()> {
          (page cache dropped: {dropped})",
         mib(raw_bytes)
     );
+    let tls = dev.data_dir.join("tls");
+    let certificates = floe_broker::tls::CertificatePaths {
+        cert: tls.join("broker.pem"),
+        key: tls.join("broker.key"),
+    };
+    let quic = raw::quic_bandwidth(&certificates, &tls.join("ca.pem"), raw_bytes).await?;
+    println!("raw QUIC, one stream on loopback:    {quic:8.1} MiB/s");
+    let dev_pid = dev.child.id();
+    // The second read: the hot log's recent segments are in the page cache, as a broker's
+    // usually are (the page cache was dropped for the raw GETs).
+    read_all(&dev, HOT_STREAM, &hot_ends, dev_pid, dev_pid).await?;
+    let hot_read = read_all(&dev, HOT_STREAM, &hot_ends, dev_pid, dev_pid).await?;
+    println!(
+        "hot-log read from the broker:        {:8.1} MiB/s over {:.1} MiB; dev process {:.0}% CPU",
+        hot_read.mib_s,
+        mib(hot_read.bytes),
+        hot_read.leader_cpu * 100.0
+    );
 
     // 2. and 3. One replica, cold then warm.
     let replicas_dir = work.path().join("replicas");
     std::fs::create_dir_all(&replicas_dir)?;
     let one = Replica::start(&dev, &objects, &replicas_dir, "bench-a");
     wait_live(&rest, 1).await?;
-    let dev_pid = dev.child.id();
     drop_page_cache();
-    let cold1 = read_all(&dev, &ends, dev_pid, one.child.id()).await?;
+    let cold1 = read_all(&dev, STREAM, &ends, dev_pid, one.child.id()).await?;
     println!(
-        "cold read, 1 replica:                {:8.1} MiB/s over {:.1} MiB = {:.2} of raw GETs; \
-         dev process {:.0}% CPU, replica {:.0}% CPU",
+        "cold read, 1 replica:                {:8.1} MiB/s over {:.1} MiB = {:.2} of raw GETs \
+         (target ≥ 0.9), {:.2} of raw QUIC; dev process {:.0}% CPU, replica {:.0}% CPU",
         cold1.mib_s,
         mib(cold1.bytes),
         cold1.mib_s / raw,
+        cold1.mib_s / quic,
         cold1.leader_cpu * 100.0,
         cold1.replica_cpu * 100.0
     );
     let (hits_before, misses_before) = one.cache_lookups().await;
-    let warm = read_all(&dev, &ends, dev_pid, one.child.id()).await?;
+    let warm = read_all(&dev, STREAM, &ends, dev_pid, one.child.id()).await?;
     let (hits_after, misses_after) = one.cache_lookups().await;
     let hits = hits_after - hits_before;
     let lookups = hits + (misses_after - misses_before);
     let hit_ratio = if lookups > 0.0 { hits / lookups } else { 0.0 };
     println!(
-        "repeated read, same replica:         {:8.1} MiB/s; cache hit ratio {:.3} ({hits:.0} of \
-         {lookups:.0} chunk lookups; target ≥ 0.95); dev process {:.0}% CPU",
+        "repeated read, same replica:         {:8.1} MiB/s = {:.2} of the hot-log read (target \
+         ≥ 0.9); cache hit ratio {:.3} ({hits:.0} of {lookups:.0} chunk lookups; target ≥ \
+         0.95); dev process {:.0}% CPU, replica {:.0}% CPU",
         warm.mib_s,
+        warm.mib_s / hot_read.mib_s,
         hit_ratio,
-        warm.leader_cpu * 100.0
+        warm.leader_cpu * 100.0,
+        warm.replica_cpu * 100.0
     );
     drop(one);
 
@@ -275,19 +325,22 @@ async fn run() -> anyhow::Result<()> {
     ];
     wait_live(&rest, 2).await?;
     drop_page_cache();
-    let cold2 = read_all(&dev, &ends, dev_pid, two[0].child.id()).await?;
+    let cpu_c = cpu_seconds(two[1].child.id());
+    let cold2 = read_all(&dev, STREAM, &ends, dev_pid, two[0].child.id()).await?;
+    let replica_c_cpu = (cpu_seconds(two[1].child.id()) - cpu_c) / cold2.seconds;
     let shares = [two[0].fetched().await, two[1].fetched().await];
-    let replica_b_cpu = cold2.replica_cpu;
     println!(
         "cold read, 2 replicas:               {:8.1} MiB/s = {:.2} of raw GETs, {:.2}× one \
-         replica; served {:.0} / {:.0} MiB; dev process {:.0}% CPU, first replica {:.0}% CPU",
+         replica (target ≥ 1.5); served {:.0} / {:.0} MiB; dev process {:.0}% CPU, replicas \
+         {:.0}% and {:.0}% CPU",
         cold2.mib_s,
         cold2.mib_s / raw,
         cold2.mib_s / cold1.mib_s,
         shares[0] / f64::from(1u32 << 20),
         shares[1] / f64::from(1u32 << 20),
         cold2.leader_cpu * 100.0,
-        replica_b_cpu * 100.0
+        cold2.replica_cpu * 100.0,
+        replica_c_cpu * 100.0
     );
     drop(two);
     wait_live(&rest, 0).await.ok();
@@ -376,11 +429,16 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "BENCH_JSON {}",
         serde_json::json!({
-            "raw_get_mib_s": raw, "page_cache_dropped": dropped,
+            "raw_get_mib_s": raw, "page_cache_dropped": dropped, "raw_quic_mib_s": quic,
+            "hot_mib_s": hot_read.mib_s,
             "cold_1_mib_s": cold1.mib_s, "cold_1_ratio": cold1.mib_s / raw,
+            "cold_1_quic_ratio": cold1.mib_s / quic,
             "cold_1_dev_cpu": cold1.leader_cpu, "cold_1_replica_cpu": cold1.replica_cpu,
             "warm_1_mib_s": warm.mib_s, "warm_hit_ratio": hit_ratio,
+            "warm_hot_ratio": warm.mib_s / hot_read.mib_s, "warm_replica_cpu": warm.replica_cpu,
             "cold_2_mib_s": cold2.mib_s, "cold_2_dev_cpu": cold2.leader_cpu,
+            "cold_2_ratio_to_1": cold2.mib_s / cold1.mib_s,
+            "cold_2_replica_cpu": [cold2.replica_cpu, replica_c_cpu],
             "cold_2_shares_bytes": shares,
             "scale_registered_ms_median": median(&to_registered).as_secs_f64() * 1e3,
             "scale_first_fetch_ms_median": median(&to_fetch).as_secs_f64() * 1e3,
@@ -485,15 +543,17 @@ async fn raw_gets(store: &floe_tier::TierStore) -> anyhow::Result<(u64, Duration
 struct Read {
     bytes: u64,
     mib_s: f64,
+    seconds: f64,
     /// CPU seconds per second of the dev process (broker and controlplane).
     leader_cpu: f64,
     replica_cpu: f64,
 }
 
-/// Reads `[0, end)` of every partition, one consumer each, all at once, through a client
-/// that routes to the live read replicas.
+/// Reads `[0, end)` of every partition of `stream`, one consumer each, all at once, through
+/// a client that routes to the live read replicas (to the broker when there are none).
 async fn read_all(
     dev: &common::BrokerProcess,
+    stream: &str,
     ends: &[u64],
     dev_pid: u32,
     replica_pid: u32,
@@ -505,7 +565,7 @@ async fn read_all(
     for (p, &end) in ends.iter().enumerate() {
         let mut consumer = Consumer::new(
             client.clone(),
-            StreamName::new(STREAM)?,
+            StreamName::new(stream)?,
             PartitionId::new(u32::try_from(p)?),
             FetchPosition::Offset(floe_wire::Offset::new(0)),
             ConsumerConfig::default(),
@@ -531,6 +591,7 @@ async fn read_all(
     let read = Read {
         bytes,
         mib_s: mib_per_s(bytes, elapsed),
+        seconds,
         leader_cpu: (cpu_seconds(dev_pid) - dev_cpu) / seconds,
         replica_cpu: (cpu_seconds(replica_pid) - replica_cpu) / seconds,
     };

@@ -38,6 +38,11 @@ pub struct ReaderConfig {
     /// The first GET of an object's tail asks for this much, so one GET usually finds the
     /// whole footer.
     pub tail_guess_bytes: u64,
+    /// At most this much (beyond the first batch) in the answer of a read that had to wait
+    /// for the chunk it starts in: the consumer gets its first records without waiting for
+    /// a whole chunk to cross the network behind a congestion window that starts small, and
+    /// its next read takes the rest of the chunk from memory.
+    pub cold_answer_bytes: usize,
 }
 
 impl Default for ReaderConfig {
@@ -51,6 +56,7 @@ impl Default for ReaderConfig {
             manifest_ttl: Duration::from_secs(1),
             footer_cache_entries: 4 * 1024 * 1024,
             tail_guess_bytes: 128 * 1024,
+            cold_answer_bytes: 256 * 1024,
         }
     }
 }
@@ -70,6 +76,33 @@ struct BatchesRead {
     end_position: u64,
 }
 
+/// What a walk over an object's batches must know of it: the offsets it holds and the
+/// length of its data. From its footer, or, for a walk from its start, from the manifest.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    base_offset: Offset,
+    next_offset: Offset,
+    data_len: u64,
+}
+
+impl Bounds {
+    fn of_footer(footer: &Footer) -> Bounds {
+        Bounds {
+            base_offset: footer.base_offset,
+            next_offset: footer.next_offset,
+            data_len: footer.data_len,
+        }
+    }
+
+    fn of_segment(segment: &TieredSegment) -> Bounds {
+        Bounds {
+            base_offset: Offset::new(segment.base_offset),
+            next_offset: Offset::new(segment.next_offset),
+            data_len: segment.data_bytes,
+        }
+    }
+}
+
 /// The batches a read serves, as found from their headers.
 struct Extent {
     /// Where the first batch served starts; `None` when there is none.
@@ -78,6 +111,9 @@ struct Extent {
     end: u64,
     /// The offset after the last batch walked.
     next_offset: Offset,
+    /// The walk stopped before `max_bytes` to answer sooner — before a batch whose chunk was
+    /// still being fetched, or at `cold_answer_bytes` — while the reader reads on.
+    cut_short: bool,
 }
 
 /// The error for an object whose content is not what its footer or its batches say.
@@ -192,7 +228,9 @@ impl TierReader {
         from: Offset,
         max_bytes: usize,
     ) -> Result<TierRead, TierError> {
+        let started = std::time::Instant::now();
         let mut state = self.manifest(partition).await?;
+        tracing::trace!(%from, took_us = started.elapsed().as_micros(), "tier read: manifest");
         if state.segment_for(from).is_none() && from >= state.tier_end() {
             self.invalidate_manifest(partition).await;
             state = self.manifest(partition).await?;
@@ -227,13 +265,29 @@ impl TierReader {
             key: Arc::from(partition.segment_key(&segment.name)),
             data_len: segment.data_bytes,
         };
-        let footer = self.footer(&object.key, segment).await?;
-        let mut result = self.read_batches(&object, &footer, from, max_bytes).await;
+        let started = std::time::Instant::now();
+        let (bounds, entry) = self.walk_start(&object, segment, from).await?;
+        tracing::trace!(%from, took_us = started.elapsed().as_micros(), "tier read: walk start");
+        let mut result = self
+            .read_batches(&object, bounds, entry, from, max_bytes)
+            .await;
         if let Err(TierError::Corrupt { .. }) = &result {
             // The damaged copy may be a cached chunk (the disk cache rots too): the object's
             // chunks are fetched from the store again, once, before it is called corrupt.
             self.chunks.forget(&object);
-            result = self.read_batches(&object, &footer, from, max_bytes).await;
+            result = self
+                .read_batches(&object, bounds, entry, from, max_bytes)
+                .await;
+        }
+        if entry.position == 0 && !self.footers.contains_key(&object.key) {
+            // Read without the footer: the next read, elsewhere in the object, needs its
+            // index. Fetched now that this read's first chunk is here, not beside it.
+            let reader = self.clone();
+            let (key, segment) = (object.key.clone(), segment.clone());
+            tokio::spawn(async move {
+                // A failed fetch is retried by the read that needs the footer.
+                let _footer = reader.footer(&key, &segment).await;
+            });
         }
         match &result {
             Err(TierError::Corrupt { .. }) => {
@@ -249,6 +303,7 @@ impl TierReader {
                 }
             }
         }
+        tracing::trace!(%from, took_us = started.elapsed().as_micros(), "tier read: batches");
         result.map(|read| TierRead {
             bytes: read.bytes,
             next_offset: read.next_offset,
@@ -327,31 +382,45 @@ impl TierReader {
         Err(corrupt(&object, CorruptReason::Field("max_timestamp")))
     }
 
-    async fn read_batches(
+    /// Where a walk to `from` starts: at position 0 for the segment's first offset when its
+    /// footer is not cached (its first answer then costs one GET, not a footer's GET and
+    /// then a chunk's; the footer is checked against the manifest when it is read), else at
+    /// the footer's index entry at or below `from`.
+    async fn walk_start(
         &self,
         object: &ObjectData,
-        footer: &Footer,
+        segment: &TieredSegment,
         from: Offset,
-        max_bytes: usize,
-    ) -> Result<BatchesRead, TierError> {
+    ) -> Result<(Bounds, FooterEntry), TierError> {
+        if from.get() == segment.base_offset && !self.footers.contains_key(&object.key) {
+            let start = FooterEntry {
+                relative_offset: 0,
+                position: 0,
+                max_timestamp: 0,
+            };
+            return Ok((Bounds::of_segment(segment), start));
+        }
+        let footer = self.footer(&object.key, segment).await?;
         let entry = footer
             .entry_for(from)
             .ok_or_else(|| corrupt(object, CorruptReason::Field("index")))?;
-        let position = u64::from(entry.position);
-        // The chunks this read will likely walk into, fetched side by side rather than one
-        // after another as the walk reaches them.
+        Ok((Bounds::of_footer(&footer), entry))
+    }
+
+    async fn read_batches(
+        &self,
+        object: &ObjectData,
+        bounds: Bounds,
+        entry: FooterEntry,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<BatchesRead, TierError> {
         let chunk = self.chunks.chunk_bytes();
-        let likely_end = position
-            .saturating_add(max_bytes as u64)
-            .min(footer.data_len);
-        for index in position / chunk + 1..likely_end.div_ceil(chunk) {
-            self.chunks.prefetch(object, index);
-        }
         // First the batches' extent, from their headers; then their bytes in one read, which
         // is a slice of a cached chunk when they lie in one, and one copy when they span
         // chunks. Every batch is validated before it is served.
         let extent = self
-            .batch_extent(object, footer, entry, from, max_bytes)
+            .batch_extent(object, bounds, entry, from, max_bytes)
             .await?;
         let bytes = match extent.start {
             Some(first) => self.chunks.read(object, first, extent.end).await?,
@@ -362,7 +431,7 @@ impl TierReader {
         // A sequential reader comes back for what follows: fetch the rest of the chunk the
         // read ended in and the `read_ahead_chunks` after it (those cached or in flight are
         // skipped).
-        if self.reads_sequentially(bytes.len(), extent.end) {
+        if extent.cut_short || self.reads_sequentially(bytes.len(), extent.end) {
             for ahead in 0..=self.config.read_ahead_chunks {
                 self.chunks.prefetch(object, extent.end / chunk + ahead);
             }
@@ -375,21 +444,45 @@ impl TierReader {
     }
 
     /// Walks the batch headers from the footer `entry` at or below `from` and finds the
-    /// batches a read from `from` serves: whole batches, at least one, and no more than
-    /// `max_bytes` beyond the first.
+    /// batches a read from `from` serves: whole batches, at least one, no more than
+    /// `max_bytes` beyond the first (`cold_answer_bytes` when the chunk it starts in was not
+    /// in memory), and none beyond the first that would wait for a chunk: a cold read
+    /// answers once the chunk it starts in is here, while the chunks after it, prefetched
+    /// then, are on their way for the next read.
     async fn batch_extent(
         &self,
         object: &ObjectData,
-        footer: &Footer,
+        bounds: Bounds,
         entry: FooterEntry,
         from: Offset,
         max_bytes: usize,
     ) -> Result<Extent, TierError> {
         let mut position = u64::from(entry.position);
-        let mut expected = Offset::new(footer.base_offset.get() + u64::from(entry.relative_offset));
+        let mut expected = Offset::new(bounds.base_offset.get() + u64::from(entry.relative_offset));
         let mut start = None;
-        while position < footer.data_len {
-            let header = self.header_at(object, position, footer.data_len).await?;
+        let mut prefetched = false;
+        let mut cut_short = false;
+        let header_end = (position + HEADER_LEN as u64).min(bounds.data_len);
+        let answer_bytes = if self.chunks.in_memory(object, position, header_end) {
+            max_bytes
+        } else {
+            max_bytes.min(self.config.cold_answer_bytes)
+        };
+        while position < bounds.data_len {
+            let header_end = (position + HEADER_LEN as u64).min(bounds.data_len);
+            if start.is_some() && !self.chunks.in_memory(object, position, header_end) {
+                cut_short = true;
+                break;
+            }
+            let header = self.header_at(object, position, bounds.data_len).await?;
+            if !prefetched {
+                // The chunks this read will likely walk into, requested side by side rather
+                // than one after another as the walk reaches them — but only once the chunk
+                // it starts in is here: GETs sharing the store's bandwidth with that first
+                // one would delay the first answer.
+                prefetched = true;
+                self.prefetch_range(object, position, max_bytes, bounds.data_len);
+            }
             if header.base_offset != expected {
                 return Err(corrupt(
                     object,
@@ -403,7 +496,7 @@ impl TierReader {
                 ));
             }
             let end = position + u64::from(header.batch_length);
-            if end > footer.data_len {
+            if end > bounds.data_len {
                 return Err(corrupt(
                     object,
                     CorruptReason::Field("batch runs past the data"),
@@ -415,20 +508,38 @@ impl TierReader {
                 continue;
             }
             let first = *start.get_or_insert(position);
-            if position > first && end - first > max_bytes as u64 {
-                break;
+            if position > first {
+                if end - first > answer_bytes as u64 {
+                    cut_short = answer_bytes < max_bytes;
+                    break;
+                }
+                if !self.chunks.in_memory(object, position, end) {
+                    cut_short = true;
+                    break;
+                }
             }
             position = end;
             expected = header.next_offset();
         }
-        if position >= footer.data_len && expected != footer.next_offset {
+        if position >= bounds.data_len && expected != bounds.next_offset {
             return Err(corrupt(object, CorruptReason::Field("next_offset")));
         }
         Ok(Extent {
             start,
             end: position,
             next_offset: expected,
+            cut_short,
         })
+    }
+
+    /// Prefetches the chunks after the one holding `position` that a read of `max_bytes`
+    /// from there reaches.
+    fn prefetch_range(&self, object: &ObjectData, position: u64, max_bytes: usize, data_len: u64) {
+        let chunk = self.chunks.chunk_bytes();
+        let likely_end = position.saturating_add(max_bytes as u64).min(data_len);
+        for index in position / chunk + 1..likely_end.div_ceil(chunk) {
+            self.chunks.prefetch(object, index);
+        }
     }
 
     /// The header of the batch at `position` of an object whose data is `data_len` bytes.

@@ -189,8 +189,10 @@ impl TierStore {
     async fn timed<T>(&self, kind: RequestKind, request: impl Future<Output = T>) -> T {
         let started = std::time::Instant::now();
         let result = request.await;
+        let took = started.elapsed();
+        tracing::trace!(?kind, took_us = took.as_micros(), "object store request");
         if let Some(observer) = &self.observer {
-            (observer.0)(kind, started.elapsed());
+            (observer.0)(kind, took);
         }
         result
     }

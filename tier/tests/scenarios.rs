@@ -335,15 +335,19 @@ async fn a_sequential_read_reaching_a_segments_end_fetches_the_next_one_ahead() 
     let (first, second) = (&state.segments[0], &state.segments[1]);
     assert!(second.data_bytes > 4096, "the next segment spans chunks");
 
-    // The whole first segment in one read: a sequential reader at the object's end. It
+    // The whole first segment in large reads: a sequential reader at the object's end. It
     // GETs that object's footer and chunks; then, in the background, the next object's
     // footer and its first chunks as far as the read-ahead window reaches.
     let before_read = s.store.metrics().snapshot().gets;
-    let read = reader
-        .read(&partition(), Offset::new(first.base_offset), 1 << 20)
-        .await
-        .expect("read");
-    assert_eq!(read.next_offset.get(), first.next_offset);
+    let mut at = Offset::new(first.base_offset);
+    while at.get() < first.next_offset {
+        at = reader
+            .read(&partition(), at, 1 << 20)
+            .await
+            .expect("read")
+            .next_offset;
+    }
+    assert_eq!(at.get(), first.next_offset);
     let expected = before_read
         + 1
         + first.data_bytes.div_ceil(4096)
@@ -400,10 +404,13 @@ async fn a_chunk_being_prefetched_is_not_prefetched_again() {
         "the segment spans several chunks"
     );
     // From here on every GET takes a second, so the prefetches the first read starts are
-    // still in flight when the second read comes.
+    // still in flight when the second read comes. The first read starts past the object's
+    // first offset, so that it reads the footer before its chunk (one from the first offset
+    // would leave the footer for the second read to wait for, a second in which the next
+    // object's prefetches start).
     throttled.config_mut(|c| c.wait_get_per_call = Duration::from_secs(1));
     let one = reader
-        .read(&partition(), Offset::new(first.base_offset), 3000)
+        .read(&partition(), Offset::new(first.base_offset + 1), 3000)
         .await
         .expect("read");
     let after_one = prefetches_started(&store);
@@ -424,6 +431,65 @@ async fn a_chunk_being_prefetched_is_not_prefetched_again() {
         after_one,
         "chunks being prefetched were prefetched again"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_read_answers_from_its_first_chunk_while_the_next_ones_are_fetched() {
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    let throttled = std::sync::Arc::new(ThrottledStore::new(
+        object_store::memory::InMemory::new(),
+        ThrottleConfig::default(),
+    ));
+    let store = TierStore::new(throttled.clone(), "bucket");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open_log(dir.path(), 16 * 1024);
+    fill_log(&log, "a", 20, 3, 300);
+    upload_sealed(&store, &log).await;
+    let reader = TierReader::new(store.clone(), counted_reader_config())
+        .await
+        .expect("reader");
+    let first = reader
+        .manifest(&partition())
+        .await
+        .expect("manifest")
+        .segments[0]
+        .clone();
+    assert!(
+        first.data_bytes > 3 * 4096,
+        "the segment spans several chunks"
+    );
+    // Every GET takes 300 ms from here on: a read that waited for a second chunk after its
+    // first would take twice that, after the footer's.
+    throttled.config_mut(|c| c.wait_get_per_call = Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let one = reader
+        .read(&partition(), Offset::new(first.base_offset), 1 << 20)
+        .await
+        .expect("read");
+    let took = started.elapsed();
+    assert!(
+        !one.bytes.is_empty() && one.bytes.len() <= 4096,
+        "the first answer holds what the first chunk holds: {} bytes",
+        one.bytes.len()
+    );
+    assert!(
+        took < Duration::from_millis(900),
+        "the first answer waited for more than the footer and the first chunk: {took:?}"
+    );
+    assert!(
+        prefetches_started(&store) >= 2,
+        "the chunks after the first were prefetched"
+    );
+    // The rest comes in the following reads, whole and in order.
+    let mut at = one.next_offset;
+    let mut bytes = one.bytes.len();
+    while at.get() < first.next_offset {
+        let read = reader.read(&partition(), at, 1 << 20).await.expect("read");
+        assert!(read.next_offset > at, "a read makes progress");
+        bytes += read.bytes.len();
+        at = read.next_offset;
+    }
+    assert_eq!(bytes as u64, first.data_bytes);
 }
 
 fn prefetches_started(store: &TierStore) -> u64 {
@@ -809,7 +875,8 @@ async fn a_corrupt_object_is_reported_as_corrupt_never_served() {
         "{result:?}"
     );
 
-    // A flipped byte in the footer: its checksum catches it.
+    // A flipped byte in the footer: its checksum catches it, on the first read that needs
+    // the index (one from the object's first offset walks from position 0 without it).
     let mut bad = good.to_vec();
     let at = bad.len() - 30;
     bad[at] ^= 0x01;
@@ -820,7 +887,7 @@ async fn a_corrupt_object_is_reported_as_corrupt_never_served() {
     let fresh = TierReader::new(s.store.clone(), small_reader_config())
         .await
         .expect("reader");
-    let result = fresh.read(&partition(), Offset::ZERO, 1 << 20).await;
+    let result = fresh.read(&partition(), Offset::new(1), 1 << 20).await;
     assert!(
         matches!(result, Err(TierError::Corrupt { .. })),
         "{result:?}"

@@ -12,6 +12,9 @@ use super::state::{Change, ChangeError, ManifestState};
 
 /// A checkpoint every this many versions.
 pub const CHECKPOINT_INTERVAL_DEFAULT: u64 = 10;
+/// Versions after the checkpoint a load reads side by side; more (a checkpoint that failed
+/// to be written) are read one after another.
+const SPECULATIVE_VERSIONS_MAX: u64 = 2 * CHECKPOINT_INTERVAL_DEFAULT;
 /// Lost races before a commit gives up with [`TierError::Contended`].
 const COMMIT_ATTEMPTS_MAX: u32 = 16;
 
@@ -43,51 +46,94 @@ impl ManifestLog {
     }
 
     /// The latest state: the newest checkpoint, then every version after it.
+    ///
+    /// One LIST, then one round of GETs side by side: the checkpoint, the versions the LIST
+    /// showed after it, and the one after those (which usually is not there yet). Read one
+    /// after another, a checkpoint and nine versions cost eleven round trips to object
+    /// storage before a cold reader's first answer.
     pub async fn load(&self) -> Result<ManifestState, TierError> {
         // A collector may delete the checkpoint we listed once a newer one exists: list again.
         let mut attempts = 0;
         loop {
             let listed = self.store.list(&self.partition.manifest_dir()).await?;
+            let name = |key: &str| key.rsplit('/').next().unwrap_or("").to_owned();
             let checkpoint = listed
                 .iter()
-                .filter_map(|o| parse_version(o.key.rsplit('/').next()?, CHECKPOINT_EXT))
+                .filter_map(|o| parse_version(&name(&o.key), CHECKPOINT_EXT))
                 .max();
-            let base = match checkpoint {
-                None => ManifestState::default(),
-                Some(v) => match self.read_checkpoint(v).await {
-                    Ok(state) => state,
-                    Err(TierError::NotFound { .. }) if attempts < 3 => {
-                        attempts += 1;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                },
+            let after = checkpoint.unwrap_or(0);
+            let newest_listed = listed
+                .iter()
+                .filter_map(|o| parse_version(&name(&o.key), VERSION_EXT))
+                .max()
+                .unwrap_or(after)
+                .max(after);
+            let last = newest_listed.min(after + SPECULATIVE_VERSIONS_MAX) + 1;
+            let base = async {
+                match checkpoint {
+                    None => Ok(ManifestState::default()),
+                    Some(v) => self.read_checkpoint(v).await,
+                }
             };
-            return self.catch_up(base).await;
+            let versions =
+                futures::future::join_all((after + 1..=last).map(|v| self.read_version(v)));
+            let (base, versions) = futures::join!(base, versions);
+            let base = match base {
+                Ok(state) => state,
+                Err(TierError::NotFound { .. }) if attempts < 3 => {
+                    attempts += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            return self.apply_read(base, versions).await;
         }
+    }
+
+    /// `base` followed by `versions` (read side by side, in order from the version after
+    /// `base`), up to the first that is missing, as [`ManifestLog::catch_up`] would; when none
+    /// is missing, caught up from there.
+    async fn apply_read(
+        &self,
+        base: ManifestState,
+        versions: Vec<Result<Option<(String, file::VersionFile)>, TierError>>,
+    ) -> Result<ManifestState, TierError> {
+        let mut state = base;
+        for read in versions {
+            let Some((key, doc)) = read? else {
+                return Ok(state);
+            };
+            state = apply_version(state, key, doc)?;
+        }
+        self.catch_up(state).await
+    }
+
+    /// Version `version`, with its key; `None` when it does not exist.
+    async fn read_version(
+        &self,
+        version: u64,
+    ) -> Result<Option<(String, file::VersionFile)>, TierError> {
+        let key = self.partition.version_key(version);
+        let bytes = match self.store.get(&key).await {
+            Ok(bytes) => bytes,
+            Err(TierError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let doc = file::decode_version(&bytes).map_err(|reason| TierError::InvalidManifest {
+            key: key.clone(),
+            reason,
+        })?;
+        Ok(Some((key, doc)))
     }
 
     /// `known` followed by every version committed after it.
     pub async fn catch_up(&self, known: ManifestState) -> Result<ManifestState, TierError> {
         let mut state = known;
         loop {
-            let key = self.partition.version_key(state.version + 1);
-            let bytes = match self.store.get(&key).await {
-                Ok(bytes) => bytes,
-                Err(TierError::NotFound { .. }) => return Ok(state),
-                Err(e) => return Err(e),
+            let Some((key, doc)) = self.read_version(state.version + 1).await? else {
+                return Ok(state);
             };
-            let invalid = |reason: String| TierError::InvalidManifest {
-                key: key.clone(),
-                reason,
-            };
-            let doc = file::decode_version(&bytes).map_err(invalid)?;
-            if doc.version != state.version + 1 {
-                return Err(invalid(format!("says it is version {}", doc.version)));
-            }
-            state = state
-                .apply(&doc.change)
-                .map_err(|e| invalid(e.to_string()))?;
+            state = apply_version(state, key, doc)?;
         }
     }
 
@@ -221,6 +267,26 @@ impl ManifestLog {
         }
         Ok(deleted)
     }
+}
+
+/// `state` after version `doc`, read from `key`, which must be the version after it.
+fn apply_version(
+    state: ManifestState,
+    key: String,
+    doc: file::VersionFile,
+) -> Result<ManifestState, TierError> {
+    if doc.version != state.version + 1 {
+        return Err(TierError::InvalidManifest {
+            key,
+            reason: format!("says it is version {}", doc.version),
+        });
+    }
+    state
+        .apply(&doc.change)
+        .map_err(|e| TierError::InvalidManifest {
+            key,
+            reason: e.to_string(),
+        })
 }
 
 fn already_committed(state: &ManifestState, change: &Change) -> bool {

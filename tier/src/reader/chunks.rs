@@ -157,6 +157,18 @@ impl Chunks {
         Ok(out.freeze())
     }
 
+    /// Whether every chunk holding bytes `[start, end)` of the object is in memory: reading
+    /// them waits for no GET and no disk.
+    pub fn in_memory(&self, object: &ObjectData, start: u64, end: u64) -> bool {
+        let first = start / self.chunk_bytes;
+        let last = end.saturating_sub(1).max(start) / self.chunk_bytes;
+        (first..=last).all(|index| {
+            self.cache
+                .memory()
+                .contains(&format!("{}#{index}", object.key))
+        })
+    }
+
     /// Drops every cached chunk of the object, in memory and on disk, so that the next read
     /// of it fetches them from the store again.
     pub fn forget(&self, object: &ObjectData) {
