@@ -378,10 +378,17 @@ async fn a_sequential_read_reaching_a_segments_end_fetches_the_next_one_ahead() 
     assert!(after.chunk_hits > before.chunk_hits);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chunk_being_prefetched_is_not_prefetched_again() {
+/// A reader, with counted requests, over tiered segments of several 4 KiB chunks each in an
+/// in-memory store whose GETs can be slowed; the first segment. The directory holds the log.
+async fn throttled_reader_of_segments() -> (
+    Arc<object_store::throttle::ThrottledStore<object_store::memory::InMemory>>,
+    TierStore,
+    tempfile::TempDir,
+    TierReader,
+    TieredSegment,
+) {
     use object_store::throttle::{ThrottleConfig, ThrottledStore};
-    let throttled = std::sync::Arc::new(ThrottledStore::new(
+    let throttled = Arc::new(ThrottledStore::new(
         object_store::memory::InMemory::new(),
         ThrottleConfig::default(),
     ));
@@ -403,6 +410,12 @@ async fn a_chunk_being_prefetched_is_not_prefetched_again() {
         first.data_bytes > 3 * 4096,
         "the segment spans several chunks"
     );
+    (throttled, store, dir, reader, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_being_prefetched_is_not_prefetched_again() {
+    let (throttled, store, _dir, reader, first) = throttled_reader_of_segments().await;
     // From here on every GET takes a second, so the prefetches the first read starts are
     // still in flight when the second read comes. The first read starts past the object's
     // first offset, so that it reads the footer before its chunk (one from the first offset
@@ -435,29 +448,7 @@ async fn a_chunk_being_prefetched_is_not_prefetched_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_read_answers_from_its_first_chunk_while_the_next_ones_are_fetched() {
-    use object_store::throttle::{ThrottleConfig, ThrottledStore};
-    let throttled = std::sync::Arc::new(ThrottledStore::new(
-        object_store::memory::InMemory::new(),
-        ThrottleConfig::default(),
-    ));
-    let store = TierStore::new(throttled.clone(), "bucket");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = open_log(dir.path(), 16 * 1024);
-    fill_log(&log, "a", 20, 3, 300);
-    upload_sealed(&store, &log).await;
-    let reader = TierReader::new(store.clone(), counted_reader_config())
-        .await
-        .expect("reader");
-    let first = reader
-        .manifest(&partition())
-        .await
-        .expect("manifest")
-        .segments[0]
-        .clone();
-    assert!(
-        first.data_bytes > 3 * 4096,
-        "the segment spans several chunks"
-    );
+    let (throttled, store, _dir, reader, first) = throttled_reader_of_segments().await;
     // Every GET takes 300 ms from here on: a read that waited for a second chunk after its
     // first would take twice that, after the footer's.
     throttled.config_mut(|c| c.wait_get_per_call = Duration::from_millis(300));
