@@ -24,6 +24,7 @@
 //!   older than the configured age.
 
 mod append;
+mod chores;
 mod heal;
 mod open;
 mod repair;
@@ -47,7 +48,7 @@ use tokio::sync::watch;
 
 use crate::epoch_history::{EPOCH_FILE, EPOCH_MAGIC, EpochHistory};
 use crate::group_commit::Pending;
-use crate::producer_state::{PRODUCERS_EXT, PRODUCERS_MAGIC, ProducerState};
+use crate::producer_state::{PRODUCERS_EXT, ProducerState};
 use crate::segment::{self, IndexEntry, LOG_EXT, Segment};
 use crate::state_file;
 use crate::storage::{Storage, StorageFile};
@@ -160,6 +161,12 @@ pub(crate) struct Shared {
     /// Set once by the first failed write or sync.
     pub failure: OnceLock<io::ErrorKind>,
     pub stats: LogStats,
+    /// What the log owes but nothing waits for: see [`chores`].
+    pub chores: Arc<chores::Chores>,
+    /// The last high watermark stored. Its own lock, not the writer's: storing one every so
+    /// often must not hold appends up for its syncs. Truncation and reset take it under the
+    /// writer's lock (in that order), so a stored one never outlives a cut below it.
+    pub high_watermark: Mutex<Offset>,
 }
 
 /// When the active segment is sealed.
@@ -187,7 +194,6 @@ pub(crate) struct Writer {
     pub segment_limits: SegmentLimits,
     pub producers: ProducerState,
     pub epochs: EpochHistory,
-    pub high_watermark: Offset,
     pub closed: bool,
     scratch: Vec<u8>,
 }
@@ -297,22 +303,13 @@ impl Shared {
         )
     }
 
-    pub fn write_producer_snapshot(
+    /// Stores the high watermark (atomic state file) and remembers it. Call with `stored`
+    /// from [`Shared::high_watermark`].
+    pub fn write_high_watermark(
         &self,
-        producers: &ProducerState,
-        at: Offset,
+        stored: &mut MutexGuard<'_, Offset>,
+        offset: Offset,
     ) -> Result<(), LogError> {
-        state_file::write_framed(
-            self.storage.as_ref(),
-            &self.dir,
-            &Self::producer_snapshot_name(at),
-            PRODUCERS_MAGIC,
-            &producers.encode(at),
-        )
-    }
-
-    /// Stores the high watermark (atomic state file) and remembers it.
-    pub fn write_high_watermark(&self, w: &mut Writer, offset: Offset) -> Result<(), LogError> {
         state_file::write_framed(
             self.storage.as_ref(),
             &self.dir,
@@ -320,28 +317,32 @@ impl Shared {
             HIGH_WATERMARK_MAGIC,
             &offset.get().to_le_bytes(),
         )?;
-        w.high_watermark = offset;
+        **stored = offset;
         Ok(())
+    }
+
+    pub fn high_watermark(&self) -> MutexGuard<'_, Offset> {
+        self.high_watermark
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Seals the active segment and starts a new one at the log end.
     ///
     /// Order matters for recovery, which trusts every segment but the last: the old segment
-    /// is synced and its index written before the new file exists, and the new file's name is
-    /// durable (directory sync) before anything is appended to it.
+    /// is synced before the new file exists, and the new file's name is durable (directory
+    /// sync) before anything is appended to it. The old segment's index and the producers'
+    /// snapshot at its end are written afterwards by the chores thread, off the writer's
+    /// path: recovery does without either.
     ///
-    /// A full disk while writing the index or the snapshot or creating the new file is
-    /// [`LogError::DiskFull`] and changes nothing the log relies on: the old segment is still
-    /// active (an index file of the active segment is ignored and rewritten), so the roll
-    /// can be tried again.
+    /// A full disk while creating the new file is [`LogError::DiskFull`] and changes nothing
+    /// the log relies on: the old segment is still active, so the roll can be tried again.
     pub fn roll(&self, w: &mut Writer) -> Result<(), LogError> {
         let old = w.active.clone();
         let next = old.state().next_offset;
         old.file
             .sync_data()
             .map_err(LogError::io("fdatasync", &old.path))?;
-        old.write_index(self.storage.as_ref(), &self.dir)?;
-        self.write_producer_snapshot(&w.producers, next)?;
         let path = self.dir.join(segment::file_name(next, LOG_EXT));
         let file = self
             .storage
@@ -360,12 +361,17 @@ impl Shared {
             .push(segment.clone());
         w.active = segment;
         w.active_since = Instant::now();
+        self.add_chore(chores::Chore::Sealed {
+            segment: old.clone(),
+            next,
+            snapshot: w.producers.encode(next),
+        });
         let mut s = self.sync_state();
         // Everything written so far was in the old segment, which is now synced.
         s.synced = s.synced.max(next);
         s.pending = Pending::default();
         if let Some(older) = s.previous.take() {
-            self.release_cache(older);
+            self.add_chore(chores::Chore::Release(older));
         }
         let size = old.state().size;
         let previous = (
@@ -422,6 +428,7 @@ impl Log {
     }
 
     pub(crate) fn from_shared(shared: Arc<Shared>) -> Result<Log, LogError> {
+        shared.chores.attach(&shared);
         let for_thread = shared.clone();
         let handle = std::thread::Builder::new()
             .name("floe-log-sync".into())
@@ -653,14 +660,16 @@ impl Log {
 
     /// The last high watermark stored with [`Log::store_high_watermark`].
     pub fn high_watermark(&self) -> Offset {
-        self.shared.writer().high_watermark
+        *self.shared.high_watermark()
     }
 
     /// Stores the high watermark durably (atomic state file).
     pub fn store_high_watermark(&self, offset: Offset) -> Result<(), LogError> {
-        let mut w = self.shared.writer();
-        let offset = offset.min(w.active.state().next_offset);
-        self.shared.write_high_watermark(&mut w, offset)
+        // Not under the writer's lock: appends go on while it syncs. A truncation waits for
+        // it (and then lowers it) before it moves the log end down.
+        let mut stored = self.shared.high_watermark();
+        let offset = offset.min(*self.shared.end_tx.borrow());
+        self.shared.write_high_watermark(&mut stored, offset)
     }
 
     /// Seals the active segment if it is older than the configured age and not empty.
@@ -726,6 +735,7 @@ impl Log {
         if let Some(handle) = handle {
             let _ = handle.join();
         }
+        self.shared.close_chores();
         let s = self.shared.sync_state();
         self.shared.publish(&s);
         match self.shared.failure.get() {

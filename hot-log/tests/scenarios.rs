@@ -498,7 +498,7 @@ fn a_full_disk_refuses_appends_until_space_returns_and_loses_nothing() {
 }
 
 #[test]
-fn a_full_disk_while_sealing_a_segment_leaves_it_active_until_space_returns() {
+fn a_full_disk_while_sealing_a_segment_loses_nothing_and_the_index_is_rebuilt() {
     let storage = CrashStorage::new();
     let log = open_crash(&storage, small_config());
     let mut expected = Vec::new();
@@ -511,19 +511,31 @@ fn a_full_disk_while_sealing_a_segment_leaves_it_active_until_space_returns() {
         expected.extend((0..3).map(|r| format!("{tag}-{r}").into_bytes()));
         i += 1;
     }
-    // Whatever the roll writes first (the index) finds the disk full.
+    // The roll seals the segment (its index and snapshot are chores, which find the disk
+    // full); the batch for the new segment is refused and undone.
     storage.fail_writes_after(0);
     let err = log
         .append(&batch("next", 3, 0), LeaderEpoch::new(1))
-        .expect_err("a roll on a full disk");
+        .expect_err("an append on a full disk");
     assert!(matches!(err, LogError::DiskFull { .. }), "{err:?}");
-    assert!(log.sealed_segments().is_empty(), "sealed without its index");
+    assert_eq!(log.sealed_segments().len(), 1);
+    // Closing finishes the chores: without space the index is not written.
+    log.close().expect("close");
+    drop(log);
+    assert!(
+        storage
+            .contents(&dir().join("00000000000000000000.index"))
+            .is_err(),
+        "an index was written on a full disk"
+    );
     storage.allow_writes();
+    // The index is rebuilt, and the log goes on.
+    let log = open_crash(&storage, small_config());
+    assert_eq!(log.sealed_segments().len(), 1);
     log.append(&batch("next", 3, 0), LeaderEpoch::new(1))
         .expect("append once space returns");
     expected.extend((0..3).map(|r| format!("next-{r}").into_bytes()));
     log.wait_synced_blocking(log.log_end()).expect("sync");
-    assert_eq!(log.sealed_segments().len(), 1);
     drop(log);
     let log = open_crash(&storage, small_config());
     let values: Vec<Vec<u8>> = read_all(&log, Offset::ZERO)
@@ -912,6 +924,8 @@ fn synced_data_behind_the_window_leaves_the_page_cache_and_still_reads_back() {
         assert!(log.sealed_segments().len() >= 2, "the log rolled");
         // Released or not, every record reads back (from the disk).
         assert_eq!(read_all(&log, Offset::ZERO).len(), 64);
+        // Releases are chores of their own thread; closing finishes them.
+        log.close().expect("close");
         log.stats()
             .released_bytes
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -1102,6 +1116,11 @@ fn a_damaged_sealed_segment_is_replaced_by_a_good_copy_and_a_crash_leaves_one_or
             .expect("append");
     }
     log.wait_synced_blocking(log.log_end()).expect("synced");
+    // Reopened, so that the rolls' indexes are written before the crash images below are
+    // taken: a sealed segment without its index is scanned when the log opens, and this
+    // one's rot would be found then.
+    drop(log);
+    let log = open_crash(&storage, small_config());
     let everything = read_everything(&log).expect("read");
     let sealed = log.sealed_segments();
     assert!(sealed.len() >= 3, "{} sealed segments", sealed.len());
@@ -1313,4 +1332,54 @@ fn a_repair_names_only_segments_of_the_log() {
     )
     .expect_err("planned a repair of a state file");
     assert!(err.to_string().contains("not one"), "{err}");
+}
+
+#[test]
+fn what_a_roll_leaves_to_write_never_lands_after_a_truncation_below_it() {
+    // The sealed segment's index and the producers' snapshot at its end are written off
+    // the writer's path; a truncation right after the roll must not find them landing
+    // after it (a snapshot above the cut would bring truncated producer state back).
+    let storage = CrashStorage::new();
+    let config = LogConfig {
+        segment_bytes_max: 1 << 20,
+        ..small_config()
+    };
+    // The snapshot's write is slow: the truncation comes while it is under way.
+    storage.slow_syncs(".producers.tmp", Duration::from_millis(100));
+    let log = open_crash(&storage, config);
+    for tag in ["a", "b", "c"] {
+        log.append(&batch(tag, 3, 0), LeaderEpoch::new(1))
+            .expect("append");
+    }
+    log.roll().expect("roll");
+    log.truncate(Offset::new(3)).expect("truncate");
+    log.close().expect("close");
+    let names = storage.list_dir(&dir()).expect("list");
+    // The only snapshot, at 9, went with the records after the cut.
+    assert!(
+        !names.iter().any(|n| n.ends_with(".producers")),
+        "a snapshot survived the cut: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n == "00000000000000000009.log"),
+        "the segment after the cut is still there: {names:?}"
+    );
+}
+
+#[test]
+fn a_roll_writes_the_index_and_the_snapshot_soon_after() {
+    let storage = CrashStorage::new();
+    let log = open_crash(&storage, small_config());
+    log.append(&batch("a", 3, 0), LeaderEpoch::new(1))
+        .expect("append");
+    log.roll().expect("roll");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let written = |name: &str| storage.contents(&dir().join(name)).is_ok();
+    while !(written("00000000000000000000.index") && written("00000000000000000003.producers")) {
+        assert!(
+            Instant::now() < deadline,
+            "the roll's state files were not written"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }

@@ -90,11 +90,10 @@ pub(super) fn open(
         segment_limits: SegmentLimits::of(&config),
         producers,
         epochs,
-        high_watermark,
         closed: false,
         scratch: Vec::new(),
     };
-    let shared = new_shared(storage, dir, config, segments, writer);
+    let shared = new_shared(storage, dir, config, segments, writer, high_watermark);
     tracing::info!(dir = %dir.display(), segments = bases.len(), %log_end, "opened log");
     Log::from_shared(Arc::new(shared))
 }
@@ -186,6 +185,7 @@ fn new_shared(
     config: LogConfig,
     segments: Vec<Arc<Segment>>,
     writer: Writer,
+    high_watermark: Offset,
 ) -> Shared {
     let log_end = writer.active.state().next_offset;
     let status = SyncStatus {
@@ -223,6 +223,8 @@ fn new_shared(
             sync_nanos: AtomicU64::new(0),
             released_bytes: AtomicU64::new(0),
         },
+        chores: Default::default(),
+        high_watermark: Mutex::new(high_watermark),
     }
 }
 

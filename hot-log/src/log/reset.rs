@@ -59,6 +59,8 @@ fn reset_locked(
     start: Offset,
     base_epoch: LeaderEpoch,
 ) -> Result<(), LogError> {
+    // Nothing a roll left to write may land in the emptied log.
+    shared.finish_chores();
     let storage = shared.storage.as_ref();
     let dir = &shared.dir;
     let mut marker = start.get().to_le_bytes().to_vec();
@@ -77,7 +79,9 @@ fn reset_locked(
     w.active_since = Instant::now();
     w.producers = ProducerState::default();
     w.epochs = base_history(start, base_epoch);
-    shared.write_high_watermark(w, start)?;
+    // Held until the log end moved: a high watermark stored meanwhile is clamped to it.
+    let mut stored = shared.high_watermark();
+    shared.write_high_watermark(&mut stored, start)?;
     // The synced end never passes the log end: a reset forward raises the end first.
     if start > *shared.end_tx.borrow() {
         shared.end_tx.send_replace(start);
@@ -92,6 +96,7 @@ fn reset_locked(
         shared.publish(&s);
     }
     shared.end_tx.send_replace(start);
+    drop(stored);
     tracing::info!(dir = %dir.display(), %start, "reset the log");
     Ok(())
 }

@@ -45,6 +45,8 @@ impl Log {
         if doomed.is_empty() {
             return Ok(doomed);
         }
+        // An index a roll left to write must not land after its segment is gone.
+        shared.finish_chores();
         shared
             .segments
             .write()

@@ -1,6 +1,6 @@
 //! The syncer thread: runs `fdatasync` when the group-commit policy says so and publishes
-//! how far the log is durable. Never retries a failed sync. After a sync it releases from
-//! the page cache what lies more than a window behind the synced end.
+//! how far the log is durable. Never retries a failed sync. After a sync it has the chores
+//! thread release from the page cache what lies more than a window behind the synced end.
 
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
@@ -9,6 +9,7 @@ use crate::LogError;
 use crate::group_commit::{Pending, SyncDecision};
 use crate::storage::StorageFile;
 
+use super::chores::Chore;
 use super::{CacheRelease, Shared, SyncState, add_stat};
 
 /// Page-cache releases are page-aligned and at least this large (one `fadvise` per step).
@@ -105,10 +106,9 @@ fn sync_now<'a>(shared: &'a Shared, mut s: MutexGuard<'a, SyncState>) -> MutexGu
                 truncations,
                 shared.config.page_cache_bytes,
             );
-            if !releases.is_empty() {
-                drop(s);
-                releases.into_iter().for_each(|r| shared.release_cache(r));
-                s = shared.sync_state();
+            // Off this thread: the next sync must not wait for them.
+            for release in releases {
+                shared.add_chore(Chore::Release(release));
             }
             s
         }

@@ -47,6 +47,8 @@ fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), Lo
         return Ok(());
     }
     let (keep_at, position) = locate_batch(&segments, to, end)?;
+    // A snapshot a roll left to write must not land above the cut.
+    shared.finish_chores();
     let keep = &segments[keep_at];
     let storage = shared.storage.as_ref();
     let dir = &shared.dir;
@@ -62,8 +64,10 @@ fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), Lo
     let remaining = shared.segments();
     let listing = open::list(storage, dir)?;
     w.producers = open::recover_producers(storage, dir, &listing, &remaining, &shared.config)?;
-    if w.high_watermark > to {
-        shared.write_high_watermark(w, to)?;
+    // Held until the log end moved down: a high watermark stored meanwhile is clamped to it.
+    let mut stored = shared.high_watermark();
+    if *stored > to {
+        shared.write_high_watermark(&mut stored, to)?;
     }
     {
         let mut s = shared.sync_state();
@@ -75,6 +79,7 @@ fn truncate_locked(shared: &Shared, w: &mut Writer, to: Offset) -> Result<(), Lo
         shared.publish(&s);
     }
     shared.end_tx.send_replace(to);
+    drop(stored);
     tracing::info!(dir = %dir.display(), %to, "truncated log");
     Ok(())
 }

@@ -12,13 +12,14 @@
 //!   takes everything under it along (a root, which has no parent, is durable at once).
 //!
 //! Faults can be injected: a write budget after which writes fail as a full disk would
-//! (writing what fits first), and a failing next `sync_data`.
+//! (writing what fits first), a failing next `sync_data`, and slow syncs of some files.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -61,6 +62,8 @@ struct Inner {
     fail_next_sync: bool,
     sync_count: u64,
     hook: Option<SyncHook>,
+    /// Syncs of paths ending with this take this long (before they take effect).
+    slow: Option<(String, Duration)>,
 }
 
 #[derive(Clone, Default)]
@@ -237,7 +240,9 @@ impl CrashStorage {
         self.lock().image()
     }
 
-    /// Calls `hook` with a crash image just before every sync takes effect.
+    /// Calls `hook` with a crash image just before every sync takes effect. The hook runs
+    /// with the storage locked, so that the image and whatever the hook reads of the
+    /// program's progress are of the same moment: it must not call the storage.
     pub fn on_sync(&self, hook: impl Fn(SyncPoint, CrashImage) + Send + Sync + 'static) {
         self.lock().hook = Some(Arc::new(hook));
     }
@@ -255,6 +260,25 @@ impl CrashStorage {
     /// Lifts a write budget set by [`Self::fail_writes_after`].
     pub fn allow_writes(&self) {
         self.lock().write_budget = None;
+    }
+
+    /// Syncs of files or directories whose path ends with `suffix` take `delay` (a slow
+    /// disk), spent before the sync takes effect and without holding the storage.
+    pub fn slow_syncs(&self, suffix: &str, delay: Duration) {
+        self.lock().slow = Some((suffix.to_string(), delay));
+    }
+
+    /// Waits as [`Self::slow_syncs`] asks for a sync of `path`.
+    fn before_sync(&self, path: &Path) {
+        let delay = self
+            .lock()
+            .slow
+            .as_ref()
+            .filter(|(suffix, _)| path.to_string_lossy().ends_with(suffix.as_str()))
+            .map(|(_, delay)| *delay);
+        if let Some(delay) = delay {
+            std::thread::sleep(delay);
+        }
     }
 
     /// The next `sync_data` fails with an I/O error and makes nothing durable.
@@ -395,11 +419,11 @@ impl Storage for CrashStorage {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let point = self.lock().sync_point(dir);
-        if let Some((hook, point, image)) = point {
+        self.before_sync(dir);
+        let mut inner = self.lock();
+        if let Some((hook, point, image)) = inner.sync_point(dir) {
             hook(point, image);
         }
-        let mut inner = self.lock();
         let ops = inner.pending.remove(dir).unwrap_or_default();
         let Inner {
             durable_names,
@@ -473,11 +497,11 @@ impl StorageFile for CrashFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        let point = self.storage.lock().sync_point(&self.path);
-        if let Some((hook, point, image)) = point {
+        self.storage.before_sync(&self.path);
+        let mut inner = self.storage.lock();
+        if let Some((hook, point, image)) = inner.sync_point(&self.path) {
             hook(point, image);
         }
-        let mut inner = self.storage.lock();
         if std::mem::take(&mut inner.fail_next_sync) {
             return Err(io::Error::other("injected fdatasync failure"));
         }
