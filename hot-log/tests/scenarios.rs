@@ -1383,3 +1383,34 @@ fn a_roll_writes_the_index_and_the_snapshot_soon_after() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn a_high_watermark_stored_while_retention_runs_is_stored() {
+    // The high watermark is stored outside the writer's lock, so retention (or a
+    // truncation) may list the directory while its temp file is being written.
+    let storage = CrashStorage::new();
+    let log = Arc::new(open_crash(&storage, small_config()));
+    for i in 0..20 {
+        log.append(&batch(&format!("r{i}"), 4, 0), LeaderEpoch::new(1))
+            .expect("append");
+    }
+    log.wait_synced_blocking(log.log_end()).expect("synced");
+    assert!(log.sealed_segments().len() >= 2, "the log rolled");
+    storage.slow_syncs("high-watermark.tmp", Duration::from_millis(200));
+    let storing = {
+        let log = log.clone();
+        std::thread::spawn(move || log.store_high_watermark(Offset::new(6)))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let policy = RetentionPolicy {
+        bytes_max: Some(1),
+        age_max_ms: None,
+    };
+    let deleted = log.apply_retention(policy, 0, |_| true).expect("retention");
+    assert!(!deleted.is_empty(), "retention deleted segments");
+    storing
+        .join()
+        .expect("thread")
+        .expect("the high watermark is stored");
+    assert_eq!(log.high_watermark(), Offset::new(6));
+}

@@ -36,16 +36,12 @@ pub(super) struct Listing {
     pub snapshots: Vec<Offset>,
 }
 
+/// Lists the log's files. Changes nothing: a temp file may be a state file being written
+/// beside the caller (a chore, a high watermark, a healed segment) — only opening removes
+/// leftovers ([`remove_temp_files`]).
 pub(super) fn list(storage: &dyn Storage, dir: &Path) -> Result<Listing, LogError> {
     let mut listing = Listing::default();
     for name in storage.list_dir(dir).map_err(LogError::io("list", dir))? {
-        if name.ends_with(TEMP_SUFFIX) {
-            let path = dir.join(&name);
-            storage
-                .remove_file(&path)
-                .map_err(LogError::io("remove", &path))?;
-            continue;
-        }
         match segment::parse_file_name(&name) {
             Some((base, LOG_EXT)) => listing.segments.push(base),
             Some((base, INDEX_EXT)) => listing.indexes.push(base),
@@ -56,6 +52,20 @@ pub(super) fn list(storage: &dyn Storage, dir: &Path) -> Result<Listing, LogErro
     listing.segments.sort_unstable();
     listing.snapshots.sort_unstable();
     Ok(listing)
+}
+
+/// Removes the temp files a crash left (state files never renamed into place, a healed
+/// segment never swapped in). Only for a log nothing has open.
+fn remove_temp_files(storage: &dyn Storage, dir: &Path) -> Result<(), LogError> {
+    for name in storage.list_dir(dir).map_err(LogError::io("list", dir))? {
+        if name.ends_with(TEMP_SUFFIX) {
+            let path = dir.join(&name);
+            storage
+                .remove_file(&path)
+                .map_err(LogError::io("remove", &path))?;
+        }
+    }
+    Ok(())
 }
 
 /// Opens the log in `dir`; a directory without segments gets an empty first segment at
@@ -70,6 +80,7 @@ pub(super) fn open(
         .create_dir_all(dir)
         .map_err(LogError::io("create directory", dir))?;
     super::reset::recover(storage.as_ref(), dir)?;
+    remove_temp_files(storage.as_ref(), dir)?;
     let listing = list(storage.as_ref(), dir)?;
     let mut bases = listing.segments.clone();
     if bases.is_empty() {
