@@ -416,9 +416,10 @@ impl TierReader {
         max_bytes: usize,
     ) -> Result<BatchesRead, TierError> {
         let chunk = self.chunks.chunk_bytes();
-        // First the batches' extent, from their headers; then their bytes in one read, which
-        // is a slice of a cached chunk when they lie in one, and one copy when they span
-        // chunks. Every batch is validated before it is served.
+        // First the batches' extent, from their headers; then their bytes in one read, a
+        // slice of a cached chunk: an answer ends where its first batch's chunk does (only a
+        // first batch that straddles two chunks is copied). Every batch is validated before
+        // it is served.
         let extent = self
             .batch_extent(object, bounds, entry, from, max_bytes)
             .await?;
@@ -446,9 +447,10 @@ impl TierReader {
     /// Walks the batch headers from the footer `entry` at or below `from` and finds the
     /// batches a read from `from` serves: whole batches, at least one, no more than
     /// `max_bytes` beyond the first (`cold_answer_bytes` when the chunk it starts in was not
-    /// in memory), and none beyond the first that would wait for a chunk: a cold read
+    /// in memory), none beyond the first that would wait for a chunk — a cold read
     /// answers once the chunk it starts in is here, while the chunks after it, prefetched
-    /// then, are on their way for the next read.
+    /// then, are on their way for the next read — and none past the end of the chunk the
+    /// first lies in ([`Self::answer_limit`]).
     async fn batch_extent(
         &self,
         object: &ObjectData,
@@ -462,6 +464,8 @@ impl TierReader {
         let mut start = None;
         let mut prefetched = false;
         let mut cut_short = false;
+        let chunk = self.chunks.chunk_bytes();
+        let mut answer_limit = u64::MAX;
         let header_end = (position + HEADER_LEN as u64).min(bounds.data_len);
         let answer_bytes = if self.chunks.in_memory(object, position, header_end) {
             max_bytes
@@ -517,6 +521,13 @@ impl TierReader {
                     cut_short = true;
                     break;
                 }
+                if end > answer_limit {
+                    // The next answer starts with this batch, the reader reading on.
+                    cut_short = true;
+                    break;
+                }
+            } else {
+                answer_limit = Self::answer_limit(chunk, first, end);
             }
             position = end;
             expected = header.next_offset();
@@ -530,6 +541,19 @@ impl TierReader {
             next_offset: expected,
             cut_short,
         })
+    }
+
+    /// Where an answer whose first batch is `[first, first_end)` ends at the latest, for it
+    /// to be one slice of a cached chunk rather than a copy of two: the end of the chunk the
+    /// first batch lies in. A first batch that straddles two chunks is answered alone (one
+    /// small copy), so that the next answer starts in the later chunk.
+    fn answer_limit(chunk: u64, first: u64, first_end: u64) -> u64 {
+        let last_chunk = first_end.saturating_sub(1) / chunk;
+        if first / chunk == last_chunk {
+            (last_chunk + 1) * chunk
+        } else {
+            first_end
+        }
     }
 
     /// Prefetches the chunks after the one holding `position` that a read of `max_bytes`

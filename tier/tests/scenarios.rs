@@ -447,6 +447,35 @@ async fn a_chunk_being_prefetched_is_not_prefetched_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_is_one_slice_of_a_chunk_save_a_batch_that_straddles_two() {
+    let (_throttled, _store, _dir, reader, first) = throttled_reader_of_segments().await;
+    // Twice: cold (chunks fetched as the reads go), then from the cache.
+    for pass in ["cold", "cached"] {
+        let mut at = Offset::new(first.base_offset);
+        let mut position = 0u64;
+        let mut straddlers = 0;
+        while at.get() < first.next_offset {
+            let read = reader.read(&partition(), at, 1 << 20).await.expect("read");
+            assert!(read.next_offset > at, "{pass}: a read makes progress");
+            let len = read.bytes.len() as u64;
+            let (first_chunk, last_chunk) = (position / 4096, (position + len - 1) / 4096);
+            if first_chunk != last_chunk {
+                assert_eq!(
+                    split_batches(&read.bytes).len(),
+                    1,
+                    "{pass}: an answer at {position}, {len} bytes, spans chunks {first_chunk}..={last_chunk} with more than its first batch"
+                );
+                straddlers += 1;
+            }
+            position += len;
+            at = read.next_offset;
+        }
+        assert_eq!(position, first.data_bytes, "{pass}: every byte once");
+        assert!(straddlers > 0, "{pass}: no batch straddled two chunks");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_read_answers_from_its_first_chunk_while_the_next_ones_are_fetched() {
     let (throttled, store, _dir, reader, first) = throttled_reader_of_segments().await;
     // Every GET takes 300 ms from here on: a read that waited for a second chunk after its
