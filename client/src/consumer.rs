@@ -263,7 +263,10 @@ impl Consumer {
         // reads and sends it meanwhile. It starts where the broker says this answer ends; it
         // is used only if that is where decoding leaves the position (it is dropped as stale
         // otherwise, and after a decoding error, which leaves the position unchanged).
-        let behind = response.records.len() as u64 >= u64::from(self.config.max_bytes) / 2;
+        // Behind: the answer stopped short of what is committed (a tiered answer ends at
+        // its chunk's end, whatever `max_bytes` allowed), or it was large.
+        let behind = response.next_offset < response.high_watermark
+            || response.records.len() as u64 >= u64::from(self.config.max_bytes) / 2;
         if self.config.read_ahead && behind {
             self.read_ahead(response.next_offset);
         }
