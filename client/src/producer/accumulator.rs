@@ -1,9 +1,11 @@
 //! Batching and linger decisions for one partition. Pure: the time is an argument, and the
 //! shell attaches whatever it needs to each batch (`T`).
 //!
-//! Driving contract: [`Accumulator::push`] each record; [`Accumulator::pop_ready`] batches
-//! when there is room to send them; sleep until [`Accumulator::next_deadline`] otherwise.
-//! [`Accumulator::seal_all`] makes every buffered batch ready at once (flush).
+//! Driving contract: [`Accumulator::push`] each record, or [`Accumulator::push_run`] the first
+//! of several in a row and [`Run::push`] the others until one is not taken, then
+//! [`Run::finish`]; [`Accumulator::pop_ready`] batches when there is room to send them; sleep
+//! until [`Accumulator::next_deadline`] otherwise. [`Accumulator::seal_all`] makes every
+//! buffered batch ready at once (flush).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
