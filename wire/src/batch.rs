@@ -14,7 +14,7 @@
 mod builder;
 mod record;
 
-pub use builder::{BatchBuilder, BuildError, RecordFields, control_batch};
+pub use builder::{BatchBuilder, BuildError, Header, RecordFields, control_batch};
 pub use record::{Headers, MIN_RECORD_LEN, Record, RecordFault, Records};
 
 use bytes::Bytes;

@@ -1,16 +1,18 @@
 //! Batching and linger decisions for one partition. Pure: the time is an argument, and the
 //! shell attaches whatever it needs to each batch (`T`).
 //!
-//! Driving contract: [`Accumulator::push`] each record; [`Accumulator::pop_ready`] batches
-//! when there is room to send them; sleep until [`Accumulator::next_deadline`] otherwise.
-//! [`Accumulator::seal_all`] makes every buffered batch ready at once (flush).
+//! Driving contract: [`Accumulator::push`] each record, or [`Accumulator::push_run`] the first
+//! of several in a row and [`Run::push`] the others until one is not taken, then
+//! [`Run::finish`]; [`Accumulator::pop_ready`] batches when there is room to send them; sleep
+//! until [`Accumulator::next_deadline`] otherwise. [`Accumulator::seal_all`] makes every
+//! buffered batch ready at once (flush).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use floe_wire::batch::{BuildError, HEADER_LEN, RecordFields};
+use floe_wire::batch::{BuildError, HEADER_LEN, Header, RecordFields};
 use floe_wire::{BatchBuilder, BufferPool};
 
 /// Smallest record: every fixed field, no key, empty value, no headers.
@@ -49,15 +51,59 @@ impl<T> OpenBatch<T> {
     }
 }
 
-/// Where a pushed record went.
+/// The batch a run of records is going into: the first record placed it (opening the batch
+/// when needed), and the records after it join it with [`Run::push`] for as long as they fit,
+/// without looking for the batch again. [`Run::finish`] says where the run went.
+#[derive(Debug)]
+pub(crate) struct Run<'a, T> {
+    batch: &'a mut OpenBatch<T>,
+    max_batch_bytes: usize,
+    /// Position of the run's first record in its batch.
+    first: u32,
+    count: u32,
+    opened: bool,
+}
+
+impl<'a, T> Run<'a, T> {
+    /// Input: appends the next record of the run when the batch has room for it; `Ok(false)`
+    /// when it has not (nothing changes, and the record goes through
+    /// [`Accumulator::push_run`], which seals this batch). On error the batch is unchanged.
+    #[inline]
+    pub fn push<H: Header>(&mut self, record: &RecordFields<'_, H>) -> Result<bool, BuildError> {
+        if self.batch.builder.len() + record.len() > self.max_batch_bytes {
+            return Ok(false);
+        }
+        self.batch.builder.push_fields(record)?;
+        self.count += 1;
+        Ok(true)
+    }
+
+    /// Output: where the run went. The batch is sealed here, once, when not even the
+    /// smallest record fits any more: it need not linger.
+    pub fn finish(self) -> Pushed<'a, T> {
+        let batch = self.batch;
+        batch.sealed = batch.builder.len() + MIN_RECORD_LEN > self.max_batch_bytes;
+        Pushed {
+            index: self.first,
+            count: self.count,
+            ready: batch.sealed,
+            attachment: &mut batch.attachment,
+            opened: self.opened,
+        }
+    }
+}
+
+/// Where a run of pushed records went.
 #[derive(Debug)]
 pub(crate) struct Pushed<'a, T> {
-    /// Position of the record in its batch.
+    /// Position of the run's first record in its batch; the others follow it.
     pub index: u32,
+    /// Records in the run, at least one.
+    pub count: u32,
     pub attachment: &'a mut T,
-    /// The record opened a new batch (the shell arms a linger timer).
+    /// The first record opened a new batch (the shell arms a linger timer).
     pub opened: bool,
-    /// The record's batch is already full, so it is ready to send now.
+    /// The batch is already full, so it is ready to send now.
     pub ready: bool,
 }
 
@@ -103,12 +149,23 @@ impl<T> Accumulator<T> {
     /// not fit. `open` makes the attachment of a new batch, and `now` tells when it opened:
     /// both are called only then (most records join an open batch, and need no clock read).
     /// A record too large for an empty batch is refused and nothing changes.
-    pub fn push(
+    pub fn push<H: Header>(
         &mut self,
-        record: RecordFields<'_>,
+        record: RecordFields<'_, H>,
         now: impl FnOnce() -> Instant,
         open: impl FnOnce() -> T,
     ) -> Result<Pushed<'_, T>, BuildError> {
+        self.push_run(record, now, open).map(Run::finish)
+    }
+
+    /// Input: like [`Accumulator::push`], and the records that follow it into the same batch
+    /// go through the returned [`Run`], which must be finished.
+    pub fn push_run<H: Header>(
+        &mut self,
+        record: RecordFields<'_, H>,
+        now: impl FnOnce() -> Instant,
+        open: impl FnOnce() -> T,
+    ) -> Result<Run<'_, T>, BuildError> {
         let record_len = record.len();
         if HEADER_LEN + record_len > self.max_batch_bytes {
             return Err(BuildError::TooLarge {
@@ -136,7 +193,6 @@ impl<T> Accumulator<T> {
                 attachment: open(),
             });
         }
-        let max_batch_bytes = self.max_batch_bytes;
         // Never `None`: a batch was opened above if none was open.
         let pushed = match self.batches.back_mut() {
             Some(batch) => {
@@ -145,7 +201,7 @@ impl<T> Accumulator<T> {
             }
             None => Err(BuildError::Empty),
         };
-        let index = match pushed {
+        let first = match pushed {
             Ok(index) => index,
             Err(e) => {
                 if opened {
@@ -154,17 +210,16 @@ impl<T> Accumulator<T> {
                 return Err(e);
             }
         };
+        let max_batch_bytes = self.max_batch_bytes;
         let Some(batch) = self.batches.back_mut() else {
             return Err(BuildError::Empty);
         };
-        // Seal as soon as not even the smallest record fits: the batch need not linger.
-        batch.sealed = batch.builder.len() + MIN_RECORD_LEN > max_batch_bytes;
-        let ready = batch.sealed;
-        Ok(Pushed {
-            index,
-            attachment: &mut batch.attachment,
+        Ok(Run {
+            batch,
+            max_batch_bytes,
+            first,
+            count: 1,
             opened,
-            ready,
         })
     }
 
@@ -284,6 +339,50 @@ mod tests {
             .expect("an open batch")
             .builder
             .capacity()
+    }
+
+    #[test]
+    fn a_run_fills_the_open_batch_then_leaves_the_rest_for_the_next_one() {
+        let now = Instant::now();
+        // Room for the header and three 100-byte records, not four, and for a smaller one.
+        let max = HEADER_LEN + 3 * record(&[0; 100]).len() + MIN_RECORD_LEN + 10;
+        let mut acc = Accumulator::new(max, LINGER, pool());
+        acc.push(record(&[1; 100]), || now, || 1).expect("accepted");
+        let mut run = acc
+            .push_run(record(&[2; 100]), || now, || 2)
+            .expect("accepted");
+        assert!(run.push(&record(&[3; 100])).expect("accepted"));
+        assert!(
+            !run.push(&record(&[4; 100])).expect("accepted"),
+            "no room left: the record is not taken"
+        );
+        let pushed = run.finish();
+        assert_eq!((pushed.index, pushed.count, *pushed.attachment), (1, 2, 1));
+        assert!(!pushed.opened);
+        assert!(!pushed.ready, "room for smaller records remains");
+        assert!(!acc.fits(record(&[4; 100]).len()));
+        let next = acc
+            .push_run(record(&[4; 100]), || now, || 2)
+            .expect("accepted")
+            .finish();
+        assert_eq!((next.index, next.count, *next.attachment), (0, 1, 2));
+        assert!(next.opened);
+        let first = acc.pop_ready(now).expect("the full batch is sealed");
+        assert_eq!((first.attachment, first.record_count()), (1, 3));
+    }
+
+    #[test]
+    fn a_run_that_fills_its_batch_makes_it_ready() {
+        let now = Instant::now();
+        let max = HEADER_LEN + 2 * record(&[0; 100]).len() + MIN_RECORD_LEN - 1;
+        let mut acc = Accumulator::new(max, LINGER, pool());
+        let mut run = acc
+            .push_run(record(&[0; 100]), || now, || ())
+            .expect("accepted");
+        assert!(run.push(&record(&[1; 100])).expect("accepted"));
+        let pushed = run.finish();
+        assert!(pushed.opened && pushed.ready);
+        assert!(acc.has_ready(now));
     }
 
     #[test]

@@ -159,20 +159,20 @@ impl Deliveries {
         }
     }
 
-    /// Adds the record at `index` of the batch whose outcome is `outcome`.
+    /// Adds `count` records of the batch whose outcome is `outcome`, from `index` on.
     #[inline]
-    pub(crate) fn push(&mut self, outcome: &Arc<BatchOutcome>, index: u32) {
+    pub(crate) fn push(&mut self, outcome: &Arc<BatchOutcome>, index: u32, count: u32) {
         if let Some(run) = self.runs.last_mut()
             && Arc::ptr_eq(&run.outcome, outcome)
             && run.first + run.count == index
         {
-            run.count += 1;
+            run.count += count;
             return;
         }
         self.runs.push(Run {
             outcome: outcome.clone(),
             first: index,
-            count: 1,
+            count,
         });
     }
 
@@ -313,11 +313,9 @@ mod tests {
             Arc::new(BatchOutcome::default()),
         );
         let mut deliveries = Deliveries::with_capacity(5);
-        for index in 1..4 {
-            deliveries.push(&first, index);
-        }
-        deliveries.push(&second, 0);
-        deliveries.push(&second, 1);
+        deliveries.push(&first, 1, 1);
+        deliveries.push(&first, 2, 2);
+        deliveries.push(&second, 0, 2);
         assert_eq!((deliveries.len(), deliveries.runs.len()), (5, 2));
         let waker = Waker::from(Arc::new(Flag(false.into())));
         let mut cx = Context::from_waker(&waker);
@@ -358,8 +356,8 @@ mod tests {
             Arc::new(BatchOutcome::default()),
         );
         let mut deliveries = Deliveries::with_capacity(2);
-        deliveries.push(&ok, 0);
-        deliveries.push(&failed, 0);
+        deliveries.push(&ok, 0, 1);
+        deliveries.push(&failed, 0, 1);
         ok.complete(
             Ok(BatchAck {
                 base_offset: Offset::new(0),

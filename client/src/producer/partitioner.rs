@@ -59,6 +59,22 @@ impl Partitioner {
         PartitionId::new(self.sticky)
     }
 
+    /// Output: whether a record with this explicit partition (if any) and key goes to
+    /// `partition`, where the record before it went, given that the batch being filled there
+    /// has room for it (the caller checks that): the choice [`Partitioner::choose_keyless`]
+    /// would make without moving on.
+    pub fn goes_to(
+        &self,
+        own: Option<PartitionId>,
+        key: Option<&[u8]>,
+        partition: PartitionId,
+    ) -> bool {
+        match own {
+            Some(own) => own == partition,
+            None => self.choose(key) == partition,
+        }
+    }
+
     fn advance(&mut self) {
         self.sticky = (self.sticky + 1) % self.partition_count;
     }
@@ -122,6 +138,28 @@ mod tests {
             partitioner.choose(Some(b"k")),
             partition_for_key(b"k", 3),
             "a key ignores the sticky partition"
+        );
+    }
+
+    #[test]
+    fn a_record_goes_where_the_one_before_it_went_only_by_the_same_choice() {
+        let partitioner = Partitioner::new(3, 1);
+        let sticky = PartitionId::new(1);
+        assert!(
+            partitioner.goes_to(None, None, sticky),
+            "keyless: the sticky one"
+        );
+        assert!(!partitioner.goes_to(None, None, PartitionId::new(2)));
+        assert!(partitioner.goes_to(Some(PartitionId::new(2)), None, PartitionId::new(2)));
+        assert!(
+            !partitioner.goes_to(Some(PartitionId::new(2)), Some(b"k"), sticky),
+            "an explicit partition wins over the key"
+        );
+        let keyed = partition_for_key(b"k", 3);
+        assert!(partitioner.goes_to(None, Some(b"k"), keyed));
+        assert_eq!(
+            partitioner.goes_to(None, Some(b"k"), sticky),
+            keyed == sticky
         );
     }
 

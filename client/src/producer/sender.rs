@@ -13,7 +13,7 @@ use floe_wire::{BufferPool, PartitionId, StreamName};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
-use super::accumulator::Accumulator;
+use super::accumulator::{Accumulator, Run};
 use super::config::Settings;
 use super::delivery::{BatchOutcome, Deliveries, Delivery};
 use super::partitioner::Partitioner;
@@ -90,36 +90,13 @@ impl Shared {
         settings: Settings,
         producer_id: i64,
     ) -> Shared {
-        // As many batch allocations as the buffer holds at once are kept for reuse.
-        let buffers = Arc::new(BufferPool::new(
-            (settings.buffer_bytes as usize / settings.max_batch_bytes.max(1)).max(1),
-            settings.max_batch_bytes,
-        ));
-        let partitions = (0..partition_count)
-            .map(|_| PartitionState {
-                accumulator: Accumulator::new(
-                    settings.max_batch_bytes,
-                    settings.linger,
-                    buffers.clone(),
-                ),
-                window: SequenceWindow::new(
-                    settings.max_in_flight,
-                    settings.retry,
-                    floe_wire::Jitter::unpredictable(),
-                ),
-            })
-            .collect();
         Shared {
             client,
             stream,
             partition_count,
             producer_id,
             settings,
-            state: Mutex::new(State {
-                partitions,
-                partitioner: Partitioner::new(partition_count, producer_id as u32),
-                closing: false,
-            }),
+            state: Mutex::new(State::new(partition_count, &settings, producer_id as u32)),
             wake: Notify::new(),
             memory: Semaphore::new(settings.buffer_bytes as usize),
         }
@@ -145,8 +122,7 @@ impl Shared {
 
     /// Buffers a record; waits while the buffer is full.
     pub async fn send(&self, record: ProducerRecord) -> Result<Delivery, Error> {
-        let headers = header_refs(&record);
-        let fields = record_fields(&record, &headers, now_ms)?;
+        let fields = record_fields(&record, now_ms)?;
         let reserved = self.check(&record, fields.len())?;
         self.reserve(reserved).await?;
         let pushed = {
@@ -179,64 +155,71 @@ impl Shared {
     /// and buffers nothing.
     pub async fn send_all(&self, records: &[ProducerRecord]) -> Result<Deliveries, Error> {
         let now = now_ms();
-        let mut sizes = Vec::with_capacity(records.len());
+        let mut total: u64 = 0;
         for record in records {
-            let headers = header_refs(record);
-            let len = record_fields(record, &headers, || now)?.len();
-            sizes.push(self.check(record, len)?);
+            let len = fields_of(record, now).map_err(Error::InvalidRecord)?.len();
+            total += u64::from(self.check(record, len)?);
         }
         let mut deliveries = Deliveries::with_capacity(records.len());
         let mut start = 0;
         while start < records.len() {
-            // As many records as the buffer can hold at once, at least one.
-            let mut end = start;
-            let mut reserved: u32 = 0;
-            while let Some(&size) = sizes.get(end) {
-                if end > start
-                    && u64::from(reserved) + u64::from(size) > u64::from(self.settings.buffer_bytes)
-                {
-                    break;
+            // As many records as the buffer can hold at once, at least one: all of them
+            // unless the call holds more than the whole buffer.
+            let (end, reserved) = match u32::try_from(total) {
+                Ok(total) if start == 0 && total <= self.settings.buffer_bytes => {
+                    (records.len(), total)
                 }
-                reserved += size;
-                end += 1;
-            }
+                _ => self.share(records, start, now),
+            };
             self.reserve(reserved).await?;
-            let mut wake = false;
             let mut state = self.lock();
             if state.closing {
                 drop(state);
                 self.memory.add_permits(reserved as usize);
                 return Err(Error::Closed);
             }
-            for (record, &size) in records[start..end].iter().zip(&sizes[start..end]) {
-                let headers = header_refs(record);
-                let pushed = record_fields(record, &headers, || now)
-                    .and_then(|fields| state.push(record, fields, size));
-                match pushed {
-                    Ok((outcome, index, opened)) => {
-                        deliveries.push(outcome, index);
-                        wake |= opened;
-                        reserved -= size;
-                    }
-                    Err(e) => {
-                        // Checked above, so only a timestamp too far from its batch's first
-                        // gets here. The records before it are buffered and will be sent.
-                        drop(state);
-                        self.memory.add_permits(reserved as usize);
-                        if wake {
-                            self.wake.notify_one();
-                        }
-                        return Err(e);
-                    }
-                }
-            }
+            let placed = state.place(
+                &records[start..end],
+                now,
+                self.settings.buffer_bytes,
+                &mut deliveries,
+            );
             drop(state);
-            if wake {
+            // Only when a record failed (checked above, so only a timestamp too far from its
+            // batch's first): the records before it are buffered and will be sent.
+            if placed.reserved < reserved {
+                self.memory
+                    .add_permits((reserved - placed.reserved) as usize);
+            }
+            if placed.wake {
                 self.wake.notify_one();
+            }
+            if let Some(error) = placed.error {
+                return Err(error);
             }
             start = end;
         }
         Ok(deliveries)
+    }
+
+    /// The records from `start` on that the buffer can hold at once (at least one): where
+    /// they end, and the buffer bytes they take. For a call larger than the whole buffer.
+    fn share(&self, records: &[ProducerRecord], start: usize, now: i64) -> (usize, u32) {
+        let mut end = start;
+        let mut reserved: u32 = 0;
+        while let Some(record) = records.get(end) {
+            // Checked by the caller: every record has fields.
+            let len = record_fields(record, || now).map_or(0, |f| f.len());
+            let size = reserved_for(len, self.settings.buffer_bytes);
+            if end > start
+                && u64::from(reserved) + u64::from(size) > u64::from(self.settings.buffer_bytes)
+            {
+                break;
+            }
+            reserved += size;
+            end += 1;
+        }
+        (end, reserved)
     }
 
     /// Checks that `record`, of `record_len` bytes in a batch, can be sent; returns the
@@ -258,9 +241,7 @@ impl Shared {
                 partition_count: self.partition_count,
             });
         }
-        Ok(u32::try_from(record_len)
-            .unwrap_or(u32::MAX)
-            .min(self.settings.buffer_bytes))
+        Ok(reserved_for(record_len, self.settings.buffer_bytes))
     }
 
     /// Takes `bytes` of the buffer, waiting while it is full.
@@ -382,41 +363,62 @@ impl Shared {
     }
 }
 
+/// What [`State::place`] did.
+#[derive(Debug)]
+struct Placed {
+    /// Buffer bytes the placed records hold.
+    reserved: u32,
+    /// The task must look: a batch opened (a linger timer starts) or filled.
+    wake: bool,
+    /// Why the records after the placed ones were not placed.
+    error: Option<Error>,
+}
+
 impl State {
+    /// Empty accumulators and send windows for `partition_count` partitions; `sticky_start`
+    /// is where keyless records start.
+    fn new(partition_count: u32, settings: &Settings, sticky_start: u32) -> State {
+        // As many batch allocations as the buffer holds at once are kept for reuse.
+        let buffers = Arc::new(BufferPool::new(
+            (settings.buffer_bytes as usize / settings.max_batch_bytes.max(1)).max(1),
+            settings.max_batch_bytes,
+        ));
+        let partitions = (0..partition_count)
+            .map(|_| PartitionState {
+                accumulator: Accumulator::new(
+                    settings.max_batch_bytes,
+                    settings.linger,
+                    buffers.clone(),
+                ),
+                window: SequenceWindow::new(
+                    settings.max_in_flight,
+                    settings.retry,
+                    floe_wire::Jitter::unpredictable(),
+                ),
+            })
+            .collect();
+        State {
+            partitions,
+            partitioner: Partitioner::new(partition_count, sticky_start),
+            closing: false,
+        }
+    }
+
     /// Places a record in its partition's accumulator. Returns its batch's outcome, its
     /// index in the batch, and whether the task must look (a batch opened, so a linger timer
     /// starts, or one is full).
     fn push(
         &mut self,
         record: &ProducerRecord,
-        fields: RecordFields<'_>,
+        fields: RecordFields<'_, (String, Bytes)>,
         reserved: u32,
     ) -> Result<(&Arc<BatchOutcome>, u32, bool), Error> {
-        let partition = match (record.partition, &record.key) {
-            (Some(partition), _) => partition,
-            (None, Some(key)) => self.partitioner.choose(Some(key)),
-            (None, None) => {
-                let partitions = &self.partitions;
-                let record_len = fields.len();
-                self.partitioner.choose_keyless(|p| {
-                    partitions
-                        .get(p.get() as usize)
-                        .is_some_and(|state| state.accumulator.fits(record_len))
-                })
-            }
-        };
-        let partition_count = self.partitions.len() as u32;
-        let state = self
-            .partitions
-            .get_mut(partition.get() as usize)
-            .ok_or_else(|| Error::NoSuchPartition {
-                stream: String::new(),
-                partition: partition.get(),
-                partition_count,
-            })?;
-        let pushed = state
-            .accumulator
-            .push(fields, Instant::now, BatchHandle::default)?;
+        let partition = self.partition_for(record, fields.len());
+        let pushed = self.partition_mut(partition)?.accumulator.push(
+            fields,
+            Instant::now,
+            BatchHandle::default,
+        )?;
         pushed.attachment.reserved += reserved;
         Ok((
             &pushed.attachment.outcome,
@@ -424,6 +426,136 @@ impl State {
             pushed.opened || pushed.ready,
         ))
     }
+
+    /// Places `records`, checked by [`Shared::check`], in order, as [`State::push`] would
+    /// one by one, and adds them to `deliveries`. Consecutive records bound for the same
+    /// batch go in as one run: one partition choice and batch lookup, one delivery entry.
+    /// Stops at the first record that fails, keeping the ones before it.
+    fn place(
+        &mut self,
+        records: &[ProducerRecord],
+        now_ms: i64,
+        buffer_bytes: u32,
+        deliveries: &mut Deliveries,
+    ) -> Placed {
+        let mut placed = Placed {
+            reserved: 0,
+            wake: false,
+            error: None,
+        };
+        let mut next = 0;
+        while let Some(record) = records.get(next) {
+            let fields = match record_fields(record, || now_ms) {
+                Ok(fields) => fields,
+                Err(error) => {
+                    placed.error = Some(error);
+                    break;
+                }
+            };
+            let partition = self.partition_for(record, fields.len());
+            let State {
+                partitions,
+                partitioner,
+                ..
+            } = &mut *self;
+            let run = partition_mut(partitions, partition).and_then(|state| {
+                state
+                    .accumulator
+                    .push_run(fields, Instant::now, BatchHandle::default)
+                    .map_err(Error::InvalidRecord)
+            });
+            let mut run = match run {
+                Ok(run) => run,
+                Err(error) => {
+                    placed.error = Some(error);
+                    break;
+                }
+            };
+            next += 1;
+            let (taken, reserved, error) = extend_run(
+                &mut run,
+                partitioner,
+                partition,
+                &records[next..],
+                now_ms,
+                buffer_bytes,
+            );
+            next += taken;
+            let reserved = reserved + reserved_for(fields.len(), buffer_bytes);
+            placed.error = error;
+            let pushed = run.finish();
+            pushed.attachment.reserved += reserved;
+            deliveries.push(&pushed.attachment.outcome, pushed.index, pushed.count);
+            placed.wake |= pushed.opened || pushed.ready;
+            placed.reserved += reserved;
+            if placed.error.is_some() {
+                break;
+            }
+        }
+        placed
+    }
+
+    /// The partition a record goes to: its own, its key's, or for a keyless one the sticky
+    /// partition while that one's open batch has room for its `record_len` bytes.
+    fn partition_for(&mut self, record: &ProducerRecord, record_len: usize) -> PartitionId {
+        match (record.partition, &record.key) {
+            (Some(partition), _) => partition,
+            (None, Some(key)) => self.partitioner.choose(Some(key)),
+            (None, None) => {
+                let partitions = &self.partitions;
+                self.partitioner.choose_keyless(|p| {
+                    partitions
+                        .get(p.get() as usize)
+                        .is_some_and(|state| state.accumulator.fits(record_len))
+                })
+            }
+        }
+    }
+
+    fn partition_mut(&mut self, partition: PartitionId) -> Result<&mut PartitionState, Error> {
+        partition_mut(&mut self.partitions, partition)
+    }
+}
+
+fn partition_mut(
+    partitions: &mut [PartitionState],
+    partition: PartitionId,
+) -> Result<&mut PartitionState, Error> {
+    let partition_count = partitions.len() as u32;
+    partitions
+        .get_mut(partition.get() as usize)
+        .ok_or_else(|| Error::NoSuchPartition {
+            stream: String::new(),
+            partition: partition.get(),
+            partition_count,
+        })
+}
+
+/// The records at the start of `records` that follow the ones in `run` into its batch: they
+/// go to the same partition and the batch has room for them. Returns how many joined, the
+/// buffer bytes they hold, and the error that stopped the run, if any.
+fn extend_run(
+    run: &mut Run<'_, BatchHandle>,
+    partitioner: &Partitioner,
+    partition: PartitionId,
+    records: &[ProducerRecord],
+    now_ms: i64,
+    buffer_bytes: u32,
+) -> (usize, u32, Option<Error>) {
+    let mut reserved = 0;
+    for (taken, record) in records.iter().enumerate() {
+        if !partitioner.goes_to(record.partition, record.key.as_deref(), partition) {
+            return (taken, reserved, None);
+        }
+        let pushed = fields_of(record, now_ms)
+            .and_then(|fields| Ok(run.push(&fields)?.then_some(fields.len())));
+        match pushed {
+            Ok(Some(len)) => reserved += reserved_for(len, buffer_bytes),
+            Ok(None) => return (taken, reserved, None),
+            Err(error) => return (taken, reserved, Some(Error::InvalidRecord(error))),
+        }
+    }
+    (records.len(), reserved, None)
 }
 
 /// Batches per `Produce` request. One: the window's batches then travel as separate,
@@ -606,33 +738,36 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// A record's headers, borrowed (no allocation for a record without any).
+/// The buffer bytes a record of `record_len` bytes in a batch holds until it is done.
 #[inline]
-fn header_refs(record: &ProducerRecord) -> Vec<(&str, &[u8])> {
-    if record.headers.is_empty() {
-        return Vec::new(); // most records: no iterator to drive, nothing to allocate
-    }
-    record
-        .headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_ref()))
-        .collect()
+fn reserved_for(record_len: usize, buffer_bytes: u32) -> u32 {
+    u32::try_from(record_len)
+        .unwrap_or(u32::MAX)
+        .min(buffer_bytes)
 }
 
 /// A record's fields as a batch stores them, checked and measured; `now` gives the
 /// timestamp of one without.
-fn record_fields<'a>(
-    record: &'a ProducerRecord,
-    headers: &'a [(&'a str, &'a [u8])],
+#[inline]
+fn record_fields(
+    record: &ProducerRecord,
     now: impl FnOnce() -> i64,
-) -> Result<RecordFields<'a>, Error> {
+) -> Result<RecordFields<'_, (String, Bytes)>, Error> {
+    fields_of(record, record.timestamp.unwrap_or_else(now)).map_err(Error::InvalidRecord)
+}
+
+/// [`record_fields`], for a record known to have a timestamp or taking `now_ms`.
+#[inline]
+fn fields_of(
+    record: &ProducerRecord,
+    now_ms: i64,
+) -> Result<RecordFields<'_, (String, Bytes)>, floe_wire::batch::BuildError> {
     RecordFields::new(
-        record.timestamp.unwrap_or_else(now),
+        record.timestamp.unwrap_or(now_ms),
         record.key.as_deref(),
         &record.value,
-        headers,
+        &record.headers,
     )
-    .map_err(Error::InvalidRecord)
 }
 
 /// Milliseconds since the Unix epoch.
@@ -640,4 +775,81 @@ pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use floe_wire::frame::ConnectionLimits;
+
+    use super::*;
+    use crate::ProducerConfig;
+
+    const LIMITS: ConnectionLimits = ConnectionLimits {
+        max_frame_bytes: 16 * 1024 * 1024,
+        max_batch_bytes: 8 * 1024 * 1024,
+        max_list_entries: 10_000,
+        max_in_flight_bytes: 64 * 1024 * 1024,
+        max_in_flight_batches: 16,
+    };
+
+    /// Every buffered batch of every partition, encoded, with the buffer bytes it holds.
+    fn drain(state: &mut State) -> Vec<Vec<(Bytes, u32)>> {
+        let now = Instant::now();
+        state
+            .partitions
+            .iter_mut()
+            .map(|partition| {
+                partition.accumulator.seal_all();
+                std::iter::from_fn(|| partition.accumulator.pop_ready(now))
+                    .map(|batch| {
+                        let (bytes, handle) = batch.finish(7, 0, 0);
+                        (bytes.expect("a batch"), handle.reserved)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_placed_in_runs_make_the_batches_one_by_one_pushes_make() {
+        let config = ProducerConfig {
+            max_batch_bytes: 2_000,
+            ..ProducerConfig::default()
+        };
+        let settings = Settings::resolve(&config, &LIMITS).expect("valid");
+        // Keyless runs that fill batches and move on, keyed and explicit records between
+        // them, one with headers and one with its own timestamp.
+        let records: Vec<ProducerRecord> = (0..200u32)
+            .map(|i| {
+                let record = ProducerRecord::new(vec![i as u8; 90 + (i as usize % 7) * 20]);
+                match i % 23 {
+                    5 => record.with_key(format!("key-{i}")),
+                    9 => record.with_partition(PartitionId::new(i % 3)),
+                    13 => record.with_header("trace", "abc"),
+                    17 => record.with_timestamp(1_700_000_000_123),
+                    _ => record,
+                }
+            })
+            .collect();
+        let now_ms = 1_700_000_000_000;
+        let mut one_by_one = State::new(3, &settings, 1);
+        for record in &records {
+            let fields = fields_of(record, now_ms).expect("valid");
+            let reserved = reserved_for(fields.len(), settings.buffer_bytes);
+            one_by_one.push(record, fields, reserved).expect("placed");
+        }
+        let mut in_runs = State::new(3, &settings, 1);
+        let mut deliveries = Deliveries::with_capacity(records.len());
+        let placed = in_runs.place(&records, now_ms, settings.buffer_bytes, &mut deliveries);
+        assert!(placed.error.is_none());
+        assert_eq!(deliveries.len(), records.len());
+        let batches = drain(&mut in_runs);
+        assert_eq!(batches, drain(&mut one_by_one));
+        assert!(
+            batches.iter().map(Vec::len).sum::<usize>() > 10,
+            "the records filled several batches"
+        );
+        let total: u32 = batches.iter().flatten().map(|(_, reserved)| reserved).sum();
+        assert_eq!(placed.reserved, total);
+    }
 }

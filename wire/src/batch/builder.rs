@@ -69,18 +69,59 @@ pub fn control_batch(kind: ControlKind, timestamp: i64) -> Bytes {
         .expect("a control record fits any batch limit")
 }
 
+/// A record header as its producer holds it: a name and a value. Implemented for borrowed
+/// pairs and for the owned `(String, Bytes)` pairs of a producer's records, so that a batch
+/// is built from either without collecting the headers into another list first.
+pub trait Header {
+    fn name(&self) -> &str;
+    fn value(&self) -> &[u8];
+}
+
+impl Header for (&str, &[u8]) {
+    #[inline]
+    fn name(&self) -> &str {
+        self.0
+    }
+
+    #[inline]
+    fn value(&self) -> &[u8] {
+        self.1
+    }
+}
+
+impl Header for (String, Bytes) {
+    #[inline]
+    fn name(&self) -> &str {
+        &self.0
+    }
+
+    #[inline]
+    fn value(&self) -> &[u8] {
+        &self.1
+    }
+}
+
 /// A record's fields, borrowed, checked once for what any batch requires of them (header
 /// count and name lengths) and measured once: the bytes it takes in a batch.
-#[derive(Debug, Clone, Copy)]
-pub struct RecordFields<'a> {
+#[derive(Debug)]
+pub struct RecordFields<'a, H = (&'a str, &'a [u8])> {
     timestamp: i64,
     key: Option<&'a [u8]>,
     value: &'a [u8],
-    headers: &'a [(&'a str, &'a [u8])],
+    headers: &'a [H],
     len: usize,
 }
 
-impl<'a> RecordFields<'a> {
+// Not derived: that would require `H: Copy`, and only a reference to the headers is copied.
+impl<H> Clone for RecordFields<'_, H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<H> Copy for RecordFields<'_, H> {}
+
+impl<'a, H: Header> RecordFields<'a, H> {
     /// The fields of a record with an absolute timestamp in milliseconds; refused when no
     /// batch could hold its headers.
     #[inline]
@@ -88,20 +129,20 @@ impl<'a> RecordFields<'a> {
         timestamp: i64,
         key: Option<&'a [u8]>,
         value: &'a [u8],
-        headers: &'a [(&'a str, &'a [u8])],
-    ) -> Result<RecordFields<'a>, BuildError> {
+        headers: &'a [H],
+    ) -> Result<RecordFields<'a, H>, BuildError> {
         if headers.len() > u16::MAX as usize {
             return Err(BuildError::TooManyHeaders(headers.len()));
         }
-        if let Some((name, _)) = headers.iter().find(|(n, _)| n.len() > u16::MAX as usize) {
-            return Err(BuildError::HeaderNameTooLong(name.len()));
+        if let Some(header) = headers.iter().find(|h| h.name().len() > u16::MAX as usize) {
+            return Err(BuildError::HeaderNameTooLong(header.name().len()));
         }
         Ok(RecordFields {
             timestamp,
             key,
             value,
             headers,
-            len: BatchBuilder::record_len(key, value, headers),
+            len: measure(key, value, headers),
         })
     }
 
@@ -120,6 +161,18 @@ impl<'a> RecordFields<'a> {
     pub fn timestamp(&self) -> i64 {
         self.timestamp
     }
+}
+
+/// Size a record takes in a batch.
+#[inline]
+fn measure<H: Header>(key: Option<&[u8]>, value: &[u8], headers: &[H]) -> usize {
+    MIN_RECORD_LEN
+        + key.map_or(0, <[u8]>::len)
+        + value.len()
+        + headers
+            .iter()
+            .map(|h| 2 + h.name().len() + 4 + h.value().len())
+            .sum::<usize>()
 }
 
 impl BatchBuilder {
@@ -186,13 +239,7 @@ impl BatchBuilder {
     /// Size a record takes in a batch.
     #[inline]
     pub fn record_len(key: Option<&[u8]>, value: &[u8], headers: &[(&str, &[u8])]) -> usize {
-        MIN_RECORD_LEN
-            + key.map_or(0, <[u8]>::len)
-            + value.len()
-            + headers
-                .iter()
-                .map(|(n, v)| 2 + n.len() + 4 + v.len())
-                .sum::<usize>()
+        measure(key, value, headers)
     }
 
     /// Appends a record with an absolute timestamp in milliseconds. On error the batch is
@@ -210,8 +257,13 @@ impl BatchBuilder {
     /// Appends a record already checked and measured ([`RecordFields::new`]): what a
     /// producer uses when it needs the record's size before it picks a batch. On error
     /// the batch is unchanged.
-    #[inline]
-    pub fn push_fields(&mut self, record: &RecordFields<'_>) -> Result<(), BuildError> {
+    // Always inlined: a producer calls it once per record in a loop, and a call of its own
+    // would save and reload the record's fields and the buffer's state every time.
+    #[inline(always)]
+    pub fn push_fields<H: Header>(
+        &mut self,
+        record: &RecordFields<'_, H>,
+    ) -> Result<(), BuildError> {
         let RecordFields {
             timestamp,
             key,
@@ -261,7 +313,8 @@ impl BatchBuilder {
         self.buf.extend_from_slice(value);
         self.buf
             .extend_from_slice(&(headers.len() as u16).to_le_bytes());
-        for (name, value) in headers {
+        for header in headers {
+            let (name, value) = (header.name(), header.value());
             self.buf.put_u16_le(name.len() as u16);
             self.buf.put_slice(name.as_bytes());
             self.buf.put_u32_le(value.len() as u32);
@@ -353,7 +406,7 @@ mod tests {
     #[test]
     fn a_record_over_the_batch_limit_leaves_the_batch_as_it_was() -> Result<(), BuildError> {
         let value = [1u8; 100];
-        let fields = RecordFields::new(T, None, &value, &[])?;
+        let fields: RecordFields<'_> = RecordFields::new(T, None, &value, &[])?;
         let mut builder = BatchBuilder::new(HEADER_LEN + fields.len() + 10);
         builder.push_fields(&fields)?;
         let len = builder.len();
