@@ -132,17 +132,20 @@ impl Settings {
     }
 }
 
+/// The limits a broker with its default settings announces, for the producer's tests.
+#[cfg(test)]
+pub(crate) const TEST_LIMITS: ConnectionLimits = ConnectionLimits {
+    max_frame_bytes: 16 * 1024 * 1024,
+    max_batch_bytes: 8 * 1024 * 1024,
+    max_list_entries: 10_000,
+    max_in_flight_bytes: 64 * 1024 * 1024,
+    max_in_flight_batches: 16,
+};
+
 #[cfg(test)]
 mod tests {
+    use super::TEST_LIMITS as LIMITS;
     use super::*;
-
-    const LIMITS: ConnectionLimits = ConnectionLimits {
-        max_frame_bytes: 16 * 1024 * 1024,
-        max_batch_bytes: 8 * 1024 * 1024,
-        max_list_entries: 10_000,
-        max_in_flight_bytes: 64 * 1024 * 1024,
-        max_in_flight_batches: 16,
-    };
 
     #[test]
     fn the_defaults_fit_the_default_broker() {

@@ -779,18 +779,9 @@ pub(crate) fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use floe_wire::frame::ConnectionLimits;
-
+    use super::super::config::TEST_LIMITS as LIMITS;
     use super::*;
     use crate::ProducerConfig;
-
-    const LIMITS: ConnectionLimits = ConnectionLimits {
-        max_frame_bytes: 16 * 1024 * 1024,
-        max_batch_bytes: 8 * 1024 * 1024,
-        max_list_entries: 10_000,
-        max_in_flight_bytes: 64 * 1024 * 1024,
-        max_in_flight_batches: 16,
-    };
 
     /// Every buffered batch of every partition, encoded, with the buffer bytes it holds.
     fn drain(state: &mut State) -> Vec<Vec<(Bytes, u32)>> {
